@@ -1,0 +1,86 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let package = Package(
+    name: "bucketfs",
+    platforms: [.macOS(.v13)],
+    products: [
+        .executable(name: "bucketfs", targets: ["bucketfs"]),
+        .library(name: "StorageModel", targets: ["StorageModel"]),
+        .library(name: "ObjectStores", targets: ["ObjectStores"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.25.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
+        .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.0"),
+    ],
+    targets: [
+        // libfuse3 through a tiny C module: header defines FUSE_USE_VERSION, shims are prefixed.
+        .target(
+            name: "CFuse",
+            cSettings: [.unsafeFlags(["-I/usr/include/fuse3"])],
+            linkerSettings: [.linkedLibrary("fuse3"), .linkedLibrary("pthread")]
+        ),
+        // The low-level FUSE API in Swift. Knows nothing about buckets.
+        .target(name: "FuseKit", dependencies: ["CFuse"]),
+        // Pure values: paths, metadata, list results, errors, validation, the store protocol and
+        // the Firebase-shaped Storage / StorageReference facade over it.
+        .target(name: "StorageModel", dependencies: [.product(name: "Logging", package: "swift-log")]),
+        // The embedded (local directory) bucket.
+        .target(
+            name: "ObjectStores",
+            dependencies: [
+                "StorageModel",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The Cloud Storage JSON API backend.
+        .target(
+            name: "GCSStore",
+            dependencies: [
+                "StorageModel",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The filesystem core: inode table, caches, xattrs, handles. No kernel, no network.
+        .target(
+            name: "BucketFS",
+            dependencies: ["StorageModel", "FuseKit", .product(name: "Logging", package: "swift-log")]
+        ),
+        .executableTarget(
+            name: "bucketfs",
+            dependencies: [
+                "StorageModel", "ObjectStores", "GCSStore", "BucketFS", "FuseKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "StorageModelTests",
+            dependencies: ["StorageModel", .product(name: "PropertyBased", package: "swift-property-based")]
+        ),
+        .testTarget(
+            name: "ObjectStoresTests",
+            dependencies: [
+                "StorageModel", "ObjectStores", "GCSStore",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(name: "BucketFSTests", dependencies: ["BucketFS", "FuseKit", "StorageModel", "ObjectStores"]),
+    ]
+)

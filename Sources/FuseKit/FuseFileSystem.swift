@@ -1,0 +1,158 @@
+import Foundation
+
+// The contract between FuseKit (libfuse3 low-level API) and a filesystem. FuseKit calls these
+// methods, each on its own Task, and sends exactly one reply per request: the returned value, or
+// the thrown Errno. A filesystem never sees libfuse types.
+
+/// An errno value as a small typed error.
+public struct Errno: Error, Equatable, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: Int32
+    public init(_ raw: Int32) { rawValue = raw }
+    public var description: String { String(cString: strerror(rawValue)) + " (\(rawValue))" }
+
+    public static let EPERM = Errno(1), ENOENT = Errno(2), EIO = Errno(5), EBADF = Errno(9),
+        EAGAIN = Errno(11), ENOMEM = Errno(12), EACCES = Errno(13), EBUSY = Errno(16), EEXIST = Errno(17),
+        EXDEV = Errno(18), ENOTDIR = Errno(20), EISDIR = Errno(21), EINVAL = Errno(22), EFBIG = Errno(27),
+        ENOSPC = Errno(28), EROFS = Errno(30), ERANGE = Errno(34), ENAMETOOLONG = Errno(36),
+        ENOSYS = Errno(38), ENOTEMPTY = Errno(39), ENODATA = Errno(61), E2BIG = Errno(7),
+        ENOTSUP = Errno(95), ESTALE = Errno(116), ETIMEDOUT = Errno(110), EILSEQ = Errno(84)
+}
+
+public enum FileType: Sendable, Equatable { case regular, directory }
+
+/// What `stat` shows. Times are seconds since the epoch.
+public struct FileAttributes: Sendable, Equatable {
+    public var ino: UInt64
+    public var type: FileType
+    public var size: UInt64
+    /// Permission bits only (e.g. 0o644); the file type bits come from `type`.
+    public var permissions: UInt32
+    public var nlink: UInt32
+    public var uid: UInt32
+    public var gid: UInt32
+    public var atime: Double
+    public var mtime: Double
+    public var ctime: Double
+    /// 512-byte blocks.
+    public var blocks: UInt64 { (size + 511) / 512 }
+
+    public init(ino: UInt64, type: FileType, size: UInt64, permissions: UInt32, nlink: UInt32,
+                uid: UInt32, gid: UInt32, atime: Double, mtime: Double, ctime: Double) {
+        self.ino = ino; self.type = type; self.size = size; self.permissions = permissions
+        self.nlink = nlink; self.uid = uid; self.gid = gid; self.atime = atime; self.mtime = mtime; self.ctime = ctime
+    }
+}
+
+/// A lookup answer. Each returned entry counts as one kernel lookup of `attributes.ino`
+/// (undone by `forget`).
+public struct FuseEntry: Sendable, Equatable {
+    public var attributes: FileAttributes
+    public var entryTimeout: Double
+    public var attrTimeout: Double
+    public init(attributes: FileAttributes, entryTimeout: Double, attrTimeout: Double) {
+        self.attributes = attributes; self.entryTimeout = entryTimeout; self.attrTimeout = attrTimeout
+    }
+}
+
+/// One directory entry of readdir / readdirplus. `offset` is the cookie of the entry after it.
+public struct DirectoryEntry: Sendable, Equatable {
+    public var name: String
+    public var offset: UInt64
+    /// Full entry for readdirplus (counts as a lookup only if it fits in the reply buffer);
+    /// for plain readdir only ino and type are used.
+    public var entry: FuseEntry
+    public init(name: String, offset: UInt64, entry: FuseEntry) {
+        self.name = name; self.offset = offset; self.entry = entry
+    }
+}
+
+public struct StatFS: Sendable, Equatable {
+    public var blockSize: UInt64 = 4096
+    public var blocks: UInt64 = 1 << 40
+    public var blocksFree: UInt64 = 1 << 40
+    public var blocksAvailable: UInt64 = 1 << 40
+    public var files: UInt64 = 1 << 32
+    public var filesFree: UInt64 = 1 << 32
+    public var nameMax: UInt64 = 255
+    public init() {}
+}
+
+/// Answer to getxattr / listxattr: the size-probe (size 0) and ERANGE logic lives in FuseKit.
+public struct OpenFlags: Sendable, Equatable {
+    public let rawValue: Int32
+    public init(_ raw: Int32) { rawValue = raw }
+    public var accessMode: Int32 { rawValue & O_ACCMODE }
+    public var isWrite: Bool { accessMode != O_RDONLY }
+    public var truncate: Bool { rawValue & O_TRUNC != 0 }
+    public var append: Bool { rawValue & O_APPEND != 0 }
+}
+
+/// Which attributes a setattr changes.
+public struct SetAttributes: Sendable, Equatable {
+    public var mode: UInt32?
+    public var uid: UInt32?
+    public var gid: UInt32?
+    public var size: UInt64?
+    public var atime: Double?
+    public var mtime: Double?
+    public init(mode: UInt32? = nil, uid: UInt32? = nil, gid: UInt32? = nil, size: UInt64? = nil,
+                atime: Double? = nil, mtime: Double? = nil) {
+        self.mode = mode; self.uid = uid; self.gid = gid; self.size = size; self.atime = atime; self.mtime = mtime
+    }
+}
+
+/// The operations. Names arrive as UTF-8 Strings (a non-UTF-8 name is refused by FuseKit with
+/// EILSEQ before the filesystem sees it). Every default answers ENOSYS (or EROFS for changes).
+public protocol FuseFileSystem: AnyObject, Sendable {
+    func lookup(parent: UInt64, name: String) async throws(Errno) -> FuseEntry
+    func forget(ino: UInt64, nlookup: UInt64)
+    func getattr(ino: UInt64) async throws(Errno) -> (FileAttributes, Double)
+    func setattr(ino: UInt64, fh: UInt64?, changes: SetAttributes) async throws(Errno) -> (FileAttributes, Double)
+    func opendir(ino: UInt64) async throws(Errno) -> UInt64
+    /// Entries after `offset` (0 = from the start). FuseKit stops filling when the buffer is full
+    /// and asks again from the last offset that fit.
+    func readdir(ino: UInt64, fh: UInt64, offset: UInt64) async throws(Errno) -> [DirectoryEntry]
+    func releasedir(ino: UInt64, fh: UInt64)
+    func open(ino: UInt64, flags: OpenFlags) async throws(Errno) -> UInt64
+    func read(ino: UInt64, fh: UInt64, offset: UInt64, size: Int) async throws(Errno) -> Data
+    func write(ino: UInt64, fh: UInt64, offset: UInt64, data: Data) async throws(Errno) -> Int
+    func flush(ino: UInt64, fh: UInt64) async throws(Errno)
+    func fsync(ino: UInt64, fh: UInt64, dataOnly: Bool) async throws(Errno)
+    func release(ino: UInt64, fh: UInt64) async throws(Errno)
+    func create(parent: UInt64, name: String, mode: UInt32, flags: OpenFlags) async throws(Errno) -> (FuseEntry, UInt64)
+    func mkdir(parent: UInt64, name: String, mode: UInt32) async throws(Errno) -> FuseEntry
+    func unlink(parent: UInt64, name: String) async throws(Errno)
+    func rmdir(parent: UInt64, name: String) async throws(Errno)
+    func rename(parent: UInt64, name: String, newParent: UInt64, newName: String, flags: UInt32) async throws(Errno)
+    func statfs(ino: UInt64) async throws(Errno) -> StatFS
+    /// The whole value; FuseKit answers size probes and ERANGE.
+    func getxattr(ino: UInt64, name: String) async throws(Errno) -> [UInt8]
+    /// The names; FuseKit joins them with NULs and answers size probes and ERANGE.
+    func listxattr(ino: UInt64) async throws(Errno) -> [String]
+    /// flags: XATTR_CREATE (1) / XATTR_REPLACE (2).
+    func setxattr(ino: UInt64, name: String, value: [UInt8], flags: Int32) async throws(Errno)
+    func removexattr(ino: UInt64, name: String) async throws(Errno)
+}
+
+public extension FuseFileSystem {
+    func forget(ino: UInt64, nlookup: UInt64) {}
+    func setattr(ino: UInt64, fh: UInt64?, changes: SetAttributes) async throws(Errno) -> (FileAttributes, Double) { throw .EROFS }
+    func opendir(ino: UInt64) async throws(Errno) -> UInt64 { 0 }
+    func releasedir(ino: UInt64, fh: UInt64) {}
+    func open(ino: UInt64, flags: OpenFlags) async throws(Errno) -> UInt64 { throw .ENOSYS }
+    func read(ino: UInt64, fh: UInt64, offset: UInt64, size: Int) async throws(Errno) -> Data { throw .ENOSYS }
+    func write(ino: UInt64, fh: UInt64, offset: UInt64, data: Data) async throws(Errno) -> Int { throw .EROFS }
+    func flush(ino: UInt64, fh: UInt64) async throws(Errno) {}
+    func fsync(ino: UInt64, fh: UInt64, dataOnly: Bool) async throws(Errno) {}
+    func release(ino: UInt64, fh: UInt64) async throws(Errno) {}
+    func create(parent: UInt64, name: String, mode: UInt32, flags: OpenFlags) async throws(Errno) -> (FuseEntry, UInt64) { throw .EROFS }
+    func mkdir(parent: UInt64, name: String, mode: UInt32) async throws(Errno) -> FuseEntry { throw .EROFS }
+    func unlink(parent: UInt64, name: String) async throws(Errno) { throw .EROFS }
+    func rmdir(parent: UInt64, name: String) async throws(Errno) { throw .EROFS }
+    func rename(parent: UInt64, name: String, newParent: UInt64, newName: String, flags: UInt32) async throws(Errno) { throw .EROFS }
+    func statfs(ino: UInt64) async throws(Errno) -> StatFS { StatFS() }
+    func getxattr(ino: UInt64, name: String) async throws(Errno) -> [UInt8] { throw .ENODATA }
+    func listxattr(ino: UInt64) async throws(Errno) -> [String] { [] }
+    func setxattr(ino: UInt64, name: String, value: [UInt8], flags: Int32) async throws(Errno) { throw .ENOTSUP }
+    func removexattr(ino: UInt64, name: String) async throws(Errno) { throw .ENOTSUP }
+}

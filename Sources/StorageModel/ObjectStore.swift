@@ -1,0 +1,101 @@
+import Foundation
+
+/// Generation / metageneration preconditions, as the JSON API's `if*Match` parameters.
+public struct Preconditions: Sendable, Equatable {
+    /// `ifGenerationMatch`: 0 means "the object must not exist".
+    public var ifGenerationMatch: Int64?
+    public var ifGenerationNotMatch: Int64?
+    public var ifMetagenerationMatch: Int64?
+    public var ifMetagenerationNotMatch: Int64?
+
+    public init(ifGenerationMatch: Int64? = nil, ifGenerationNotMatch: Int64? = nil,
+                ifMetagenerationMatch: Int64? = nil, ifMetagenerationNotMatch: Int64? = nil) {
+        self.ifGenerationMatch = ifGenerationMatch
+        self.ifGenerationNotMatch = ifGenerationNotMatch
+        self.ifMetagenerationMatch = ifMetagenerationMatch
+        self.ifMetagenerationNotMatch = ifMetagenerationNotMatch
+    }
+
+    public static let none = Preconditions()
+    public static let doesNotExist = Preconditions(ifGenerationMatch: 0)
+
+    public var isEmpty: Bool { self == .none }
+
+    /// Checks these preconditions against the current object (nil = no live object).
+    /// Returns false when a 412 is due.
+    public func hold(for current: ObjectInfo?) -> Bool {
+        if let g = ifGenerationMatch {
+            if g == 0 { if current != nil { return false } } else if current?.generation != g { return false }
+        }
+        if let g = ifGenerationNotMatch, let c = current, c.generation == g { return false }
+        if let m = ifMetagenerationMatch {
+            guard let c = current, c.metageneration == m else { return false }
+        }
+        if let m = ifMetagenerationNotMatch, let c = current, c.metageneration == m { return false }
+        return true
+    }
+}
+
+/// One `objects.list` call.
+public struct ListRequest: Sendable, Equatable {
+    public var prefix: String
+    public var delimiter: String?
+    public var maxResults: Int
+    public var pageToken: String?
+    /// Also list names equal to the prefix / placeholders `p/` as items (the JSON API does).
+    public init(prefix: String = "", delimiter: String? = "/", maxResults: Int = 1000, pageToken: String? = nil) {
+        self.prefix = prefix
+        self.delimiter = delimiter
+        self.maxResults = maxResults
+        self.pageToken = pageToken
+    }
+}
+
+/// One page of an `objects.list` answer, as the JSON API gives it: prefixes keep their trailing
+/// delimiter; items carry full metadata.
+public struct ListPage: Sendable, Equatable {
+    public var prefixes: [String]
+    public var items: [ObjectInfo]
+    public var nextPageToken: String?
+    public init(prefixes: [String] = [], items: [ObjectInfo] = [], nextPageToken: String? = nil) {
+        self.prefixes = prefixes
+        self.items = items
+        self.nextPageToken = nextPageToken
+    }
+}
+
+/// Where the bytes of an upload come from.
+public enum UploadSource: Sendable {
+    case data(Data)
+    /// A local file, read (and for large sizes, streamed) by the store.
+    case file(path: String)
+
+    public func size() throws -> Int64 {
+        switch self {
+        case .data(let d): return Int64(d.count)
+        case .file(let p):
+            let a = try FileManager.default.attributesOfItem(atPath: p)
+            return (a[.size] as? NSNumber)?.int64Value ?? 0
+        }
+    }
+}
+
+/// A bucket as the JSON API shapes it. Every backend (embedded, Cloud Storage, test doubles)
+/// implements this; the model facade and the filesystem core call only this.
+public protocol ObjectStore: Sendable {
+    /// The bucket name.
+    var bucket: String { get }
+    func list(_ request: ListRequest) async throws -> ListPage
+    func getMetadata(_ name: String) async throws -> ObjectInfo
+    func patchMetadata(_ name: String, _ patch: MetadataPatch, preconditions: Preconditions) async throws -> ObjectInfo
+    /// Reads bytes of a version (the live one when `generation` is nil). `range` is clamped to
+    /// the object's size; a range starting at or past the end returns empty data.
+    func read(_ name: String, generation: Int64?, range: Range<Int64>?) async throws -> Data
+    func write(_ name: String, from source: UploadSource, metadata: WritableMetadata,
+               preconditions: Preconditions) async throws -> ObjectInfo
+    func delete(_ name: String, preconditions: Preconditions) async throws
+    /// Server-side copy of the live (or given) source generation; metadata is copied unless
+    /// `metadata` is given.
+    func copy(from source: String, sourceGeneration: Int64?, to destination: String,
+              metadata: WritableMetadata?, preconditions: Preconditions) async throws -> ObjectInfo
+}

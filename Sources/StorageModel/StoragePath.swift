@@ -1,0 +1,86 @@
+import Foundation
+
+/// Path rules of the reference model. All checks run before any request.
+public enum StoragePath {
+    public static let maxFullPathBytes = 1024
+    public static let maxSegmentBytes = 255
+
+    /// `child()` normalisation: joins, drops empty segments (`/a//b///` → `a/b`).
+    public static func normalize(_ path: String) -> String {
+        path.split(separator: "/", omittingEmptySubsequences: true).joined(separator: "/")
+    }
+
+    public static func join(_ parent: String, _ child: String) -> String {
+        normalize(parent + "/" + child)
+    }
+
+    /// The last segment, "" for the root.
+    public static func lastSegment(_ path: String) -> String {
+        guard let i = path.lastIndex(of: "/") else { return path }
+        return String(path[path.index(after: i)...])
+    }
+
+    /// The parent path, nil for the root ("").
+    public static func parent(_ path: String) -> String? {
+        if path.isEmpty { return nil }
+        guard let i = path.lastIndex(of: "/") else { return "" }
+        return String(path[..<i])
+    }
+
+    /// Validates an object name for the model: 1…1024 UTF-8 bytes, no CR or LF.
+    public static func validateObjectName(_ name: String) throws(StorageError) {
+        if name.isEmpty { throw .pathError(path: name, problem: .empty) }
+        let n = name.utf8.count
+        if n > maxFullPathBytes { throw .pathError(path: name, problem: .tooLong(bytes: n)) }
+        if name.utf8.contains(where: { $0 == 0x0A || $0 == 0x0D }) {
+            throw .pathError(path: name, problem: .containsNewline)
+        }
+        warnAboutDiscouragedCharacters(name)
+    }
+
+    /// Stricter check for names the mount can show: additionally no empty, `.` or `..`
+    /// segments, and no segment over 255 bytes. `allowTrailingSlash` admits `dir/` placeholders.
+    public static func mountProblem(_ name: String, allowTrailingSlash: Bool = true) -> PathProblem? {
+        if name.isEmpty { return .empty }
+        let n = name.utf8.count
+        if n > maxFullPathBytes { return .tooLong(bytes: n) }
+        if name.utf8.contains(where: { $0 == 0x0A || $0 == 0x0D }) { return .containsNewline }
+        var segs = name.split(separator: "/", omittingEmptySubsequences: false)
+        if allowTrailingSlash, segs.count > 1, segs.last == "" { segs.removeLast() }
+        for s in segs {
+            if s.isEmpty || s == "." || s == ".." { return .unrepresentableSegment(String(s)) }
+            if s.utf8.count > maxSegmentBytes { return .segmentTooLong(segment: String(s), bytes: s.utf8.count) }
+        }
+        return nil
+    }
+
+    /// `#`, `[`, `]`, `*`, `?` are allowed but discouraged by Cloud Storage; warned about once.
+    public static let discouragedCharacters: Set<Character> = ["#", "[", "]", "*", "?"]
+    private static let warned = WarnOnce()
+
+    static func warnAboutDiscouragedCharacters(_ name: String) {
+        if name.contains(where: { discouragedCharacters.contains($0) }) {
+            warned.warn("object name '\(name.prefix(200))' contains one of # [ ] * ?, which Cloud Storage discourages")
+        }
+    }
+}
+
+/// Logs a message once per process (by key). Thread-safe.
+public final class WarnOnce: @unchecked Sendable {
+    private var seen = Set<String>()
+    private let lock = NSLock()
+    public init() {}
+    public var handler: @Sendable (String) -> Void = { msg in
+        FileHandle.standardError.write(Data("bucketfs: warning: \(msg)\n".utf8))
+    }
+    /// Returns true the first time the key is seen.
+    @discardableResult
+    public func warn(_ message: String, key: String? = nil) -> Bool {
+        let k = key ?? message
+        lock.lock()
+        let first = seen.insert(k).inserted
+        lock.unlock()
+        if first { handler(message) }
+        return first
+    }
+}
