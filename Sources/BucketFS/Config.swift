@@ -1,0 +1,26 @@
+import Foundation
+
+/// What the mount options of SPEC.md §3 decide for the core.
+public struct MountConfig: Sendable {
+    public var readOnly = false
+    public var uid: UInt32 = getuid()
+    public var gid: UInt32 = getgid()
+    public var fileMode: UInt32 = 0o644
+    public var dirMode: UInt32 = 0o755
+    /// How long entries, attributes and listings are trusted.
+    public var metadataTTL: Double = 5
+    /// maxResults of each list call.
+    public var listPageSize = 1000
+    /// Sequential reads start with this window and double up to `readAheadMax` per open file.
+    public var readAheadInitial = 1 << 20
+    public var readAheadMax = 64 << 20
+    /// Where written files are staged before upload, and where data of failed uploads is kept.
+    public var cacheDirectory: String = NSTemporaryDirectory() + "bucketfs-cache"
+    /// Injected clock (seconds since the epoch), for tests.
+    public var now: @Sendable () -> Double = { Date().timeIntervalSince1970 }
+
+    public init() {}
+
+    /// Where a file whose upload failed is kept for the user to recover.
+    public var lostAndFound: String { cacheDirectory + "/lost+found" }
+}

@@ -1,0 +1,105 @@
+import Foundation
+import FuseKit
+import StorageModel
+
+/// One inode. Guarded by `BucketFileSystem.lock` (every field).
+final class Node: @unchecked Sendable {
+    let ino: UInt64
+    /// Object path without a trailing slash; "" for the root.
+    var path: String
+    let type: FileType
+    /// For a file: the object. For a directory: its `dir/` placeholder, nil when prefix-only.
+    var info: ObjectInfo?
+    /// When `info` (or the absence of a placeholder) must be read again.
+    var infoExpiry: Double = 0
+    /// Kernel lookup count (lookup, create, mkdir and readdirplus entries raise it; forget lowers).
+    var lookups: UInt64 = 0
+    /// Local content of a file opened for writing or created here (nil otherwise).
+    var staged: StagedFile?
+    /// Directory listing cache (directories only).
+    var listing: Listing?
+    /// Set once the object is gone (unlinked, renamed over).
+    var removed = false
+
+    init(ino: UInt64, path: String, type: FileType) {
+        self.ino = ino
+        self.path = path
+        self.type = type
+    }
+
+    var name: String { StoragePath.lastSegment(path) }
+    /// The object name of a directory's placeholder, or of a file.
+    var objectName: String { type == .directory ? path + "/" : path }
+    /// The list prefix for a directory's children.
+    var childPrefix: String { path.isEmpty ? "" : path + "/" }
+}
+
+/// The children of a directory as of one listing (plus changes made through this mount).
+struct Listing {
+    /// name → child inode, kept sorted in `order` for stable readdir offsets.
+    var children: [String: UInt64]
+    var expiry: Double
+
+    var sortedNames: [String] { children.keys.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) } }
+}
+
+/// A file's local content while it is open for writing (or created and not yet uploaded).
+final class StagedFile: @unchecked Sendable {
+    let fd: Int32
+    let path: String
+    /// ifGenerationMatch for the next upload: the generation read, 0 for a new object.
+    var baseGeneration: Int64
+    var dirty: Bool
+    var size: Int64
+    /// Writable metadata the upload carries (xattrs and mtime set before close go here).
+    var metadata: WritableMetadata
+    var openHandles = 0
+    /// Serialises uploads of this file.
+    let uploadLock = AsyncLock()
+
+    init(fd: Int32, path: String, baseGeneration: Int64, dirty: Bool, size: Int64, metadata: WritableMetadata) {
+        self.fd = fd
+        self.path = path
+        self.baseGeneration = baseGeneration
+        self.dirty = dirty
+        self.size = size
+        self.metadata = metadata
+    }
+
+    func close() {
+        Glibc.close(fd)
+        unlink(path)
+    }
+}
+
+/// An open file handle.
+final class Handle: @unchecked Sendable {
+    let ino: UInt64
+    let writable: Bool
+    /// Reads of a file not staged here are pinned to this generation.
+    let generation: Int64
+    let size: Int64
+    let path: String
+    // Read-ahead state, guarded by `readLock`.
+    let readLock = AsyncLock()
+    var buffer = Data()
+    var bufferStart: Int64 = 0
+    var window: Int
+    var lastEnd: Int64 = -1
+
+    init(ino: UInt64, writable: Bool, generation: Int64, size: Int64, path: String, window: Int) {
+        self.ino = ino
+        self.writable = writable
+        self.generation = generation
+        self.size = size
+        self.path = path
+        self.window = window
+    }
+}
+
+/// An open directory: a snapshot of names so offsets stay stable across readdir calls.
+final class DirHandle: @unchecked Sendable {
+    let ino: UInt64
+    var entries: [(name: String, ino: UInt64)]?
+    init(ino: UInt64) { self.ino = ino }
+}

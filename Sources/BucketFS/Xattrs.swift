@@ -1,0 +1,123 @@
+import StorageModel
+
+/// How an extended attribute name maps onto object metadata (SPEC.md §4). Pure rules, no I/O.
+public enum XattrName: Equatable, Sendable {
+    /// `user.<key>`: customMetadata[key].
+    case custom(String)
+    /// `user.storage.<writable property>`.
+    case writable(WritableProperty)
+    /// `user.storage.<read-only property>`.
+    case readOnly(String)
+    /// A custom key the mount never shows or sets (secrets, mtime keys, `storage.` names).
+    case hidden(String)
+    /// `security.*`, `system.*`, `trusted.*`: answered locally, no request.
+    case local
+    /// Anything else.
+    case unsupported
+
+    public enum WritableProperty: String, CaseIterable, Sendable {
+        case contentType, cacheControl, contentDisposition, contentEncoding, contentLanguage
+    }
+
+    public static let readOnlyProperties = ["md5Hash", "crc32c", "generation", "metageneration", "size",
+                                            "timeCreated", "updated", "bucket", "fullPath", "name"]
+
+    /// The custom-metadata key that carries the file's mtime (gsutil's convention).
+    public static let mtimeKey = "goog-reserved-file-mtime"
+
+    /// Custom keys that stay hidden: a bearer secret and the mtime/posix keys that `stat` shows.
+    public static func isHiddenKey(_ key: String) -> Bool {
+        key == "firebaseStorageDownloadTokens" || key.hasPrefix("goog-reserved-") || key == "gcsfuse_mtime"
+            || key == "mtime" || key.hasPrefix("storage.")
+    }
+
+    public init(_ name: String) {
+        if name.hasPrefix("security.") || name.hasPrefix("system.") || name.hasPrefix("trusted.") {
+            self = .local
+            return
+        }
+        guard name.hasPrefix("user.") else { self = .unsupported; return }
+        let key = String(name.dropFirst(5))
+        if key.hasPrefix("storage.") {
+            let prop = String(key.dropFirst(8))
+            if let w = WritableProperty(rawValue: prop) { self = .writable(w) }
+            else if Self.readOnlyProperties.contains(prop) { self = .readOnly(prop) }
+            else { self = .hidden(key) }
+            return
+        }
+        if key.isEmpty { self = .unsupported; return }
+        self = Self.isHiddenKey(key) ? .hidden(key) : .custom(key)
+    }
+
+    /// The value of this attribute for an object, nil when it has none.
+    public func value(in info: ObjectInfo) -> String? {
+        switch self {
+        case .custom(let k): return info.customMetadata[k]
+        case .writable(let p): return p.get(info.writable)
+        case .readOnly(let p):
+            switch p {
+            case "md5Hash": return info.md5Hash
+            case "crc32c": return info.crc32c
+            case "generation": return String(info.generation)
+            case "metageneration": return String(info.metageneration)
+            case "size": return String(info.size)
+            case "timeCreated": return RFC3339.format(info.timeCreated)
+            case "updated": return RFC3339.format(info.updated)
+            case "bucket": return info.bucket
+            case "fullPath": return info.name.hasSuffix("/") ? String(info.name.dropLast()) : info.name
+            case "name": return StoragePath.lastSegment(info.name.hasSuffix("/") ? String(info.name.dropLast()) : info.name)
+            default: return nil
+            }
+        case .hidden, .local, .unsupported: return nil
+        }
+    }
+
+    /// The names `listxattr` shows: visible custom keys and the writable properties that are set.
+    public static func listed(for m: WritableMetadata) -> [String] {
+        var names = m.customMetadata.keys.filter { !isHiddenKey($0) }.sorted().map { "user." + $0 }
+        for p in WritableProperty.allCases where p.get(m) != nil { names.append("user.storage." + p.rawValue) }
+        return names
+    }
+}
+
+extension XattrName.WritableProperty {
+    public func get(_ m: WritableMetadata) -> String? {
+        switch self {
+        case .contentType: return m.contentType
+        case .cacheControl: return m.cacheControl
+        case .contentDisposition: return m.contentDisposition
+        case .contentEncoding: return m.contentEncoding
+        case .contentLanguage: return m.contentLanguage
+        }
+    }
+
+    public func set(_ m: inout WritableMetadata, _ v: String?) {
+        switch self {
+        case .contentType: m.contentType = v
+        case .cacheControl: m.cacheControl = v
+        case .contentDisposition: m.contentDisposition = v
+        case .contentEncoding: m.contentEncoding = v
+        case .contentLanguage: m.contentLanguage = v
+        }
+    }
+
+    public func change(_ p: inout MetadataPatch, _ v: String?) {
+        let c: FieldChange<String> = v.map { .set($0) } ?? .remove
+        switch self {
+        case .contentType: p.contentType = c
+        case .cacheControl: p.cacheControl = c
+        case .contentDisposition: p.contentDisposition = c
+        case .contentEncoding: p.contentEncoding = c
+        case .contentLanguage: p.contentLanguage = c
+        }
+    }
+}
+
+/// The PATCH a custom-metadata change costs: the whole map as it should become, removed keys as
+/// null, so a server that replaces instead of merging still ends up right.
+public func customMetadataPatch(from old: [String: String], to new: [String: String]) -> MetadataPatch {
+    var p = MetadataPatch()
+    for (k, v) in new { p.customMetadata[k] = .some(v) }
+    for k in old.keys where new[k] == nil { p.customMetadata[k] = .some(nil) }
+    return p
+}
