@@ -1,1 +1,209 @@
-// placeholder
+import Foundation
+import AsyncHTTPClient
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOFoundationCompat
+import StorageModel
+
+/// `gs://BUCKET[/PREFIX]` through the Cloud Storage JSON API (`/storage/v1`, uploads under `/upload`).
+///
+/// - Names are sent percent-encoded as one path segment; with a `prefix`, `PREFIX/` is prepended to
+///   every name and stripped from every result, so the store looks like a bucket rooted there.
+/// - Idempotent calls (reads, list, get, and writes guarded by a generation or metageneration
+///   precondition) are retried on 408, 429, 5xx, resets and timeouts with jittered exponential backoff;
+///   every call ends within its deadline (`retryLimitExceeded` or `timeout`). Resumable uploads resume
+///   from what the server persisted; their deadline restarts whenever a chunk is committed.
+public final class GCSStore: ObjectStore {
+    public let bucket: String
+    /// "" or `PREFIX/`.
+    public let prefix: String
+    /// `scheme://host[:port]` without a trailing slash.
+    public let endpoint: String
+    public let tuning: Tuning
+    let transport: GCSTransport
+    let client: HTTPClient
+    let logger: Logger
+
+    /// Knobs with production defaults; tests shrink them.
+    public struct Tuning: Sendable {
+        public var initialBackoff: Duration = .milliseconds(100)
+        public var maxBackoff: Duration = .seconds(5)
+        /// Resumable upload chunk size; a multiple of 256 KiB.
+        public var chunkSize: Int = 8 << 20
+        /// Uploads larger than this go resumable; smaller ones multipart.
+        public var resumableThreshold: Int64 = 8 << 20
+        /// HTTP/1.1 connections kept per host (the emulator is single-threaded HTTP/1.0: keep this small).
+        public var maxConnectionsPerHost: Int = 4
+        public init() {}
+    }
+
+    public static let defaultEndpoint = "https://storage.googleapis.com"
+
+    public init(bucket: String, prefix: String = "", endpoint: URL? = nil, credentials: CredentialSource,
+                logger: Logger, requestTimeout: Duration = .seconds(30), deadline: Duration = .seconds(60),
+                tuning: Tuning = Tuning(), environment: [String: String] = ProcessInfo.processInfo.environment) {
+        self.bucket = bucket
+        let p = prefix.split(separator: "/", omittingEmptySubsequences: true).joined(separator: "/")
+        self.prefix = p.isEmpty ? "" : p + "/"
+        self.endpoint = Self.resolveEndpoint(endpoint, environment: environment)
+        var t = tuning
+        let quantum = 256 << 10
+        t.chunkSize = max(quantum, t.chunkSize / quantum * quantum)
+        self.tuning = t
+        self.logger = logger
+
+        var config = HTTPClient.Configuration()
+        config.timeout = .init(connect: .seconds(10))
+        config.connectionPool = .init(idleTimeout: .seconds(30),
+                                      concurrentHTTP1ConnectionsPerHostSoftLimit: max(1, tuning.maxConnectionsPerHost))
+        config.decompression = .disabled
+        config.redirectConfiguration = .disallow
+        let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: config)
+        self.client = client
+        let fetch = Self.tokenFetcher(credentials, client: client, environment: environment, logger: logger)
+        let tokens = TokenProvider(source: credentials, fetch: fetch)
+        let policy = RetryPolicy(deadline: deadline, requestTimeout: requestTimeout,
+                                 initialBackoff: tuning.initialBackoff, maxBackoff: tuning.maxBackoff)
+        self.transport = GCSTransport(client: client, tokens: tokens, credentials: credentials, policy: policy,
+                                      logger: logger, bucket: bucket)
+        logger.debug("GCS store gs://\(bucket)/\(self.prefix) at \(self.endpoint), credentials: \(credentials)")
+    }
+
+    /// Closes the connection pool. Call once, after the last request.
+    public func shutdown() async throws {
+        try await client.shutdown()
+    }
+
+    /// Number of access tokens fetched so far (service account / metadata server).
+    public var tokenFetchCount: Int {
+        get async { await transport.tokens.fetchCount }
+    }
+
+    /// `--endpoint`, else `STORAGE_EMULATOR_HOST` (`host:port` or a URL), else the public endpoint.
+    public static func resolveEndpoint(_ endpoint: URL?, environment: [String: String]) -> String {
+        var s = endpoint?.absoluteString ?? environment["STORAGE_EMULATOR_HOST"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? defaultEndpoint
+        if !s.contains("://") { s = "http://" + s }
+        while s.hasSuffix("/") { s.removeLast() }
+        return s
+    }
+
+    // MARK: URLs
+
+    var bucketPath: String { "\(endpoint)/storage/v1/b/\(GCSJSONAPI.encode(bucket))/o" }
+    var uploadPath: String { "\(endpoint)/upload/storage/v1/b/\(GCSJSONAPI.encode(bucket))/o" }
+    func objectURL(_ name: String) -> String { "\(bucketPath)/\(GCSJSONAPI.encode(prefix + name))" }
+
+    static let jsonHeaders: HTTPHeaders = ["Content-Type": "application/json; charset=UTF-8"]
+
+    func parseObject(_ r: GCSResponse) throws -> ObjectInfo {
+        try GCSJSONAPI.objectInfo(try r.json(), stripPrefix: prefix)
+    }
+
+    // MARK: ObjectStore
+
+    public func list(_ request: ListRequest) async throws -> ListPage {
+        let full = prefix + request.prefix
+        let url = bucketPath + GCSJSONAPI.query([
+            ("prefix", full.isEmpty ? nil : full), ("delimiter", request.delimiter),
+            ("maxResults", String(request.maxResults)), ("pageToken", request.pageToken),
+            ("fields", GCSJSONAPI.listFields),
+        ])
+        let r = try await transport.send("list", path: "", idempotent: true, GCSRequest(.GET, url))
+        let o = try r.json()
+        var page = ListPage()
+        for p in (o["prefixes"] as? [String]) ?? [] {
+            let stripped = p.hasPrefix(prefix) ? String(p.dropFirst(prefix.count)) : p
+            if !stripped.isEmpty { page.prefixes.append(stripped) }
+        }
+        for case let item as [String: Any] in (o["items"] as? [Any]) ?? [] {
+            let info = try GCSJSONAPI.objectInfo(item, stripPrefix: prefix)
+            // With a prefix, the `PREFIX/` placeholder itself is the root, not an item.
+            if !info.name.isEmpty { page.items.append(info) }
+        }
+        if let t = o["nextPageToken"] as? String, !t.isEmpty { page.nextPageToken = t }
+        return page
+    }
+
+    public func getMetadata(_ name: String) async throws -> ObjectInfo {
+        let url = objectURL(name) + GCSJSONAPI.query([("fields", GCSJSONAPI.objectFields)])
+        return try parseObject(try await transport.send("get", path: name, idempotent: true, GCSRequest(.GET, url)))
+    }
+
+    public func patchMetadata(_ name: String, _ patch: MetadataPatch, preconditions: Preconditions) async throws -> ObjectInfo {
+        let url = objectURL(name) + GCSJSONAPI.query(GCSJSONAPI.preconditionItems(preconditions) + [("fields", GCSJSONAPI.objectFields)])
+        let body = ByteBuffer(data: GCSJSONAPI.patchBody(patch))
+        let r = try await transport.send("patch", path: name, idempotent: RetryPolicy.isGuarded(preconditions),
+                                         GCSRequest(.PATCH, url, headers: Self.jsonHeaders, body: body))
+        return try parseObject(r)
+    }
+
+    public func read(_ name: String, generation: Int64?, range: Range<Int64>?) async throws -> Data {
+        if let range, range.isEmpty {
+            _ = try await getMetadata(name)  // still report a missing object
+            return Data()
+        }
+        let url = objectURL(name) + GCSJSONAPI.query([("alt", "media"), ("generation", generation.map(String.init))])
+        var headers: HTTPHeaders = [:]
+        if let range { headers.add(name: "Range", value: "bytes=\(range.lowerBound)-\(range.upperBound - 1)") }
+        let r = try await transport.send("read", path: name, idempotent: true, accept: { $0 == 416 },
+                                         GCSRequest(.GET, url, headers: headers))
+        if r.status == 416 { return Data() }  // the range starts at or past the end
+        var data = r.data
+        if let range, r.status == 200 {
+            // The server ignored the range: cut it out locally.
+            let lo = Int(min(range.lowerBound, Int64(data.count))), hi = Int(min(range.upperBound, Int64(data.count)))
+            data = data.subdata(in: lo..<hi)
+        }
+        return data
+    }
+
+    public func write(_ name: String, from source: UploadSource, metadata: WritableMetadata,
+                      preconditions: Preconditions) async throws -> ObjectInfo {
+        let size = try Self.sourceSize(source)
+        if size > tuning.resumableThreshold {
+            return try await resumableUpload(name, from: source, size: size, metadata: metadata, preconditions: preconditions)
+        }
+        return try await multipartUpload(name, from: source, size: size, metadata: metadata, preconditions: preconditions)
+    }
+
+    public func delete(_ name: String, preconditions: Preconditions) async throws {
+        let url = objectURL(name) + GCSJSONAPI.query(GCSJSONAPI.preconditionItems(preconditions))
+        _ = try await transport.send("delete", path: name, idempotent: RetryPolicy.isGuarded(preconditions),
+                                     GCSRequest(.DELETE, url))
+    }
+
+    public func copy(from source: String, sourceGeneration: Int64?, to destination: String,
+                     metadata: WritableMetadata?, preconditions: Preconditions) async throws -> ObjectInfo {
+        let base = "\(objectURL(source))/rewriteTo/b/\(GCSJSONAPI.encode(bucket))/o/\(GCSJSONAPI.encode(prefix + destination))"
+        let body = metadata.map { ByteBuffer(data: GCSJSONAPI.resourceBody(name: nil, $0)) }
+        let idempotent = RetryPolicy.isGuarded(preconditions)
+        var token: String? = nil
+        for round in 1...10_000 {
+            let url = base + GCSJSONAPI.query([("sourceGeneration", sourceGeneration.map(String.init))]
+                + GCSJSONAPI.preconditionItems(preconditions) + [("rewriteToken", token)])
+            let r = try await transport.send("copy", path: round == 1 ? source : destination, idempotent: idempotent,
+                                             GCSRequest(.POST, url, headers: body == nil ? [:] : Self.jsonHeaders, body: body))
+            let o = try r.json()
+            if (o["done"] as? Bool) == true || (o["done"] == nil && o["resource"] == nil && o["name"] != nil) {
+                if let res = o["resource"] as? [String: Any] { return try GCSJSONAPI.objectInfo(res, stripPrefix: prefix) }
+                return try GCSJSONAPI.objectInfo(o, stripPrefix: prefix)
+            }
+            guard let next = o["rewriteToken"] as? String, !next.isEmpty else {
+                throw StorageError.unknown(status: r.status, message: "rewrite of \(source) not done and no rewriteToken")
+            }
+            token = next
+        }
+        throw StorageError.retryLimitExceeded(message: "rewrite of \(source) to \(destination) did not finish")
+    }
+
+    static func sourceSize(_ source: UploadSource) throws -> Int64 {
+        do { return try source.size() } catch {
+            if case .file(let p) = source {
+                throw StorageError.invalidArgument(message: "cannot read upload source \(p): \(error.localizedDescription)")
+            }
+            throw error
+        }
+    }
+}

@@ -1,0 +1,47 @@
+import Foundation
+import StorageModel
+
+/// Google's retry strategy for Cloud Storage: jittered exponential backoff on 408, 429, 5xx,
+/// resets and timeouts, for idempotent calls only, within a deadline per call.
+public struct RetryPolicy: Sendable, Equatable {
+    /// Overall time one store call may take, retries included.
+    public var deadline: Duration
+    /// Time one HTTP exchange may take.
+    public var requestTimeout: Duration
+    public var initialBackoff: Duration
+    public var maxBackoff: Duration
+    public var multiplier: Double
+
+    public init(deadline: Duration = .seconds(60), requestTimeout: Duration = .seconds(30),
+                initialBackoff: Duration = .milliseconds(100), maxBackoff: Duration = .seconds(5), multiplier: Double = 2) {
+        self.deadline = deadline
+        self.requestTimeout = requestTimeout
+        self.initialBackoff = initialBackoff
+        self.maxBackoff = maxBackoff
+        self.multiplier = multiplier
+    }
+
+    /// The pause before retry number `retry` (1-based): `initial × multiplier^(retry-1)`, capped at
+    /// `maxBackoff`, then scaled by a jitter factor in 0.5…1 (`random` is in 0…1).
+    public func delay(beforeRetry retry: Int, random: Double) -> Duration {
+        let initial = Self.seconds(initialBackoff)
+        let base = min(Self.seconds(maxBackoff), initial * pow(multiplier, Double(max(retry - 1, 0))))
+        let jittered = base * (0.5 + 0.5 * min(max(random, 0), 1))
+        return .nanoseconds(Int64(jittered * 1e9))
+    }
+
+    /// Statuses worth retrying for an idempotent call.
+    public static func isRetryable(status: Int) -> Bool {
+        status == 408 || status == 429 || (500...599).contains(status)
+    }
+
+    /// Whether a write is safe to repeat: guarded by a generation or metageneration precondition.
+    public static func isGuarded(_ p: Preconditions) -> Bool {
+        p.ifGenerationMatch != nil || p.ifMetagenerationMatch != nil
+    }
+
+    static func seconds(_ d: Duration) -> Double {
+        let c = d.components
+        return Double(c.seconds) + Double(c.attoseconds) / 1e18
+    }
+}

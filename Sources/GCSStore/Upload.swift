@@ -1,0 +1,158 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOFoundationCompat
+import StorageModel
+
+/// Multipart uploads for small objects, resumable uploads (streamed from disk in chunks) for large ones.
+extension GCSStore {
+    func multipartUpload(_ name: String, from source: UploadSource, size: Int64, metadata: WritableMetadata,
+                         preconditions: Preconditions) async throws -> ObjectInfo {
+        let content: Data
+        switch source {
+        case .data(let d): content = d
+        case .file(let path):
+            guard let d = FileManager.default.contents(atPath: path) else {
+                throw StorageError.invalidArgument(message: "cannot read upload source \(path)")
+            }
+            content = d
+        }
+        let boundary = "bucketfs-\(UUID().uuidString)"
+        var body = ByteBuffer()
+        body.writeString("--\(boundary)\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n")
+        body.writeData(GCSJSONAPI.resourceBody(name: prefix + name, metadata))
+        body.writeString("\r\n--\(boundary)\r\nContent-Type: \(metadata.contentType ?? "application/octet-stream")\r\n\r\n")
+        body.writeData(content)
+        body.writeString("\r\n--\(boundary)--\r\n")
+        let url = uploadPath + GCSJSONAPI.query([("uploadType", "multipart")]
+            + GCSJSONAPI.preconditionItems(preconditions) + [("fields", GCSJSONAPI.objectFields)])
+        let headers: HTTPHeaders = ["Content-Type": "multipart/related; boundary=\(boundary)"]
+        // Repeating an insert is only safe when a precondition makes the second one fail.
+        let r = try await transport.send("upload", path: name, idempotent: RetryPolicy.isGuarded(preconditions),
+                                         GCSRequest(.POST, url, headers: headers, body: body))
+        return try parseObject(r)
+    }
+
+    /// Starts a resumable session; returns its URL. Creating a session writes nothing, so it is retried.
+    private func startSession(_ name: String, size: Int64, metadata: WritableMetadata,
+                              preconditions: Preconditions) async throws -> String {
+        let url = uploadPath + GCSJSONAPI.query([("uploadType", "resumable")]
+            + GCSJSONAPI.preconditionItems(preconditions) + [("fields", GCSJSONAPI.objectFields)])
+        var headers = Self.jsonHeaders
+        headers.add(name: "X-Upload-Content-Type", value: metadata.contentType ?? "application/octet-stream")
+        headers.add(name: "X-Upload-Content-Length", value: String(size))
+        let body = ByteBuffer(data: GCSJSONAPI.resourceBody(name: prefix + name, metadata))
+        let r = try await transport.send("start upload", path: name, idempotent: true,
+                                         GCSRequest(.POST, url, headers: headers, body: body))
+        guard let location = r.headers.first(name: "Location"), !location.isEmpty else {
+            throw StorageError.unknown(status: r.status, message: "resumable upload of \(name): no session Location")
+        }
+        return location.contains("://") ? location : endpoint + (location.hasPrefix("/") ? "" : "/") + location
+    }
+
+    /// Uploads in chunks of `tuning.chunkSize`, keeping one chunk in memory. After a dropped connection,
+    /// a timeout or a 5xx, asks the session what it holds (`Content-Range: bytes */N`) and resumes there.
+    /// The deadline restarts whenever the server commits more bytes.
+    func resumableUpload(_ name: String, from source: UploadSource, size: Int64, metadata: WritableMetadata,
+                         preconditions: Preconditions) async throws -> ObjectInfo {
+        let reader = try ChunkReader(source)
+        defer { reader.close() }
+        let policy = transport.policy
+        var session = try await startSession(name, size: size, metadata: metadata, preconditions: preconditions)
+        var end = ContinuousClock.now + policy.deadline
+        var offset: Int64 = 0
+        var retries = 0
+        var mustAsk = false
+        var restarts = 0
+
+        func committed(_ persisted: Int64) {
+            if persisted > offset { end = ContinuousClock.now + policy.deadline; retries = 0 }
+            offset = persisted
+        }
+
+        while true {
+            if Task.isCancelled { throw StorageError.cancelled }
+            if mustAsk {
+                do {
+                    let r = try await transport.send("upload status", path: name, idempotent: true, deadline: end,
+                                                     accept: { $0 == 308 },
+                                                     GCSRequest(.PUT, session, headers: ["Content-Range": "bytes */\(size)"]))
+                    if r.status != 308 { return try parseObject(r) }
+                    committed(GCSJSONAPI.persistedBytes(rangeHeader: r.headers.first(name: "Range")))
+                    mustAsk = false
+                } catch StorageError.objectNotFound, StorageError.unknown(status: 410, _) {
+                    // The session is gone: start over, a bounded number of times.
+                    restarts += 1
+                    guard restarts <= 3 else { throw StorageError.retryLimitExceeded(message: "upload of \(name): session lost \(restarts) times") }
+                    logger.info("GCS upload of \(name): session expired; starting a new one")
+                    session = try await startSession(name, size: size, metadata: metadata, preconditions: preconditions)
+                    offset = 0
+                    mustAsk = false
+                }
+                continue
+            }
+            let length = Int(min(Int64(tuning.chunkSize), size - offset))
+            let chunk = try reader.read(at: offset, count: length)
+            let range = size == 0 ? "bytes */0" : "bytes \(offset)-\(offset + Int64(length) - 1)/\(size)"
+            do {
+                let r = try await transport.send("upload chunk", path: name, idempotent: false, deadline: end,
+                                                 accept: { $0 == 308 },
+                                                 GCSRequest(.PUT, session, headers: ["Content-Range": range], body: chunk))
+                if r.status != 308 { return try parseObject(r) }
+                let before = offset
+                committed(GCSJSONAPI.persistedBytes(rangeHeader: r.headers.first(name: "Range")))
+                if offset <= before && length > 0 {
+                    // No progress on a complete answer: ask rather than loop.
+                    retries += 1
+                    mustAsk = true
+                }
+            } catch let e as StorageError where e.isTransient {
+                retries += 1
+                let pause = policy.delay(beforeRetry: retries, random: Double.random(in: 0...1))
+                if ContinuousClock.now + pause >= end {
+                    throw StorageError.retryLimitExceeded(message: "upload of \(name) stuck at byte \(offset) of \(size): \(e)")
+                }
+                logger.debug("GCS upload of \(name): \(e) at byte \(offset); asking the session in \(pause)")
+                do { try await Task.sleep(for: pause) } catch { throw StorageError.cancelled }
+                mustAsk = true
+            }
+        }
+    }
+}
+
+/// Reads an upload source a chunk at a time (files are never loaded whole).
+final class ChunkReader {
+    private let data: Data?
+    private let handle: FileHandle?
+
+    init(_ source: UploadSource) throws {
+        switch source {
+        case .data(let d):
+            data = d
+            handle = nil
+        case .file(let path):
+            data = nil
+            guard let h = FileHandle(forReadingAtPath: path) else {
+                throw StorageError.invalidArgument(message: "cannot open upload source \(path)")
+            }
+            handle = h
+        }
+    }
+
+    func read(at offset: Int64, count: Int) throws -> ByteBuffer {
+        if count <= 0 { return ByteBuffer() }
+        if let data {
+            let lo = data.startIndex + Int(offset)
+            return ByteBuffer(data: data[lo..<(lo + count)])
+        }
+        guard let handle else { return ByteBuffer() }
+        try handle.seek(toOffset: UInt64(offset))
+        let d = try handle.read(upToCount: count) ?? Data()
+        guard d.count == count else {
+            throw StorageError.invalidArgument(message: "upload source shrank while uploading (wanted \(count) bytes at \(offset), got \(d.count))")
+        }
+        return ByteBuffer(data: d)
+    }
+
+    func close() { try? handle?.close() }
+}
