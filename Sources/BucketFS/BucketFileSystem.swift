@@ -183,11 +183,10 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
                 n.infoExpiry = t + config.metadataTTL
                 children[name] = n.ino
             }
-            // Files created here and not yet uploaded stay visible.
-            if let old = dir.listing {
-                for (name, ino) in old.children where children[name] == nil {
-                    if let n = nodes[ino], let s = n.staged, s.baseGeneration == 0, !n.removed { children[name] = ino }
-                }
+            // Files created here and not yet uploaded stay visible (even when this directory had
+            // no listing yet when they were created).
+            for n in nodes.values where n.type == .regular && !n.removed && n.staged?.baseGeneration == 0 {
+                if StoragePath.parent(n.path) == dir.path, children[n.name] == nil { children[n.name] = n.ino }
             }
             if dir.ino != Self.rootIno {
                 dir.info = placeholder
@@ -515,6 +514,8 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         } else {
             // Close-to-open: a file opened after its TTL sees the current generation.
             try await refreshed(n)
+            // Known to be gone (a stat saw 404, or unlinked) and not being written here.
+            if locked({ n.removed && n.staged == nil }) { throw .ENOENT }
         }
         return locked {
             let info = n.info

@@ -1,0 +1,162 @@
+import BucketFS
+import Foundation
+import FuseKit
+import StorageModel
+import Testing
+
+/// Errors (SPEC.md §5).
+@Suite struct CoreErrorTests {
+    @Test func errnoMapping() {
+        #expect(errno(for: StorageError.objectNotFound(path: "x")) == .ENOENT)
+        #expect(errno(for: StorageError.unauthenticated(message: "")) == .EACCES)
+        #expect(errno(for: StorageError.unauthorized(path: "x", message: "")) == .EACCES)
+        #expect(errno(for: StorageError.preconditionFailed(path: "x")) == .ESTALE)
+        #expect(errno(for: StorageError.unknown(status: 503, message: "")) == .EIO)
+        #expect(errno(for: StorageError.retryLimitExceeded(message: "")) == .EIO)
+        #expect(errno(for: StorageError.quotaExceeded(message: "")) == .EIO)
+        #expect(errno(for: StorageError.timeout(message: "")) == .EIO)
+        #expect(errno(for: StorageError.pathError(path: "x", problem: .segmentTooLong(segment: "x", bytes: 300))) == .ENAMETOOLONG)
+        #expect(errno(for: StorageError.pathError(path: "x", problem: .tooLong(bytes: 2000))) == .ENAMETOOLONG)
+        #expect(errno(for: StorageError.pathError(path: "x", problem: .containsNewline)) == .EINVAL)
+        #expect(errno(for: Errno.ENOSPC) == .ENOSPC)
+    }
+
+    /// Each store failure reaches the caller as its errno through the real entry points.
+    @Test(arguments: [
+        (StorageError.objectNotFound(path: "f"), Errno.ENOENT),
+        (StorageError.unauthorized(path: "f", message: "denied"), Errno.EACCES),
+        (StorageError.unauthenticated(message: "no token"), Errno.EACCES),
+        (StorageError.unknown(status: 503, message: "unavailable"), Errno.EIO),
+        (StorageError.retryLimitExceeded(message: "gave up"), Errno.EIO),
+        (StorageError.preconditionFailed(path: "f"), Errno.ESTALE),
+    ])
+    func storeErrorsBecomeErrno(error: StorageError, expected: Errno) async throws {
+        // getattr after the TTL (a get).
+        let h = Harness()
+        h.store.put("d/f", "x")
+        h.store.put("d/g", "y")
+        let ino = try await h.ino("d/f")
+        h.clock.advance(60)
+        h.store.failNext("get", with: error)
+        await #expect(throws: expected) { try await h.fs.getattr(ino: ino) }
+        // readdir (a list).
+        let dir = try await h.ino("d")
+        h.clock.advance(60)
+        h.store.failNext("list", with: error)
+        await #expect(throws: expected) { try await h.readdirAll(dir) }
+        // read (a read).
+        let g = try await h.fs.lookup(parent: dir, name: "g").attributes.ino
+        let fh = try await h.fs.open(ino: g, flags: OpenFlags(O_RDONLY))
+        h.store.failNext("read", with: error)
+        await #expect(throws: expected) { try await h.fs.read(ino: g, fh: fh, offset: 0, size: 10) }
+        try await h.fs.release(ino: g, fh: fh)
+        // an upload (a write).
+        let (e, wfh) = try await h.fs.create(parent: dir, name: "new", mode: 0o644, flags: OpenFlags(O_WRONLY | O_CREAT))
+        _ = try await h.fs.write(ino: e.attributes.ino, fh: wfh, offset: 0, data: Data("1".utf8))
+        h.store.failNext("write", with: error)
+        await #expect(throws: expected) { try await h.fs.flush(ino: e.attributes.ino, fh: wfh) }
+        try? await h.fs.release(ino: e.attributes.ino, fh: wfh)
+        // a lookup on a directory without a listing (get + list).
+        let h2 = Harness(store: h.store)
+        h.store.failNext("list", with: error)
+        await #expect(throws: expected) { try await h2.fs.lookup(parent: Harness.root, name: "d") }
+    }
+
+    @Test func aFailedReadDoesNotBreakTheHandle() async throws {
+        let h = Harness()
+        h.store.put("f", "hello world")
+        let ino = try await h.ino("f")
+        let fh = try await h.fs.open(ino: ino, flags: OpenFlags(O_RDONLY))
+        h.store.failNext("read", with: .unknown(status: 503, message: "busy"))
+        await #expect(throws: Errno.EIO) { try await h.fs.read(ino: ino, fh: fh, offset: 0, size: 5) }
+        #expect(try await h.fs.read(ino: ino, fh: fh, offset: 0, size: 5) == Data("hello".utf8))
+        try await h.fs.release(ino: ino, fh: fh)
+    }
+
+    @Test func aFailedUploadIsRetriedAtTheNextFlushAndNothingIsLost() async throws {
+        let h = Harness()
+        let (e, fh) = try await h.fs.create(parent: Harness.root, name: "f", mode: 0o644, flags: OpenFlags(O_WRONLY | O_CREAT))
+        _ = try await h.fs.write(ino: e.attributes.ino, fh: fh, offset: 0, data: Data("abc".utf8))
+        h.store.failNext("write", with: .unknown(status: 503, message: "busy"))
+        await #expect(throws: Errno.EIO) { try await h.fs.flush(ino: e.attributes.ino, fh: fh) }
+        #expect(h.store.object("f") == nil)
+        try await h.fs.release(ino: e.attributes.ino, fh: fh)
+        #expect(h.store.data("f") == Data("abc".utf8))
+    }
+
+    @Test func patchPreconditionFailuresEndAsESTALE() async throws {
+        let h = Harness()
+        h.store.put("f", "x")
+        let ino = try await h.ino("f")
+        h.store.failNext("patch", times: 100, with: .preconditionFailed(path: "f"))
+        await #expect(throws: Errno.ESTALE) { try await h.setXattr(ino, "user.k", "v") }
+        #expect(h.store.count("patch") < 10)
+    }
+
+    @Test func badNames() async throws {
+        let h = Harness()
+        let long = String(repeating: "n", count: 256)
+        let longUTF8 = String(repeating: "é", count: 128)  // 256 bytes
+        for name in [long, longUTF8] {
+            await #expect(throws: Errno.ENAMETOOLONG) { try await h.fs.lookup(parent: Harness.root, name: name) }
+            await #expect(throws: Errno.ENAMETOOLONG) {
+                try await h.fs.create(parent: Harness.root, name: name, mode: 0o644, flags: OpenFlags(O_WRONLY | O_CREAT))
+            }
+            await #expect(throws: Errno.ENAMETOOLONG) { try await h.fs.mkdir(parent: Harness.root, name: name, mode: 0o755) }
+        }
+        for name in ["a\nb", "a\rb", "\n"] {
+            await #expect(throws: Errno.EINVAL) {
+                try await h.fs.create(parent: Harness.root, name: name, mode: 0o644, flags: OpenFlags(O_WRONLY | O_CREAT))
+            }
+            await #expect(throws: Errno.EINVAL) { try await h.fs.mkdir(parent: Harness.root, name: name, mode: 0o755) }
+        }
+        // 255 bytes is fine.
+        let ok = String(repeating: "k", count: 255)
+        try await h.createFile("", ok, Data("1".utf8))
+        #expect(h.store.object(ok) != nil)
+        #expect(h.store.count("write") == 1)
+        // A full path over 1024 bytes.
+        var parent = Harness.root
+        for i in 0..<4 {
+            parent = try await h.fs.mkdir(parent: parent, name: String(repeating: Character(String(i)), count: 250), mode: 0o755).attributes.ino
+        }
+        await #expect(throws: Errno.ENAMETOOLONG) {
+            try await h.fs.create(parent: parent, name: String(repeating: "z", count: 60), mode: 0o644, flags: OpenFlags(O_WRONLY | O_CREAT))
+        }
+    }
+
+    @Test func readOnlyMountReturnsEROFSForEveryChange() async throws {
+        let h = Harness { $0.readOnly = true }
+        h.store.put("d/f", "x")
+        let dir = try await h.ino("d")
+        let ino = try await h.ino("d/f")
+        h.store.resetCounts()
+        await #expect(throws: Errno.EROFS) { try await h.fs.create(parent: dir, name: "n", mode: 0o644, flags: OpenFlags(O_WRONLY | O_CREAT)) }
+        await #expect(throws: Errno.EROFS) { try await h.fs.mkdir(parent: dir, name: "m", mode: 0o755) }
+        await #expect(throws: Errno.EROFS) { try await h.fs.unlink(parent: dir, name: "f") }
+        await #expect(throws: Errno.EROFS) { try await h.fs.rmdir(parent: Harness.root, name: "d") }
+        await #expect(throws: Errno.EROFS) { try await h.fs.rename(parent: dir, name: "f", newParent: dir, newName: "g", flags: 0) }
+        await #expect(throws: Errno.EROFS) { try await h.setXattr(ino, "user.k", "v") }
+        await #expect(throws: Errno.EROFS) { try await h.fs.open(ino: ino, flags: OpenFlags(O_WRONLY)) }
+        await #expect(throws: Errno.EROFS) { try await h.fs.open(ino: ino, flags: OpenFlags(O_RDWR)) }
+        await #expect(throws: Errno.EROFS) { try await h.fs.setattr(ino: ino, fh: nil, changes: SetAttributes(size: 0)) }
+        await #expect(throws: Errno.EROFS) { try await h.fs.setattr(ino: ino, fh: nil, changes: SetAttributes(mtime: 1)) }
+        #expect(h.store.count("write") + h.store.count("patch") + h.store.count("delete") + h.store.count("copy") == 0)
+        // Reading still works, and permissions show no write bits.
+        #expect(try await h.readAll(ino: ino) == Data("x".utf8))
+        #expect(try await h.getattr(ino).permissions & 0o222 == 0)
+    }
+
+    @Test func missingThings() async throws {
+        let h = Harness()
+        await #expect(throws: Errno.ENOENT) { try await h.fs.lookup(parent: Harness.root, name: "nope") }
+        await #expect(throws: Errno.ENOENT) { try await h.fs.getattr(ino: 9999) }
+        await #expect(throws: Errno.EBADF) { try await h.fs.read(ino: 1, fh: 4242, offset: 0, size: 1) }
+        h.store.put("f", "x")
+        let ino = try await h.ino("f")
+        h.store.removeBehind("f")
+        h.clock.advance(60)
+        await #expect(throws: Errno.ENOENT) { try await h.fs.getattr(ino: ino) }
+        await #expect(throws: Errno.ENOENT) { try await h.fs.open(ino: ino, flags: OpenFlags(O_RDONLY)) }
+    }
+}

@@ -1,0 +1,334 @@
+import Foundation
+import StorageModel
+
+/// An in-memory `ObjectStore` that follows the Cloud Storage JSON API semantics the core relies
+/// on: names sorted in UTF-8 byte order; `list` with prefix / delimiter / maxResults / pageToken
+/// (items and prefixes both count towards maxResults, a token only when more remain, placeholder
+/// `dir/` objects returned as items of their own listing); generations and metagenerations;
+/// PATCH merge with removal; preconditions through `Preconditions.hold(for:)`; copy; delete.
+///
+/// Every replaced generation's bytes are kept, so a read pinned to an older generation works
+/// (as on a bucket with object versioning); reading a generation that never existed is 404.
+///
+/// Test hooks, none of which is counted as a request:
+/// - `counts["list"]` etc.: calls served per operation (failed and faulted calls included);
+/// - `failNext(_:times:with:)`: make the next N calls of an operation throw a given error;
+/// - `put`, `replaceBehind`, `patchBehind`, `removeBehind`: change the bucket behind the mount;
+/// - `patches`, `writes`, `reads`, `deletes`, `copies`, `lists`, `gets`: what the store was asked.
+final class MemoryStore: ObjectStore, @unchecked Sendable {
+    let bucket: String
+
+    struct Stored {
+        var info: ObjectInfo
+        var data: Data
+    }
+
+    struct PatchCall: Sendable {
+        var name: String
+        var patch: MetadataPatch
+        var preconditions: Preconditions
+    }
+
+    struct WriteCall: Sendable {
+        var name: String
+        var data: Data
+        var metadata: WritableMetadata
+        var preconditions: Preconditions
+    }
+
+    struct ReadCall: Sendable {
+        var name: String
+        var generation: Int64?
+        var range: Range<Int64>?
+    }
+
+    struct DeleteCall: Sendable {
+        var name: String
+        var preconditions: Preconditions
+    }
+
+    struct CopyCall: Sendable {
+        var source: String
+        var sourceGeneration: Int64?
+        var destination: String
+        var preconditions: Preconditions
+    }
+
+    private let lock = NSLock()
+    private var objects: [String: Stored] = [:]
+    private var archived: [String: Data] = [:]  // "name#generation" → bytes of a replaced version
+    private var nextGeneration: Int64 = 1_000_000
+    private var _counts: [String: Int] = [:]
+    private var faults: [String: [StorageError]] = [:]
+    private var _patches: [PatchCall] = []
+    private var _writes: [WriteCall] = []
+    private var _reads: [ReadCall] = []
+    private var _deletes: [DeleteCall] = []
+    private var _copies: [CopyCall] = []
+    private var _lists: [ListRequest] = []
+    private var _gets: [String] = []
+    /// The store's clock for `timeCreated` / `updated`; advances one second per change.
+    private var clock = Date(timeIntervalSince1970: 1_700_000_000)
+
+    init(bucket: String = "test-bucket") { self.bucket = bucket }
+
+    private func withLock<T>(_ body: () throws -> T) rethrows -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body()
+    }
+
+    // MARK: - observation
+
+    var counts: [String: Int] { withLock { _counts } }
+    /// Total number of requests of any kind.
+    var totalRequests: Int { withLock { _counts.values.reduce(0, +) } }
+    var patches: [PatchCall] { withLock { _patches } }
+    var writes: [WriteCall] { withLock { _writes } }
+    var reads: [ReadCall] { withLock { _reads } }
+    var deletes: [DeleteCall] { withLock { _deletes } }
+    var copies: [CopyCall] { withLock { _copies } }
+    var lists: [ListRequest] { withLock { _lists } }
+    var gets: [String] { withLock { _gets } }
+
+    func count(_ op: String) -> Int { withLock { _counts[op] ?? 0 } }
+
+    /// Forgets counters and recorded calls (not objects, not faults).
+    func resetCounts() {
+        withLock {
+            _counts = [:]
+            _patches = []; _writes = []; _reads = []; _deletes = []; _copies = []; _lists = []; _gets = []
+        }
+    }
+
+    /// The next `times` calls of `op` ("list", "get", "patch", "read", "write", "delete", "copy")
+    /// throw `error` (and are counted).
+    func failNext(_ op: String, times: Int = 1, with error: StorageError) {
+        withLock { faults[op, default: []] += Array(repeating: error, count: times) }
+    }
+
+    var names: [String] { withLock { objects.keys.sorted(by: Self.byteLess) } }
+    func object(_ name: String) -> ObjectInfo? { withLock { objects[name]?.info } }
+    func data(_ name: String) -> Data? { withLock { objects[name]?.data } }
+
+    // MARK: - behind the mount's back (not counted)
+
+    /// Creates or replaces an object (new generation, metageneration 1).
+    @discardableResult
+    func put(_ name: String, _ data: Data = Data(), contentType: String? = nil,
+             custom: [String: String] = [:]) -> ObjectInfo {
+        withLock {
+            commitLocked(name, data: data, metadata: WritableMetadata(contentType: contentType, customMetadata: custom))
+        }
+    }
+
+    @discardableResult
+    func put(_ name: String, _ text: String, contentType: String? = nil, custom: [String: String] = [:]) -> ObjectInfo {
+        put(name, Data(text.utf8), contentType: contentType, custom: custom)
+    }
+
+    /// Another writer replaces the bytes (new generation), keeping the object's metadata.
+    @discardableResult
+    func replaceBehind(_ name: String, _ data: Data) -> ObjectInfo {
+        withLock {
+            let old = objects[name]?.info.writable ?? WritableMetadata()
+            return commitLocked(name, data: data, metadata: old)
+        }
+    }
+
+    /// Another writer patches the metadata (metageneration + 1).
+    @discardableResult
+    func patchBehind(_ name: String, _ patch: MetadataPatch) -> ObjectInfo? {
+        withLock {
+            guard let cur = objects[name] else { return nil }
+            return patchLocked(cur, patch)
+        }
+    }
+
+    func removeBehind(_ name: String) {
+        withLock { _ = objects.removeValue(forKey: name) }
+    }
+
+    // MARK: - ObjectStore
+
+    func list(_ request: ListRequest) async throws -> ListPage {
+        try withLock {
+            try enter("list")
+            _lists.append(request)
+            let limit = min(max(request.maxResults, 1), 1000)
+            let delimiter = request.delimiter.flatMap { $0.isEmpty ? nil : $0 }
+            // Every entry of the whole answer, in order: (key, item or prefix).
+            var entries: [(key: String, item: ObjectInfo?)] = []
+            var seenPrefixes = Set<String>()
+            for name in objects.keys.sorted(by: Self.byteLess) where name.utf8.starts(with: request.prefix.utf8) {
+                if let cp = Self.commonPrefix(of: name, prefix: request.prefix, delimiter: delimiter) {
+                    if seenPrefixes.insert(cp).inserted { entries.append((cp, nil)) }
+                } else {
+                    entries.append((name, objects[name]!.info))
+                }
+            }
+            var start = 0
+            if let token = request.pageToken {
+                guard let d = Data(base64Encoded: token), let after = String(data: d, encoding: .utf8) else {
+                    throw StorageError.invalidArgument(message: "invalid page token")
+                }
+                start = entries.firstIndex { Self.byteLess(after, $0.key) } ?? entries.count
+            }
+            let end = min(entries.count, start + limit)
+            var page = ListPage()
+            for e in entries[start..<end] {
+                if let item = e.item { page.items.append(item) } else { page.prefixes.append(e.key) }
+            }
+            if end < entries.count {
+                page.nextPageToken = Data(entries[end - 1].key.utf8).base64EncodedString()
+            }
+            return page
+        }
+    }
+
+    func getMetadata(_ name: String) async throws -> ObjectInfo {
+        try withLock {
+            try enter("get")
+            _gets.append(name)
+            guard let o = objects[name] else { throw StorageError.objectNotFound(path: name) }
+            return o.info
+        }
+    }
+
+    func patchMetadata(_ name: String, _ patch: MetadataPatch, preconditions: Preconditions) async throws -> ObjectInfo {
+        try withLock {
+            try enter("patch")
+            _patches.append(PatchCall(name: name, patch: patch, preconditions: preconditions))
+            guard let cur = objects[name] else { throw StorageError.objectNotFound(path: name) }
+            guard preconditions.hold(for: cur.info) else { throw StorageError.preconditionFailed(path: name) }
+            try CustomMetadataLimits.check(patch.applied(to: cur.info.writable).customMetadata)
+            return patchLocked(cur, patch)
+        }
+    }
+
+    func read(_ name: String, generation: Int64?, range: Range<Int64>?) async throws -> Data {
+        try withLock {
+            try enter("read")
+            _reads.append(ReadCall(name: name, generation: generation, range: range))
+            let bytes: Data
+            if let g = generation, objects[name]?.info.generation != g {
+                guard let old = archived["\(name)#\(g)"] else { throw StorageError.objectNotFound(path: name) }
+                bytes = old
+            } else {
+                guard let o = objects[name] else { throw StorageError.objectNotFound(path: name) }
+                bytes = o.data
+            }
+            let size = Int64(bytes.count)
+            let lo = min(max(range?.lowerBound ?? 0, 0), size)
+            let hi = min(max(range?.upperBound ?? size, lo), size)
+            return bytes.subdata(in: Int(lo)..<Int(hi))
+        }
+    }
+
+    func write(_ name: String, from source: UploadSource, metadata: WritableMetadata,
+               preconditions: Preconditions) async throws -> ObjectInfo {
+        let data: Data
+        switch source {
+        case .data(let d): data = d
+        case .file(let path):
+            guard let d = FileManager.default.contents(atPath: path) else {
+                throw StorageError.invalidArgument(message: "cannot read upload source \(path)")
+            }
+            data = d
+        }
+        return try withLock {
+            try enter("write")
+            _writes.append(WriteCall(name: name, data: data, metadata: metadata, preconditions: preconditions))
+            try StoragePath.validateObjectName(name)
+            try CustomMetadataLimits.check(metadata.customMetadata)
+            guard preconditions.hold(for: objects[name]?.info) else { throw StorageError.preconditionFailed(path: name) }
+            return commitLocked(name, data: data, metadata: metadata)
+        }
+    }
+
+    func delete(_ name: String, preconditions: Preconditions) async throws {
+        try withLock {
+            try enter("delete")
+            _deletes.append(DeleteCall(name: name, preconditions: preconditions))
+            guard let cur = objects[name] else { throw StorageError.objectNotFound(path: name) }
+            guard preconditions.hold(for: cur.info) else { throw StorageError.preconditionFailed(path: name) }
+            archived["\(name)#\(cur.info.generation)"] = cur.data
+            objects.removeValue(forKey: name)
+        }
+    }
+
+    func copy(from source: String, sourceGeneration: Int64?, to destination: String,
+              metadata: WritableMetadata?, preconditions: Preconditions) async throws -> ObjectInfo {
+        try withLock {
+            try enter("copy")
+            _copies.append(CopyCall(source: source, sourceGeneration: sourceGeneration, destination: destination,
+                                    preconditions: preconditions))
+            guard let src = objects[source] else { throw StorageError.objectNotFound(path: source) }
+            if let g = sourceGeneration, g != src.info.generation { throw StorageError.objectNotFound(path: source) }
+            guard preconditions.hold(for: objects[destination]?.info) else {
+                throw StorageError.preconditionFailed(path: destination)
+            }
+            return commitLocked(destination, data: src.data, metadata: metadata ?? src.info.writable)
+        }
+    }
+
+    // MARK: - internals (caller holds `lock`)
+
+    private func enter(_ op: String) throws {
+        _counts[op, default: 0] += 1
+        if var queue = faults[op], !queue.isEmpty {
+            let e = queue.removeFirst()
+            faults[op] = queue
+            throw e
+        }
+    }
+
+    private func tick() -> Date {
+        clock = clock.addingTimeInterval(1)
+        return clock
+    }
+
+    private func commitLocked(_ name: String, data: Data, metadata: WritableMetadata) -> ObjectInfo {
+        let t = tick()
+        if let old = objects[name] { archived["\(name)#\(old.info.generation)"] = old.data }
+        nextGeneration += 1
+        let info = ObjectInfo(bucket: bucket, name: name, generation: nextGeneration, metageneration: 1,
+                              size: Int64(data.count), timeCreated: t, updated: t,
+                              md5Hash: Self.fakeHash(data), crc32c: "AAAAAA==", writable: metadata)
+        objects[name] = Stored(info: info, data: data)
+        return info
+    }
+
+    private func patchLocked(_ cur: Stored, _ patch: MetadataPatch) -> ObjectInfo {
+        let i = cur.info
+        let info = ObjectInfo(bucket: bucket, name: i.name, generation: i.generation, metageneration: i.metageneration + 1,
+                              size: i.size, timeCreated: i.timeCreated, updated: tick(), md5Hash: i.md5Hash,
+                              crc32c: i.crc32c, writable: patch.applied(to: i.writable))
+        objects[i.name] = Stored(info: info, data: cur.data)
+        return info
+    }
+
+    /// A stand-in for the base64 MD5 (FNV-1a; only equality matters to the tests).
+    static func fakeHash(_ d: Data) -> String {
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        for b in d { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 }
+        return withUnsafeBytes(of: h.bigEndian) { Data($0) }.base64EncodedString()
+    }
+
+    static func byteLess(_ a: String, _ b: String) -> Bool { a.utf8.lexicographicallyPrecedes(b.utf8) }
+
+    /// prefix + everything up to and including the first delimiter after it, or nil for an item.
+    static func commonPrefix(of name: String, prefix: String, delimiter: String?) -> String? {
+        guard let delimiter else { return nil }
+        let bytes = Array(name.utf8)
+        let d = Array(delimiter.utf8)
+        var i = prefix.utf8.count
+        while i + d.count <= bytes.count {
+            if Array(bytes[i..<(i + d.count)]) == d {
+                return String(decoding: bytes[0..<(i + d.count)], as: UTF8.self)
+            }
+            i += 1
+        }
+        return nil
+    }
+}
