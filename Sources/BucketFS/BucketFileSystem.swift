@@ -246,10 +246,12 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     private func refreshed(_ n: Node, force: Bool = false) async throws(Errno) {
         let (need, name) = locked { () -> (Bool, String) in
             let stale = force || n.infoExpiry <= now
-            if n.type == .directory || n.staged != nil || n.removed { return (false, n.path) }
+            if n.ino == Self.rootIno || n.staged != nil || n.removed { return (false, n.path) }
             return (stale, n.path)
         }
         guard need else { return }
+        // A directory's attributes and xattrs are those of its `dir/` placeholder.
+        if n.type == .directory { try await reloadPlaceholder(n); return }
         do {
             let info = try await store.getMetadata(name)
             locked {
@@ -493,7 +495,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
             let info = try await store.getMetadata(name)
             locked { n.info = info; n.infoExpiry = now + config.metadataTTL }
         } catch StorageError.objectNotFound {
-            locked { n.info = nil }
+            locked { n.info = nil; n.infoExpiry = now + config.metadataTTL }
         } catch {
             throw fail(error, "stat", name)
         }
@@ -629,8 +631,17 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         locked {
             s.dirty = true
             s.size = max(s.size, Int64(offset) + Int64(w))
+            touchMtimeLocked(s)
         }
         return w
+    }
+
+    /// New content means a new mtime: an mtime key carried over from the object read (gsutil's
+    /// convention, or an earlier utimens) would otherwise pin the old time. Caller holds `lock`.
+    private func touchMtimeLocked(_ s: StagedFile) {
+        if s.metadata.customMetadata[XattrName.mtimeKey] != nil {
+            s.metadata.customMetadata[XattrName.mtimeKey] = String(Int64(now.rounded(.down)))
+        }
     }
 
     public func flush(ino: UInt64, fh: UInt64) async throws(Errno) {
@@ -749,6 +760,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
                     ftruncate(s.fd, off_t(size))
                     s.size = Int64(size)
                     s.dirty = true
+                    touchMtimeLocked(s)
                 }
             }
             if !hadStage {

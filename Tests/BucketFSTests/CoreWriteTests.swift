@@ -317,3 +317,26 @@ import Testing
         #expect(try await h.readAll(ino: ino) == Data([0, 0, 0]))
     }
 }
+
+extension CoreWriteTests {
+    @Test func writingNewContentMovesAnInheritedMtimeKey() async throws {
+        let h = Harness()
+        h.store.put("f", "old", custom: [XattrName.mtimeKey: "1000", "k": "v"])
+        let ino = try await h.ino("f")
+        #expect(try await h.getattr(ino).mtime == 1000)
+        let fh = try await h.fs.open(ino: ino, flags: OpenFlags(O_WRONLY | O_TRUNC))
+        _ = try await h.fs.write(ino: ino, fh: fh, offset: 0, data: Data("new".utf8))
+        #expect(try await h.getattr(ino).mtime == h.clock.now)
+        try await h.fs.release(ino: ino, fh: fh)
+        #expect(h.store.object("f")?.customMetadata == [XattrName.mtimeKey: String(Int64(h.clock.now)), "k": "v"])
+        #expect(try await h.getattr(ino).mtime == h.clock.now)
+        // utimens after the write (cp -p, rsync -t) still wins.
+        h.clock.advance(100)
+        _ = try await h.fs.setattr(ino: ino, fh: nil, changes: SetAttributes(mtime: 42))
+        #expect(try await h.getattr(ino).mtime == 42)
+        // So does a truncate of a file that has the key.
+        h.clock.advance(100)
+        _ = try await h.fs.setattr(ino: ino, fh: nil, changes: SetAttributes(size: 1))
+        #expect(h.store.object("f")?.customMetadata[XattrName.mtimeKey] == String(Int64(h.clock.now)))
+    }
+}

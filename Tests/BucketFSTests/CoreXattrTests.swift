@@ -199,3 +199,34 @@ import Testing
         #expect(h.store.totalRequests == 0)
     }
 }
+
+extension CoreXattrTests {
+    @Test func directoryXattrsFollowThePlaceholderAfterTheTTL() async throws {
+        let h = Harness { $0.metadataTTL = 5 }
+        h.store.put("d/", Data(), custom: ["k": "1"])
+        h.store.put("d/file", "x")
+        let ino = try await h.ino("d")
+        #expect(try await h.xattr(ino, "user.k") == "1")
+        var p = MetadataPatch()
+        p.customMetadata = ["k": "2"]
+        h.store.patchBehind("d/", p)
+        h.store.resetCounts()
+        h.clock.advance(1)
+        #expect(try await h.xattr(ino, "user.k") == "1")  // within the TTL: cached, no request
+        #expect(h.store.totalRequests == 0)
+        h.clock.advance(10)
+        #expect(try await h.xattr(ino, "user.k") == "2")
+        #expect(h.store.counts == ["get": 1])
+        #expect(try await h.fs.listxattr(ino: ino) == ["user.k"])
+        #expect(h.store.counts == ["get": 1])
+        // A placeholder removed behind the back: the directory (still a prefix) has no xattrs.
+        h.store.removeBehind("d/")
+        h.clock.advance(10)
+        #expect(try await h.fs.listxattr(ino: ino) == [])
+        _ = try await h.fs.getattr(ino: ino)
+        #expect(h.store.counts == ["get": 2])
+        // Setting one re-creates the placeholder.
+        try await h.setXattr(ino, "user.k", "3")
+        #expect(h.store.object("d/")?.customMetadata == ["k": "3"])
+    }
+}
