@@ -246,7 +246,8 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     private func refreshed(_ n: Node, force: Bool = false) async throws(Errno) {
         let (need, name) = locked { () -> (Bool, String) in
             let stale = force || n.infoExpiry <= now
-            if n.ino == Self.rootIno || n.staged != nil || n.removed { return (false, n.path) }
+            // A staged file keeps its metadata unless forced (rename and 412 retries must re-read).
+            if n.ino == Self.rootIno || (n.staged != nil && !force) || n.removed { return (false, n.path) }
             return (stale, n.path)
         }
         guard need else { return }
@@ -433,7 +434,9 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     func changeMetadata(ino: UInt64, op: String,
                         _ edit: (inout WritableMetadata) throws(Errno) -> Void) async throws(Errno) {
         let n = try node(ino)
-        if let s = locked({ n.staged }) {
+        // Pending content (new or modified): the change rides along with the upload. A file that
+        // is merely open for writing gets a PATCH like any other (and its stage follows it below).
+        if let s = locked({ n.staged.flatMap { $0.dirty || $0.baseGeneration == 0 ? $0 : nil } }) {
             try locked { () throws(Errno) in
                 var m = s.metadata
                 try edit(&m)
@@ -477,7 +480,11 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
             do {
                 let updated = try await store.patchMetadata(objectName, patch,
                                                             preconditions: Preconditions(ifMetagenerationMatch: info.metageneration))
-                locked { n.info = updated; n.infoExpiry = now + config.metadataTTL }
+                locked {
+                    n.info = updated
+                    n.infoExpiry = now + config.metadataTTL
+                    n.staged?.metadata = updated.writable
+                }
                 return
             } catch StorageError.preconditionFailed where attempt < 5 {
                 // Changed elsewhere: re-read and apply our edit to what is there now.

@@ -340,3 +340,37 @@ extension CoreWriteTests {
         #expect(h.store.object("f")?.customMetadata[XattrName.mtimeKey] == String(Int64(h.clock.now)))
     }
 }
+
+extension CoreWriteTests {
+    @Test func writingToAFileRenamedWhileOpenUploadsToTheNewName() async throws {
+        let h = Harness()
+        h.store.put("log", "a")
+        let ino = try await h.ino("log")
+        let fh = try await h.fs.open(ino: ino, flags: OpenFlags(O_WRONLY | O_APPEND))
+        _ = try await h.fs.write(ino: ino, fh: fh, offset: 1, data: Data("b".utf8))
+        try await h.fs.rename(parent: Harness.root, name: "log", newParent: Harness.root, newName: "log.1", flags: 0)
+        _ = try await h.fs.write(ino: ino, fh: fh, offset: 2, data: Data("c".utf8))
+        try await h.fs.flush(ino: ino, fh: fh)
+        try await h.fs.release(ino: ino, fh: fh)
+        #expect(h.store.names == ["log.1"])
+        #expect(h.store.data("log.1") == Data("abc".utf8))
+        #expect((try? FileManager.default.contentsOfDirectory(atPath: h.config.lostAndFound)) ?? [] == [])
+    }
+
+    @Test func setxattrOnAFileOpenForWritingButUnchangedIsOnePatch() async throws {
+        let h = Harness()
+        h.store.put("f", "data", custom: ["a": "1"])
+        let ino = try await h.ino("f")
+        let fh = try await h.fs.open(ino: ino, flags: OpenFlags(O_RDWR))
+        h.store.resetCounts()
+        try await h.setXattr(ino, "user.k", "v")
+        #expect(h.store.counts == ["patch": 1])
+        #expect(h.store.object("f")?.customMetadata == ["a": "1", "k": "v"])
+        // A later write uploads content and keeps the attribute.
+        _ = try await h.fs.write(ino: ino, fh: fh, offset: 4, data: Data("!".utf8))
+        try await h.fs.release(ino: ino, fh: fh)
+        #expect(h.store.data("f") == Data("data!".utf8))
+        #expect(h.store.object("f")?.customMetadata == ["a": "1", "k": "v"])
+        #expect(h.store.counts == ["patch": 1, "write": 1])
+    }
+}
