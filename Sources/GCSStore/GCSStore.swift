@@ -24,6 +24,7 @@ public final class GCSStore: ObjectStore {
     let transport: GCSTransport
     let client: HTTPClient
     let logger: Logger
+    private let closed = OnceFlag()
 
     /// Knobs with production defaults; tests shrink them.
     public struct Tuning: Sendable {
@@ -70,9 +71,16 @@ public final class GCSStore: ObjectStore {
         logger.debug("GCS store gs://\(bucket)/\(self.prefix) at \(self.endpoint), credentials: \(credentials)")
     }
 
-    /// Closes the connection pool. Call once, after the last request.
+    /// Closes the connection pool, after the last request. Later calls do nothing.
     public func shutdown() async throws {
+        guard closed.set() else { return }
         try await client.shutdown()
+    }
+
+    deinit {
+        // A store dropped without `shutdown()` still releases its connections (and never trips
+        // the HTTP client's debug check).
+        if closed.set() { client.shutdown { _ in } }
     }
 
     /// Number of access tokens fetched so far (service account / metadata server).
@@ -205,5 +213,18 @@ public final class GCSStore: ObjectStore {
             }
             throw error
         }
+    }
+}
+
+/// Set once, from any thread.
+final class OnceFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var done = false
+    /// True for the first caller only.
+    func set() -> Bool {
+        lock.lock(); defer { lock.unlock() }
+        if done { return false }
+        done = true
+        return true
     }
 }

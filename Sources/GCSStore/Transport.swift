@@ -129,7 +129,7 @@ final class GCSTransport: Sendable {
             req.body = .bytes(ByteBuffer())
         }
         let started = ContinuousClock.now
-        logger.trace("GCS → \(r.method) \(r.url) \(Self.redacted(req.headers))")
+        logger.trace("GCS → \(r.method) \(Self.shortURL(r.url)) \(Self.redacted(req.headers))")
         do {
             let resp = try await client.execute(req, timeout: TimeAmount.nanoseconds(Self.nanos(timeout)), logger: nil)
             let body = try await resp.body.collect(upTo: maxResponseBytes)

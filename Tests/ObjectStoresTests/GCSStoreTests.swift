@@ -429,6 +429,36 @@ func storageError(_ body: () async throws -> Void) async -> StorageError? {
         }
     }
 
+    @Test func logsRedactAuthorization() async throws {
+        let logs = LogCapture()
+        try await withGCSServer(credentials: .token("ya29.very-secret"), logger: logs.logger) { server, store in
+            _ = try await store.write("l", from: .data(Data("x".utf8)), metadata: .init(), preconditions: .none)
+            _ = try await store.read("l", generation: nil, range: nil)
+            #expect(server.recorded.allSatisfy { $0.headers["authorization"] == "Bearer ya29.very-secret" })
+        }
+        #expect(logs.text.contains("Authorization: <redacted>"), "trace logs show the header, redacted")
+        #expect(!logs.text.contains("very-secret"))
+    }
+
+    @Test func storeDroppedWithoutShutdownReleasesItsClient() async throws {
+        let server = try await GCSTestServer.start()
+        do {
+            let store = GCSStore(bucket: server.bucket, endpoint: server.endpoint, credentials: .anonymous,
+                                 logger: Logger(label: "t"), environment: [:])
+            _ = try await store.list(ListRequest())
+            try await store.shutdown()
+            try await store.shutdown()  // a second call is harmless
+        }
+        do {
+            let dropped = GCSStore(bucket: server.bucket, endpoint: server.endpoint, credentials: .anonymous,
+                                   logger: Logger(label: "t"), environment: [:])
+            _ = try await dropped.list(ListRequest())
+        }
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(server.recorded.count == 2)
+        try await server.stop()
+    }
+
     @Test func uploadsCarryContentLengthAndMultipartShape() async throws {
         try await withGCSServer { server, store in
             _ = try await store.write("m", from: .data(Data("body".utf8)),
