@@ -22,6 +22,3 @@ public func errno(for error: any Error) -> Errno {
     }
 }
 
-extension Errno {
-    public static let EINTR = Errno(4)
-}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Sets up and runs every test: Swift unit/integration tests, then real-mount tests (pytest)
+# against the embedded bucket and gcp-storage-emulator.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+Scripts/setup.sh || exit 1
+
+status=0
+echo "== swift build (tests)"
+swift build --build-tests 2>&1 | grep -E "error|warning: unre|Compiling|Build" | tail -n 5
+
+echo "== emulator"
+eval "$(Scripts/emulator.sh start)" || { echo "emulator did not start"; exit 1; }
+trap 'Scripts/emulator.sh stop >/dev/null 2>&1 || true' EXIT
+
+echo "== swift test"
+swift test --skip-build 2>&1 | tee /tmp/bucketfs-swift-test.log | grep -vE '^\[|^Test Case .* started' | tail -n 60
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+
+if [ -d Tests/e2e ]; then
+  echo "== pytest Tests/e2e (real mounts)"
+  BUCKETFS_BIN="$(swift build --show-bin-path)/bucketfs" .venv/bin/python -m pytest -q Tests/e2e
+  rc=$?
+  [ $rc -eq 0 ] || [ $rc -eq 5 ] || status=1
+fi
+exit $status

@@ -1,0 +1,45 @@
+import Foundation
+
+/// A decorator that appends one line per store request to a file (`--request-log`): the
+/// operation and the object name or list prefix. Used by tests and for debugging what a shell
+/// command costs; it never logs credentials (stores see none).
+public final class RequestLogStore: ObjectStore, @unchecked Sendable {
+    let inner: any ObjectStore
+    let fd: Int32
+    public var bucket: String { inner.bucket }
+
+    public init(_ inner: any ObjectStore, path: String) throws {
+        self.inner = inner
+        fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        if fd < 0 { throw StorageError.invalidArgument(message: "cannot open request log \(path)") }
+    }
+
+    deinit { close(fd) }
+
+    private func note(_ op: String, _ name: String) {
+        let line = Array("\(op) \(name)\n".utf8)
+        _ = line.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+    }
+
+    public func list(_ r: ListRequest) async throws -> ListPage {
+        note("list", r.prefix); return try await inner.list(r)
+    }
+    public func getMetadata(_ name: String) async throws -> ObjectInfo {
+        note("get", name); return try await inner.getMetadata(name)
+    }
+    public func patchMetadata(_ name: String, _ patch: MetadataPatch, preconditions: Preconditions) async throws -> ObjectInfo {
+        note("patch", name); return try await inner.patchMetadata(name, patch, preconditions: preconditions)
+    }
+    public func read(_ name: String, generation: Int64?, range: Range<Int64>?) async throws -> Data {
+        note("read", name); return try await inner.read(name, generation: generation, range: range)
+    }
+    public func write(_ name: String, from source: UploadSource, metadata: WritableMetadata, preconditions: Preconditions) async throws -> ObjectInfo {
+        note("write", name); return try await inner.write(name, from: source, metadata: metadata, preconditions: preconditions)
+    }
+    public func delete(_ name: String, preconditions: Preconditions) async throws {
+        note("delete", name); try await inner.delete(name, preconditions: preconditions)
+    }
+    public func copy(from source: String, sourceGeneration: Int64?, to destination: String, metadata: WritableMetadata?, preconditions: Preconditions) async throws -> ObjectInfo {
+        note("copy", source); return try await inner.copy(from: source, sourceGeneration: sourceGeneration, to: destination, metadata: metadata, preconditions: preconditions)
+    }
+}

@@ -1,0 +1,91 @@
+import ArgumentParser
+import Foundation
+import Logging
+
+@main
+struct BucketFSCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bucketfs",
+        abstract: "Mount a Cloud Storage bucket (or an embedded local bucket) as a directory, with object metadata as extended attributes.",
+        subcommands: [Mount.self, Unmount.self, MakeBucket.self, Ls.self, Stat.self, Cat.self, Put.self, Rm.self, Meta.self]
+    )
+
+    /// `mount -t fuse.bucketfs SOURCE DIR -o opts` runs `bucketfs SOURCE DIR -o opts`
+    /// (through mount.fuse3): rewrite that form to `bucketfs mount ...`.
+    static func main() async {
+        var args = Array(CommandLine.arguments.dropFirst())
+        let known = ["mount", "unmount", "mb", "ls", "stat", "cat", "put", "rm", "meta", "help", "-h", "--help", "--version"]
+        if let first = args.first, !known.contains(first), args.count >= 2, !first.hasPrefix("-") {
+            args = ["mount"] + MountHelper.translate(args)
+        }
+        do {
+            var command = try parseAsRoot(args)
+            if var c = command as? AsyncParsableCommand {
+                try await c.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
+    }
+}
+
+/// Options shared by every command that talks to Cloud Storage.
+struct GCSOptions: ParsableArguments {
+    @Option(help: "JSON API endpoint (e.g. http://127.0.0.1:9023); STORAGE_EMULATOR_HOST is honoured too.")
+    var endpoint: String?
+    @Option(name: .customLong("key-file"), help: "Service account JSON key (else GOOGLE_APPLICATION_CREDENTIALS).")
+    var keyFile: String?
+    @Option(help: "OAuth2 access token (else GOOGLE_OAUTH_ACCESS_TOKEN).")
+    var token: String?
+    @Flag(help: "Send no credentials (public buckets, emulators).")
+    var anonymous = false
+}
+
+struct LogOptions: ParsableArguments {
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel: String = "warning"
+
+    func bootstrap() -> Logger {
+        let level = Logger.Level(rawValue: logLevel.lowercased()) ?? .warning
+        LoggingSystem.bootstrap { label in
+            var h = StreamLogHandler.standardError(label: label)
+            h.logLevel = level
+            return h
+        }
+        var logger = Logger(label: "bucketfs")
+        logger.logLevel = level
+        return logger
+    }
+}
+
+/// Translates `SOURCE DIR -o a,b=c` (mount helper form) into `SOURCE DIR --a --b c`.
+enum MountHelper {
+    static let flags: Set<String> = ["read-only", "ro", "allow-other", "allow_other", "foreground", "anonymous"]
+
+    static func translate(_ args: [String]) -> [String] {
+        var out: [String] = []
+        var i = 0
+        while i < args.count {
+            if args[i] == "-o", i + 1 < args.count {
+                for opt in args[i + 1].split(separator: ",") {
+                    let kv = opt.split(separator: "=", maxSplits: 1).map(String.init)
+                    let name = kv[0].replacingOccurrences(of: "_", with: "-")
+                    switch name {
+                    case "ro": out.append("--read-only")
+                    case "rw", "dev", "suid", "nodev", "nosuid", "exec", "noexec", "auto", "noauto", "user", "nouser", "defaults", "nofail", "x-systemd.automount": break
+                    default:
+                        if kv.count == 2 { out += ["--" + name, kv[1]] } else { out.append("--" + name) }
+                    }
+                }
+                i += 2
+            } else if args[i] == "-f" {
+                out.append("--foreground"); i += 1
+            } else {
+                out.append(args[i]); i += 1
+            }
+        }
+        return out
+    }
+}

@@ -1,0 +1,32 @@
+import BucketFS
+import Foundation
+import FuseKit
+import Logging
+
+/// Wires the filesystem core to a FuseKit session and runs the loop on its own thread, so the
+/// Swift concurrency pool stays free for the request Tasks.
+enum FuseMounter {
+    static func mount(filesystem: BucketFileSystem, mountpoint: String, options: [String], logger: Logger) throws -> FuseSession {
+        let session = FuseSession(filesystem: filesystem, mountpoint: mountpoint, options: options,
+                                  maxThreads: 8, maxInFlight: 64, logger: { logger.warning("\($0)") })
+        do {
+            try session.mount()
+            try session.installSignalHandlers()
+        } catch {
+            logger.critical("cannot mount at \(mountpoint): \(error)")
+            throw error
+        }
+        return session
+    }
+
+    static func run(_ session: FuseSession) async {
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            let t = Thread {
+                session.run()
+                done.resume()
+            }
+            t.stackSize = 8 << 20
+            t.start()
+        }
+    }
+}

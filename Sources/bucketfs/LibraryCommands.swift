@@ -1,0 +1,325 @@
+import ArgumentParser
+import Foundation
+import Logging
+import StorageModel
+
+/// Resolves `SOURCE[/path]` to a reference through the Firebase-shaped model.
+struct Target: Sendable {
+    let storage: Storage
+    let ref: StorageReference
+
+    init(storage: Storage, ref: StorageReference) {
+        self.storage = storage
+        self.ref = ref
+    }
+
+    init(_ spec: String, gcs: GCSOptions, logger: Logger) throws {
+        let source = try Source.parse(spec, splitLocal: true)
+        storage = Storage(store: try openStore(source, gcs: gcs, logger: logger))
+        ref = storage.reference().child(source.path)
+    }
+}
+
+/// Prints an error the way a user can act on it, and exits non-zero.
+func failed(_ error: any Error, _ what: String) -> ExitCode {
+    FileHandle.standardError.write(Data("bucketfs: \(what): \(error)\n".utf8))
+    if case StorageError.objectNotFound = error { return ExitCode(2) }
+    return ExitCode(1)
+}
+
+struct MakeBucket: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "mb", abstract: "Create an embedded bucket in a local directory (created if missing).")
+    @Argument(help: "DIR or file://DIR") var directory: String
+
+    func run() async throws {
+        do {
+            _ = try openStore(try Source.parse(directory, splitLocal: false), gcs: GCSOptions(), logger: Logger(label: "bucketfs"))
+        } catch {
+            throw failed(error, "mb \(directory)")
+        }
+    }
+}
+
+struct Ls: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List prefixes and objects under SOURCE[/path] (one level, like the mount shows).")
+    @Argument(help: "gs://BUCKET[/path], file://DIR[/path] or DIR[/path]") var target: String
+    @Option(name: .customLong("max-results"), help: "Page size (1…1000). With --page-token or alone, prints one page and the next token.")
+    var maxResults: Int?
+    @Option(name: .customLong("page-token")) var pageToken: String?
+    @Flag(name: .shortAndLong, help: "Long format: size, updated, generation.") var long = false
+    @OptionGroup var gcs: GCSOptions
+    @OptionGroup var log: LogOptions
+
+    func run() async throws {
+        let logger = log.bootstrap()
+        do {
+            let t = try Target(target, gcs: gcs, logger: logger)
+            let result: StorageListResult
+            if maxResults != nil || pageToken != nil {
+                result = try await t.ref.list(maxResults: maxResults ?? 1000, pageToken: pageToken)
+            } else {
+                result = try await t.ref.listAll()
+            }
+            for p in result.prefixes { print("\(p.name)/") }
+            for item in result.items {
+                if long {
+                    let m = try await item.getMetadata()
+                    print("\(m.size)\t\(m.updated.map(RFC3339.format) ?? "-")\t\(m.generation)\t\(item.name)")
+                } else {
+                    print(item.name)
+                }
+            }
+            if let token = result.pageToken { FileHandle.standardError.write(Data("next page token: \(token)\n".utf8)) }
+        } catch {
+            throw failed(error, "ls \(target)")
+        }
+    }
+}
+
+struct Stat: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Print an object's metadata.")
+    @Argument var target: String
+    @Flag(help: "Print JSON.") var json = false
+    @OptionGroup var gcs: GCSOptions
+    @OptionGroup var log: LogOptions
+
+    func run() async throws {
+        let logger = log.bootstrap()
+        do {
+            let t = try Target(target, gcs: gcs, logger: logger)
+            let m = try await t.ref.getMetadata()
+            var fields: [(String, String)] = [
+                ("bucket", m.bucket), ("fullPath", m.fullPath), ("name", m.name), ("size", String(m.size)),
+                ("generation", String(m.generation)), ("metageneration", String(m.metageneration)),
+                ("timeCreated", m.timeCreated.map(RFC3339.format) ?? ""), ("updated", m.updated.map(RFC3339.format) ?? ""),
+                ("md5Hash", m.md5Hash ?? ""), ("crc32c", m.crc32c ?? ""),
+            ]
+            for (k, v) in [("contentType", m.contentType), ("cacheControl", m.cacheControl),
+                           ("contentDisposition", m.contentDisposition), ("contentEncoding", m.contentEncoding),
+                           ("contentLanguage", m.contentLanguage)] {
+                if let v { fields.append((k, v)) }
+            }
+            if json {
+                var obj: [String: Any] = Dictionary(uniqueKeysWithValues: fields)
+                obj["customMetadata"] = m.customMetadata ?? [:]
+                let data = try JSONSerialization.data(withJSONObject: obj, options: [.sortedKeys, .prettyPrinted])
+                print(String(decoding: data, as: UTF8.self))
+            } else {
+                for (k, v) in fields { print("\(k): \(v)") }
+                for (k, v) in (m.customMetadata ?? [:]).sorted(by: { $0.key < $1.key }) { print("customMetadata.\(k): \(v)") }
+            }
+        } catch {
+            throw failed(error, "stat \(target)")
+        }
+    }
+}
+
+struct Cat: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Write an object's bytes to standard output.")
+    @Argument var target: String
+    @OptionGroup var gcs: GCSOptions
+    @OptionGroup var log: LogOptions
+
+    func run() async throws {
+        let logger = log.bootstrap()
+        do {
+            let t = try Target(target, gcs: gcs, logger: logger)
+            try StoragePath.validateObjectName(t.ref.fullPath)
+            let info = try await t.storage.store.getMetadata(t.ref.fullPath)
+            var off: Int64 = 0
+            let chunk: Int64 = 16 << 20
+            while off < info.size {
+                // Every chunk is pinned to the generation first read.
+                let data = try await t.storage.store.read(t.ref.fullPath, generation: info.generation,
+                                                          range: off..<min(info.size, off + chunk))
+                if data.isEmpty { break }
+                FileHandle.standardOutput.write(data)
+                off += Int64(data.count)
+            }
+        } catch {
+            throw failed(error, "cat \(target)")
+        }
+    }
+}
+
+struct Put: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Upload a local file (or - for standard input) as an object.")
+    @Argument(help: "Local file, or - for standard input") var file: String
+    @Argument var target: String
+    @Option(name: .customLong("content-type")) var contentType: String?
+    @Option(name: .customLong("metadata"), help: "Custom metadata KEY=VALUE (repeatable).") var metadata: [String] = []
+    @Flag(name: .customLong("no-clobber"), help: "Fail if the object exists (ifGenerationMatch=0).") var noClobber = false
+    @Flag(name: .shortAndLong, help: "Upload every file under the local directory FILE to SOURCE/path/<relative path>.")
+    var recursive = false
+    @Option(name: .customLong("object"), help: "Use this exact object name (no path normalisation; still 1…1024 bytes, no CR/LF).")
+    var exactName: String?
+    @OptionGroup var gcs: GCSOptions
+    @OptionGroup var log: LogOptions
+
+    func run() async throws {
+        let logger = log.bootstrap()
+        do {
+            var t = try Target(target, gcs: gcs, logger: logger)
+            if let exactName { t = Target(storage: t.storage, ref: t.storage.reference().exactly(exactName)) }
+            var m = StorageMetadata()
+            m.contentType = contentType
+            var custom: [String: String] = [:]
+            for kv in metadata {
+                guard let eq = kv.firstIndex(of: "=") else { throw ValidationErrorText("--metadata takes KEY=VALUE, got '\(kv)'") }
+                custom[String(kv[..<eq])] = String(kv[kv.index(after: eq)...])
+            }
+            if !custom.isEmpty { m.customMetadata = custom }
+            let pre: Preconditions = noClobber ? .doesNotExist : .none
+            if recursive {
+                try await putTree(t, metadata: m, preconditions: pre)
+                return
+            }
+            let result: StorageMetadata
+            if file == "-" {
+                result = try await t.ref.putData(FileHandle.standardInput.readDataToEndOfFile(), metadata: m, preconditions: pre)
+            } else {
+                result = try await t.ref.putFile(from: file, metadata: m, preconditions: pre)
+            }
+            print("\(result.fullPath)\tgeneration \(result.generation)\t\(result.size) bytes")
+        } catch {
+            throw failed(error, "put \(target)")
+        }
+    }
+}
+
+extension Put {
+    /// Uploads a local tree, a few files at a time.
+    func putTree(_ t: Target, metadata: StorageMetadata, preconditions: Preconditions) async throws {
+        let root = URL(fileURLWithPath: file).standardizedFileURL.path
+        guard let walker = FileManager.default.enumerator(atPath: root) else { throw ValidationErrorText("cannot read \(root)") }
+        var files: [String] = []
+        while let rel = walker.nextObject() as? String {
+            var isDir: ObjCBool = false
+            if FileManager.default.fileExists(atPath: root + "/" + rel, isDirectory: &isDir), !isDir.boolValue { files.append(rel) }
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            var running = 0
+            for rel in files.sorted() {
+                if running >= 4 { try await group.next(); running -= 1 }
+                group.addTask { _ = try await t.ref.child(rel).putFile(from: root + "/" + rel, metadata: metadata, preconditions: preconditions) }
+                running += 1
+            }
+            try await group.waitForAll()
+        }
+        print("\(files.count) files uploaded under \(t.ref.fullPath.isEmpty ? "/" : t.ref.fullPath)")
+    }
+}
+
+struct Rm: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Delete an object.")
+    @Argument var target: String
+    @OptionGroup var gcs: GCSOptions
+    @OptionGroup var log: LogOptions
+
+    func run() async throws {
+        let logger = log.bootstrap()
+        do {
+            try await Target(target, gcs: gcs, logger: logger).ref.delete()
+        } catch {
+            throw failed(error, "rm \(target)")
+        }
+    }
+}
+
+/// `meta get|set|rm`: custom keys by name; `storage.contentType` (and the other writable
+/// properties) by the same names the mount uses for extended attributes.
+struct Meta: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Read or change custom metadata and writable properties.",
+        subcommands: [Get.self, Set.self, Remove.self])
+
+    static let properties = ["contentType", "cacheControl", "contentDisposition", "contentEncoding", "contentLanguage"]
+
+    static func property(_ key: String) -> String? {
+        guard key.hasPrefix("storage.") else { return nil }
+        let p = String(key.dropFirst(8))
+        return properties.contains(p) ? p : nil
+    }
+
+    static func patch(_ key: String, _ value: String?) throws -> MetadataPatch {
+        var p = MetadataPatch()
+        let change: FieldChange<String> = value.map { .set($0) } ?? .remove
+        switch property(key) {
+        case "contentType": p.contentType = change
+        case "cacheControl": p.cacheControl = change
+        case "contentDisposition": p.contentDisposition = change
+        case "contentEncoding": p.contentEncoding = change
+        case "contentLanguage": p.contentLanguage = change
+        default:
+            if key.hasPrefix("storage.") { throw ValidationErrorText("'\(key)' is not a writable property (\(properties.map { "storage." + $0 }.joined(separator: ", ")))") }
+            p.customMetadata[key] = .some(value)
+        }
+        return p
+    }
+
+    struct Get: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Print custom metadata (all, or one KEY; storage.contentType etc. for properties).")
+        @Argument var target: String
+        @Argument var key: String?
+        @OptionGroup var gcs: GCSOptions
+        @OptionGroup var log: LogOptions
+
+        func run() async throws {
+            let logger = log.bootstrap()
+            do {
+                let m = try await Target(target, gcs: gcs, logger: logger).ref.getMetadata()
+                let props: [String: String?] = ["contentType": m.contentType, "cacheControl": m.cacheControl,
+                                                "contentDisposition": m.contentDisposition,
+                                                "contentEncoding": m.contentEncoding, "contentLanguage": m.contentLanguage]
+                if let key {
+                    let v: String?? = Meta.property(key).map { props[$0] ?? nil } ?? m.customMetadata?[key]
+                    guard let value = v ?? nil else { throw ExitCode(3) }
+                    print(value)
+                } else {
+                    for (k, v) in (m.customMetadata ?? [:]).sorted(by: { $0.key < $1.key }) { print("\(k)=\(v)") }
+                    for p in Meta.properties { if let v = props[p] ?? nil { print("storage.\(p)=\(v)") } }
+                }
+            } catch let e as ExitCode {
+                FileHandle.standardError.write(Data("bucketfs: meta get: no such key\n".utf8))
+                throw e
+            } catch {
+                throw failed(error, "meta get \(target)")
+            }
+        }
+    }
+
+    struct Set: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Set one custom key (or storage.contentType …) with one PATCH.")
+        @Argument var target: String
+        @Argument var key: String
+        @Argument var value: String
+        @OptionGroup var gcs: GCSOptions
+        @OptionGroup var log: LogOptions
+
+        func run() async throws {
+            let logger = log.bootstrap()
+            do {
+                _ = try await Target(target, gcs: gcs, logger: logger).ref.updateMetadata(patch: try Meta.patch(key, value))
+            } catch {
+                throw failed(error, "meta set \(target)")
+            }
+        }
+    }
+
+    struct Remove: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "rm", abstract: "Delete one custom key (or property) with one PATCH.")
+        @Argument var target: String
+        @Argument var key: String
+        @OptionGroup var gcs: GCSOptions
+        @OptionGroup var log: LogOptions
+
+        func run() async throws {
+            let logger = log.bootstrap()
+            do {
+                _ = try await Target(target, gcs: gcs, logger: logger).ref.updateMetadata(patch: try Meta.patch(key, nil))
+            } catch {
+                throw failed(error, "meta rm \(target)")
+            }
+        }
+    }
+}

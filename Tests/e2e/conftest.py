@@ -1,0 +1,107 @@
+"""Real-mount tests: each drives a bucketfs mount from this (separate) process and always
+unmounts (fusermount3 -uz), also when a test fails."""
+import json
+import os
+import subprocess
+import time
+import uuid
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _bin():
+    b = os.environ.get("BUCKETFS_BIN")
+    if b:
+        return b
+    out = subprocess.run(["swift", "build", "--show-bin-path"], cwd=ROOT, capture_output=True, text=True, check=True)
+    return os.path.join(out.stdout.strip(), "bucketfs")
+
+
+BIN = _bin()
+
+
+def run(*args, check=True, input=None, env=None, timeout=120):
+    p = subprocess.run([BIN, *map(str, args)], capture_output=True, input=input, env=env, timeout=timeout)
+    if check and p.returncode != 0:
+        raise AssertionError(f"bucketfs {' '.join(map(str, args))} failed ({p.returncode}): {p.stderr.decode(errors='replace')}")
+    return p
+
+
+class Bucket:
+    """An embedded bucket directory plus helpers that go through the library commands."""
+
+    def __init__(self, path):
+        self.path = str(path)
+        self.extra = []
+
+    def src(self, name=""):
+        return self.path + ("/" + name if name else "")
+
+    def put(self, name, data, content_type=None, metadata=None, exact=False):
+        args = ["put", "-", self.src() if exact else self.src(name)]
+        if exact:
+            args += ["--object", name]
+        if content_type:
+            args += ["--content-type", content_type]
+        for k, v in (metadata or {}).items():
+            args += ["--metadata", f"{k}={v}"]
+        run(*args, *self.extra, input=data if isinstance(data, bytes) else data.encode())
+
+    def stat(self, name):
+        return json.loads(run("stat", "--json", self.src(name), *self.extra).stdout)
+
+    def cat(self, name):
+        return run("cat", self.src(name), *self.extra).stdout
+
+    def exists(self, name):
+        return run("stat", self.src(name), *self.extra, check=False).returncode == 0
+
+
+@pytest.fixture
+def bucket(tmp_path):
+    b = Bucket(tmp_path / "bucket")
+    run("mb", b.src())
+    return b
+
+
+class Mounts:
+    def __init__(self, tmp_path):
+        self.tmp = tmp_path
+        self.points = []
+
+    def mount(self, source, *options, name=None):
+        mnt = self.tmp / (name or f"mnt-{uuid.uuid4().hex[:6]}")
+        mnt.mkdir()
+        self.points.append(str(mnt))
+        log = self.tmp / f"{mnt.name}.log"
+        p = subprocess.run([BIN, "mount", source, str(mnt), "--log-file", str(log), "--log-level", "info",
+                            "--cache-dir", str(self.tmp / f"{mnt.name}.cache"), *map(str, options)],
+                           capture_output=True, timeout=60)
+        assert p.returncode == 0, f"mount failed: {p.stderr.decode(errors='replace')}"
+        return str(mnt)
+
+    def unmount(self, mnt):
+        subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+        deadline = time.time() + 10
+        while time.time() < deadline and os.path.ismount(mnt):
+            time.sleep(0.05)
+
+    def cleanup(self):
+        for m in self.points:
+            subprocess.run(["fusermount3", "-uz", m], capture_output=True)
+
+
+@pytest.fixture
+def mounts(tmp_path):
+    m = Mounts(tmp_path)
+    yield m
+    m.cleanup()
+
+
+def sh(cmd, check=True, **kw):
+    p = subprocess.run(cmd, shell=isinstance(cmd, str), capture_output=True, timeout=kw.pop("timeout", 300), **kw)
+    if check and p.returncode != 0:
+        raise AssertionError(f"{cmd} failed ({p.returncode}): {p.stderr.decode(errors='replace')}")
+    return p
