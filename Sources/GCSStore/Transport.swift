@@ -71,10 +71,11 @@ final class GCSTransport: Sendable {
         var attempts = 0
         var refreshedAfter401 = false
         var lastError: StorageError?
+        var lastAnswer: StorageError?  // the last error the server itself gave (a status)
         while true {
             if Task.isCancelled { throw StorageError.cancelled }
             let remaining = end - ContinuousClock.now
-            if remaining <= .zero { throw giveUp(what, path: path, attempts: attempts, last: lastError) }
+            if remaining <= .zero { throw giveUp(what, path: path, attempts: attempts, last: lastError, answer: lastAnswer) }
             attempts += 1
             switch await attempt(request, timeout: min(policy.requestTimeout, remaining), path: path,
                                  idempotent: idempotent, accept: accept) {
@@ -93,19 +94,25 @@ final class GCSTransport: Sendable {
             case .failed(let e, let retryable):
                 guard retryable else { throw e }
                 lastError = e
+                if Self.cameFromServer(e) { lastAnswer = e }
             }
             let pause = policy.delay(beforeRetry: attempts, random: Double.random(in: 0...1))
-            if ContinuousClock.now + pause >= end { throw giveUp(what, path: path, attempts: attempts, last: lastError) }
+            if ContinuousClock.now + pause >= end {
+                throw giveUp(what, path: path, attempts: attempts, last: lastError, answer: lastAnswer)
+            }
             logger.debug("GCS \(what) \(path): \(lastError.map { "\($0)" } ?? "error"); retry \(attempts) in \(pause)")
             do { try await Task.sleep(for: pause) } catch { throw StorageError.cancelled }
         }
     }
 
-    private func giveUp(_ what: String, path: String, attempts: Int, last: StorageError?) -> StorageError {
+    private func giveUp(_ what: String, path: String, attempts: Int, last: StorageError?,
+                        answer: StorageError?) -> StorageError {
         let shown = path.isEmpty ? "gs://\(bucket)" : path
         if attempts <= 1, case .timeout(let m)? = last { return .timeout(message: "\(what) \(shown): \(m)") }
         if attempts == 0 { return .timeout(message: "\(what) \(shown): deadline of \(policy.deadline) passed") }
-        return .retryLimitExceeded(message: "\(what) \(shown): gave up after \(attempts) attempts within \(policy.deadline): \(last.map { "\($0)" } ?? "no answer")")
+        var cause = last.map { "\($0)" } ?? "no answer"
+        if let answer, answer != last { cause += " (last answer from the server: \(answer))" }
+        return .retryLimitExceeded(message: "\(what) \(shown): gave up after \(attempts) attempts within \(policy.deadline): \(cause)")
     }
 
     /// One exchange: authorization, request, whole body.
@@ -145,6 +152,14 @@ final class GCSTransport: Sendable {
             let e = Task.isCancelled ? .cancelled : Self.map(error)
             logger.debug("GCS \(r.method) \(Self.shortURL(r.url)) failed: \(e)")
             return .failed(e, retryable: idempotent && e.isTransient)
+        }
+    }
+
+    /// False for timeouts and connection trouble (no status from the server).
+    static func cameFromServer(_ e: StorageError) -> Bool {
+        switch e {
+        case .timeout, .unknown(status: 0, _), .cancelled: return false
+        default: return true
         }
     }
 
