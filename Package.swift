@@ -82,5 +82,8 @@ let package = Package(
             ]
         ),
         .testTarget(name: "BucketFSTests", dependencies: ["BucketFS", "FuseKit", "StorageModel", "ObjectStores"]),
+        // An in-memory filesystem mounted in the foreground: FuseKitTests drive it from outside.
+        .executableTarget(name: "fusekit-demo", dependencies: ["FuseKit"]),
+        .testTarget(name: "FuseKitTests", dependencies: ["FuseKit"]),
     ]
 )

@@ -15,7 +15,8 @@ public struct Errno: Error, Equatable, Hashable, Sendable, CustomStringConvertib
         EXDEV = Errno(18), ENOTDIR = Errno(20), EISDIR = Errno(21), EINVAL = Errno(22), EFBIG = Errno(27),
         ENOSPC = Errno(28), EROFS = Errno(30), ERANGE = Errno(34), ENAMETOOLONG = Errno(36),
         ENOSYS = Errno(38), ENOTEMPTY = Errno(39), ENODATA = Errno(61), E2BIG = Errno(7),
-        ENOTSUP = Errno(95), ESTALE = Errno(116), ETIMEDOUT = Errno(110), EILSEQ = Errno(84)
+        ENOTSUP = Errno(95), ESTALE = Errno(116), ETIMEDOUT = Errno(110), EILSEQ = Errno(84),
+        EINTR = Errno(4), ECANCELED = Errno(125)
 }
 
 public enum FileType: Sendable, Equatable { case regular, directory }
@@ -54,12 +55,15 @@ public struct FuseEntry: Sendable, Equatable {
     }
 }
 
-/// One directory entry of readdir / readdirplus. `offset` is the cookie of the entry after it.
+/// One directory entry of readdir / readdirplus. `offset` is the cookie of the entry after it:
+/// nonzero (0 means "from the start") and below `Int64.max - 2` (FuseKit shifts the cookies by 2
+/// to put `.` and `..` first; the filesystem never returns `.` or `..` itself).
 public struct DirectoryEntry: Sendable, Equatable {
     public var name: String
     public var offset: UInt64
-    /// Full entry for readdirplus (counts as a lookup only if it fits in the reply buffer);
-    /// for plain readdir only ino and type are used.
+    /// Full entry for readdirplus; for plain readdir only ino and type are used. Returning it
+    /// does not count as a lookup: FuseKit calls `noteLookup(ino:)` for each readdirplus entry
+    /// that fitted in the reply buffer.
     public var entry: FuseEntry
     public init(name: String, offset: UInt64, entry: FuseEntry) {
         self.name = name; self.offset = offset; self.entry = entry
@@ -103,14 +107,26 @@ public struct SetAttributes: Sendable, Equatable {
 
 /// The operations. Names arrive as UTF-8 Strings (a non-UTF-8 name is refused by FuseKit with
 /// EILSEQ before the filesystem sees it). Every default answers ENOSYS (or EROFS for changes).
+///
+/// Each async method runs on its own Task; when the kernel interrupts the request (the caller got
+/// a signal) that Task is cancelled: a method that notices may throw `.EINTR`.
+/// Modes passed to `create`/`mkdir` are permission bits only (the kernel already applied umask).
+/// `open` sees O_TRUNC itself (FUSE_CAP_ATOMIC_O_TRUNC is on).
+/// If the kernel never receives an open/opendir/create/lookup reply (the request was
+/// interrupted meanwhile), FuseKit undoes it: `release`/`releasedir`, and `forget(ino, 1)`.
 public protocol FuseFileSystem: AnyObject, Sendable {
     func lookup(parent: UInt64, name: String) async throws(Errno) -> FuseEntry
     func forget(ino: UInt64, nlookup: UInt64)
+    /// One kernel lookup of `ino` that did not come from `lookup`/`create`/`mkdir`: a readdirplus
+    /// entry that fitted in the reply. Called before the reply is sent (so it always precedes the
+    /// matching `forget`). `.`/`..` and entries with ino 0 are never reported. Default: nothing.
+    func noteLookup(ino: UInt64)
     func getattr(ino: UInt64) async throws(Errno) -> (FileAttributes, Double)
     func setattr(ino: UInt64, fh: UInt64?, changes: SetAttributes) async throws(Errno) -> (FileAttributes, Double)
     func opendir(ino: UInt64) async throws(Errno) -> UInt64
-    /// Entries after `offset` (0 = from the start). FuseKit stops filling when the buffer is full
-    /// and asks again from the last offset that fit.
+    /// Entries after `offset` (0 = from the start), for readdir and readdirplus alike. FuseKit
+    /// stops filling when the buffer is full and asks again from the last offset that fit; an
+    /// empty answer is the end of the directory. Returning fewer entries than fit is fine.
     func readdir(ino: UInt64, fh: UInt64, offset: UInt64) async throws(Errno) -> [DirectoryEntry]
     func releasedir(ino: UInt64, fh: UInt64)
     func open(ino: UInt64, flags: OpenFlags) async throws(Errno) -> UInt64
@@ -129,13 +145,16 @@ public protocol FuseFileSystem: AnyObject, Sendable {
     func getxattr(ino: UInt64, name: String) async throws(Errno) -> [UInt8]
     /// The names; FuseKit joins them with NULs and answers size probes and ERANGE.
     func listxattr(ino: UInt64) async throws(Errno) -> [String]
-    /// flags: XATTR_CREATE (1) / XATTR_REPLACE (2).
+    /// flags: XATTR_CREATE (1) / XATTR_REPLACE (2). FuseKit answers `security.capability` itself
+    /// (getxattr: ENODATA, setxattr: ENOTSUP) so writes cost no filesystem call (the kernel asks
+    /// for it before every write once xattrs are implemented).
     func setxattr(ino: UInt64, name: String, value: [UInt8], flags: Int32) async throws(Errno)
     func removexattr(ino: UInt64, name: String) async throws(Errno)
 }
 
 public extension FuseFileSystem {
     func forget(ino: UInt64, nlookup: UInt64) {}
+    func noteLookup(ino: UInt64) {}
     func setattr(ino: UInt64, fh: UInt64?, changes: SetAttributes) async throws(Errno) -> (FileAttributes, Double) { throw .EROFS }
     func opendir(ino: UInt64) async throws(Errno) -> UInt64 { 0 }
     func releasedir(ino: UInt64, fh: UInt64) {}
