@@ -32,7 +32,9 @@ extension GCSStore {
                 var req = HTTPClientRequest(url: url)
                 req.headers.add(name: "Metadata-Flavor", value: "Google")
                 logger.debug("GCS: fetching an access token from the metadata server \(host)")
-                return try await exchange(req, timeout: timeout, what: "GCE metadata server \(host)", unreachableIsFatal: true)
+                // Off Google Cloud the metadata server never answers: ask briefly, then give up for good.
+                return try await exchange(req, timeout: min(timeout, .seconds(3)), what: "GCE metadata server \(host)",
+                                          unreachableIsFatal: true)
             }
         }
 
@@ -47,7 +49,7 @@ extension GCSStore {
                 body = try await resp.body.collect(upTo: 1 << 20)
             } catch {
                 let e = GCSTransport.map(error)
-                if unreachableIsFatal, case .unknown(0, _) = e {
+                if unreachableIsFatal, !GCSTransport.cameFromServer(e), e != .cancelled {
                     throw StorageError.unauthenticated(message: "cannot reach the \(what) (\(e)); not on Google Cloud? "
                         + "Use --key-file, --token or --anonymous")
                 }

@@ -39,7 +39,8 @@ struct GCSResponse: Sendable {
 /// What happened to one attempt, so the retry loop can decide.
 private enum Outcome {
     case done(GCSResponse)
-    case failed(StorageError, retryable: Bool)
+    /// `status` is the HTTP status when the server answered.
+    case failed(StorageError, retryable: Bool, status: Int?)
 }
 
 /// The shared HTTP client, credentials and the retry loop.
@@ -81,17 +82,17 @@ final class GCSTransport: Sendable {
                                  idempotent: idempotent, accept: accept) {
             case .done(let r):
                 return r
-            case .failed(let e, _) where e == .cancelled:
+            case .failed(let e, _, _) where e == .cancelled:
                 throw e
-            case .failed(.unauthenticated(let m), _) where tokens.canRefresh && !refreshedAfter401:
+            case .failed(.unauthenticated(let m), _, 401?) where tokens.canRefresh && !refreshedAfter401:
                 // A 401 means the request did nothing: fetch a fresh token and try once more.
                 refreshedAfter401 = true
                 await tokens.invalidate()
                 logger.debug("GCS \(what) \(path): 401 (\(m)); refreshing the access token")
                 continue
-            case .failed(.unauthenticated(let m), _):
+            case .failed(.unauthenticated(let m), _, _):
                 throw StorageError.unauthenticated(message: "\(m) (credentials: \(credentials); see --key-file, --token, --anonymous)")
-            case .failed(let e, let retryable):
+            case .failed(let e, let retryable, _):
                 guard retryable else { throw e }
                 lastError = e
                 if Self.cameFromServer(e) { lastAnswer = e }
@@ -128,7 +129,7 @@ final class GCSTransport: Sendable {
         } catch {
             // No request was sent: a transient token failure is always safe to retry.
             let e = Self.map(error)
-            return .failed(e, retryable: e.isTransient)
+            return .failed(e, retryable: e.isTransient, status: nil)
         }
         if let body = r.body {
             req.body = .bytes(body)
@@ -147,11 +148,11 @@ final class GCSTransport: Sendable {
             }
             let message = Self.errorMessage(body) ?? "HTTP \(status) \(resp.status.reasonPhrase)"
             let e = StorageError.fromHTTP(status: status, message: message, path: path, bucket: bucket)
-            return .failed(e, retryable: idempotent && RetryPolicy.isRetryable(status: status))
+            return .failed(e, retryable: idempotent && RetryPolicy.isRetryable(status: status), status: status)
         } catch {
             let e = Task.isCancelled ? .cancelled : Self.map(error)
             logger.debug("GCS \(r.method) \(Self.shortURL(r.url)) failed: \(e)")
-            return .failed(e, retryable: idempotent && e.isTransient)
+            return .failed(e, retryable: idempotent && e.isTransient, status: nil)
         }
     }
 

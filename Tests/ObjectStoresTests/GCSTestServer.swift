@@ -225,6 +225,13 @@ final class GCSTestServer: @unchecked Sendable {
         let segs = rawPath.split(separator: "/", omittingEmptySubsequences: false).map { String($0).removingPercentEncoding ?? String($0) }
 
         if rawPath == "/token", method == "POST" { return token(body) }
+        if rawPath == "/computeMetadata/v1/instance/service-accounts/default/token", method == "GET" {
+            guard hd["metadata-flavor"] == "Google" else { return .error(403, "Missing Metadata-Flavor:Google header") }
+            tokenCalls += 1
+            let t = "test-access-token-\(tokenCalls)"
+            validTokens[t] = Date().addingTimeInterval(TimeInterval(tokenLifetime))
+            return .json(200, ["access_token": t, "expires_in": tokenLifetime, "token_type": "Bearer"])
+        }
 
         if let s = alwaysStatus { return .error(s, s == 401 ? "Invalid Credentials" : "injected HTTP \(s)") }
         if failNext > 0 {
