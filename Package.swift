@@ -69,7 +69,7 @@ let package = Package(
         ),
         .testTarget(
             name: "StorageModelTests",
-            dependencies: ["StorageModel", .product(name: "PropertyBased", package: "swift-property-based")]
+            dependencies: ["StorageModel", "ObjectStores", .product(name: "PropertyBased", package: "swift-property-based")]
         ),
         .testTarget(
             name: "ObjectStoresTests",

@@ -28,13 +28,18 @@ public final class EmbeddedStore: ObjectStore, @unchecked Sendable {
     private let countsLock = NSLock()
     private var counts: [String: Int] = [:]
 
+    /// Microseconds since the epoch; injectable so tests can stop or turn back the clock.
+    private let clock: @Sendable () -> Int64
+
     /// Opens (creating if missing) the embedded bucket in `directory`.
     public convenience init(directory: String, bucket: String = "local", pageSizeLimit: Int = 1000) throws {
         try self.init(directory: directory, bucket: bucket, pageSizeLimit: pageSizeLimit, durable: true)
     }
 
     /// `durable: false` skips fsync (tests that create many objects only).
-    init(directory: String, bucket: String, pageSizeLimit: Int, durable: Bool) throws {
+    init(directory: String, bucket: String, pageSizeLimit: Int, durable: Bool,
+         clock: @escaping @Sendable () -> Int64 = EmbeddedStore.systemMicros) throws {
+        self.clock = clock
         let dir = directory.count > 1 && directory.hasSuffix("/") ? String(directory.dropLast()) : directory
         self.directory = dir
         self.bucket = bucket
@@ -116,7 +121,7 @@ public final class EmbeddedStore: ObjectStore, @unchecked Sendable {
                 guard preconditions.hold(for: cur.info) else { throw StorageError.preconditionFailed(path: name) }
                 let w = patch.applied(to: cur.info.writable)
                 try CustomMetadataLimits.check(w.customMetadata)
-                let now = Self.nowMicros()
+                let now = self.clock()
                 let info = ObjectInfo(bucket: self.bucket, name: name, generation: cur.info.generation,
                                       metageneration: cur.info.metageneration + 1, size: cur.info.size,
                                       timeCreated: cur.info.timeCreated, updated: Self.date(now),
@@ -212,7 +217,7 @@ public final class EmbeddedStore: ObjectStore, @unchecked Sendable {
             result = try inWriteTransaction { db in
                 let cur = try self.fetch(db, name)
                 guard preconditions.hold(for: cur?.info) else { throw StorageError.preconditionFailed(path: name) }
-                let now = Self.nowMicros()
+                let now = self.clock()
                 let generation = try Self.nextGeneration(db, now: now)
                 let info = ObjectInfo(bucket: self.bucket, name: name, generation: generation, metageneration: 1,
                                       size: size, timeCreated: Self.date(now), updated: Self.date(now),
@@ -373,6 +378,6 @@ public final class EmbeddedStore: ObjectStore, @unchecked Sendable {
         return StorageError.unknown(status: 500, message: "embedded store: \(error)")
     }
 
-    private static func nowMicros() -> Int64 { Int64((Date().timeIntervalSince1970 * 1_000_000).rounded(.down)) }
+    static func systemMicros() -> Int64 { Int64((Date().timeIntervalSince1970 * 1_000_000).rounded(.down)) }
     private static func date(_ us: Int64) -> Date { Date(timeIntervalSince1970: Double(us) / 1_000_000) }
 }

@@ -180,10 +180,12 @@ public struct StorageReference: Sendable, CustomStringConvertible, Hashable {
     }
 
     /// Turns a JSON API page into the model's result: prefixes lose one trailing `/`;
-    /// items whose names contain `//` or end in `/` are dropped.
+    /// items whose names contain `//` or end in `/` are dropped, and so are prefixes that only
+    /// such names make (`wrongPrefix//` when listing `wrongPrefix`, `/` at the root).
     static func result(_ page: ListPage, storage: Storage) -> StorageListResult {
-        let prefixes = page.prefixes.map { p -> StorageReference in
+        let prefixes = page.prefixes.compactMap { p -> StorageReference? in
             let trimmed = p.hasSuffix("/") ? String(p.dropLast()) : p
+            if trimmed.isEmpty || trimmed.hasSuffix("/") || trimmed.contains("//") { return nil }
             return StorageReference(storage: storage, fullPath: trimmed)
         }
         let items = page.items.compactMap { i -> StorageReference? in

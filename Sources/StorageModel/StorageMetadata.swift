@@ -189,7 +189,10 @@ public struct StorageMetadata: Sendable, Equatable {
 /// RFC 3339 timestamps with milliseconds, UTC (`2024-05-01T12:00:00.123Z`).
 public enum RFC3339 {
     public static func format(_ d: Date) -> String {
-        let ms = Int64((d.timeIntervalSince1970 * 1000).rounded(.down))
+        // Round to the microsecond first: a parsed ".297" is 0.29699999… as a Double, and must
+        // not print as ".296".
+        let us = Int64((d.timeIntervalSince1970 * 1_000_000).rounded())
+        let ms = us >= 0 ? us / 1000 : -((-us + 999) / 1000)
         var secs = ms / 1000
         var milli = ms % 1000
         if milli < 0 { milli += 1000; secs -= 1 }

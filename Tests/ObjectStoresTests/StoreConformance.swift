@@ -1,0 +1,368 @@
+import Foundation
+import StorageModel
+import Testing
+
+/// What a backend under test supports; a case that needs a missing capability is skipped
+/// (emulators lack some of these).
+struct ConformanceCapabilities: Sendable {
+    var pagination = true
+    var metadataMerge = true
+    var preconditions = true
+    var dotDotNames = true
+}
+
+/// Runs every case against fresh stores from `make`; each case uses its own name prefix so one
+/// store may be shared. Uses Swift Testing #expect / #require.
+func runStoreConformance(_ make: @Sendable () async throws -> any ObjectStore,
+                         capabilities: ConformanceCapabilities = .init()) async throws {
+    let run = "conformance-\(UUID().uuidString.prefix(8).lowercased())"
+    for c in StoreConformanceCase.all {
+        if let needs = c.needs, !needs(capabilities) { continue }
+        let store = try await make()
+        try await c.body(store, "\(run)/\(c.name)/", capabilities)
+    }
+}
+
+/// One named case of the conformance suite.
+struct StoreConformanceCase: Sendable {
+    let name: String
+    let needs: (@Sendable (ConformanceCapabilities) -> Bool)?
+    let body: @Sendable (any ObjectStore, String, ConformanceCapabilities) async throws -> Void
+
+    init(_ name: String, needs: (@Sendable (ConformanceCapabilities) -> Bool)? = nil,
+         _ body: @escaping @Sendable (any ObjectStore, String, ConformanceCapabilities) async throws -> Void) {
+        self.name = name
+        self.needs = needs
+        self.body = body
+    }
+
+    static let all: [StoreConformanceCase] = [
+        .init("bytes-and-ranges", Conformance.bytesAndRanges),
+        .init("file-upload", Conformance.fileUpload),
+        .init("metadata-fields", Conformance.metadataFields),
+        .init("generation-zero-on-existing", Conformance.generationZeroOnExisting),
+        .init("overwrite-with-generation", Conformance.overwriteWithGeneration),
+        .init("patch-fields", Conformance.patchFields),
+        .init("patch-custom-merge", needs: { $0.metadataMerge }, Conformance.patchCustomMerge),
+        .init("metageneration-precondition", needs: { $0.preconditions }, Conformance.metagenerationPrecondition),
+        .init("list-prefix-delimiter", Conformance.listPrefixDelimiter),
+        .init("list-pagination", needs: { $0.pagination }, Conformance.listPagination),
+        .init("delete", Conformance.deleteThenGet),
+        .init("copy", Conformance.copyKeepsBytesAndMetadata),
+        .init("missing-object", Conformance.missingObject),
+        .init("dot-segments", needs: { $0.dotDotNames }, Conformance.dotSegments),
+    ]
+}
+
+/// Expects `body` to throw a `StorageError` that `matches` accepts.
+func expectStorageError<T>(_ expected: String, sourceLocation: SourceLocation = #_sourceLocation,
+                           _ matches: (StorageError) -> Bool, _ body: () async throws -> T) async {
+    do {
+        _ = try await body()
+        Issue.record("expected \(expected), but the call succeeded", sourceLocation: sourceLocation)
+    } catch let e as StorageError {
+        #expect(matches(e), "expected \(expected), got \(e)", sourceLocation: sourceLocation)
+    } catch {
+        Issue.record("expected \(expected), got a non-storage error \(error)", sourceLocation: sourceLocation)
+    }
+}
+
+func isNotFound(_ e: StorageError) -> Bool { if case .objectNotFound = e { return true } else { return false } }
+func isPreconditionFailed(_ e: StorageError) -> Bool { if case .preconditionFailed = e { return true } else { return false } }
+
+enum Conformance {
+    static let helloWorld = Data("hello world".utf8)
+    /// base64(MD5("hello world")) and base64(big-endian CRC32C("hello world")).
+    static let helloWorldMD5 = "XrY7u+Ae7tCTyyK7j1rNww=="
+    static let helloWorldCRC32C = "yZRlqg=="
+
+    /// Deterministic, non-repeating-looking bytes.
+    static func bytes(_ n: Int, seed: UInt8 = 7) -> Data {
+        var x = UInt32(seed) &* 2_654_435_761
+        return Data((0..<n).map { _ in x = x &* 1_103_515_245 &+ 12345; return UInt8(truncatingIfNeeded: x >> 16) })
+    }
+
+    @discardableResult
+    static func put(_ s: any ObjectStore, _ name: String, _ data: Data = helloWorld,
+                    _ meta: WritableMetadata = .init(), _ pre: Preconditions = .none) async throws -> ObjectInfo {
+        try await s.write(name, from: .data(data), metadata: meta, preconditions: pre)
+    }
+
+    static func bytesAndRanges(_ s: any ObjectStore, _ p: String, _ caps: ConformanceCapabilities) async throws {
+        let data = bytes(1000)
+        let info = try await put(s, p + "blob", data)
+        #expect(info.size == 1000)
+        #expect(try await s.read(p + "blob", generation: nil, range: nil) == data)
+        #expect(try await s.read(p + "blob", generation: info.generation, range: nil) == data)
+        #expect(try await s.read(p + "blob", generation: nil, range: 0..<5) == data[0..<5])
+        #expect(try await s.read(p + "blob", generation: nil, range: 100..<300) == data[100..<300])
+        // Clamped to the size; at or past the end: empty.
+        #expect(try await s.read(p + "blob", generation: nil, range: 995..<2000) == data[995..<1000])
+        #expect(try await s.read(p + "blob", generation: nil, range: 1000..<1010).isEmpty)
+        #expect(try await s.read(p + "blob", generation: nil, range: 5000..<6000).isEmpty)
+        // An empty object.
+        let empty = try await put(s, p + "empty", Data())
+        #expect(empty.size == 0)
+        #expect(try await s.read(p + "empty", generation: nil, range: nil).isEmpty)
+        #expect(try await s.read(p + "empty", generation: nil, range: 0..<10).isEmpty)
+    }
+
+    static func fileUpload(_ s: any ObjectStore, _ p: String, _ caps: ConformanceCapabilities) async throws {
+        let data = bytes(300_000, seed: 3)
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("conformance-\(UUID().uuidString)").path
+        try data.write(to: URL(fileURLWithPath: path))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let info = try await s.write(p + "from-file", from: .file(path: path), metadata: .init(contentType: "application/octet-stream"),
+                                     preconditions: .doesNotExist)
+        #expect(info.size == 300_000)
+        #expect(try await s.read(p + "from-file", generation: nil, range: nil) == data)
+        #expect(try await s.read(p + "from-file", generation: nil, range: 299_990..<400_000) == data[299_990..<300_000])
+    }
+
+    static func metadataFields(_ s: any ObjectStore, _ p: String, _ caps: ConformanceCapabilities) async throws {
+        let meta = WritableMetadata(cacheControl: "no-cache", contentType: "text/plain", customMetadata: ["colour": "blue", "k2": "v2"])
+        let written = try await put(s, p + "hello.txt", helloWorld, meta)
+        let info = try await s.getMetadata(p + "hello.txt")
+        #expect(info.name == p + "hello.txt")
+        #expect(info.bucket == s.bucket)
+        #expect(info.size == 11)
+        #expect(info.md5Hash == helloWorldMD5)
+        if let crc = info.crc32c { #expect(crc == helloWorldCRC32C) }
+        #expect(info.generation > 0)
+        #expect(info.generation == written.generation)
+        #expect(info.metageneration == 1)
+        #expect(info.contentType == "text/plain")
+        #expect(info.writable.cacheControl == "no-cache")
+        #expect(info.customMetadata == ["colour": "blue", "k2": "v2"])
+        #expect(info.updated >= info.timeCreated)
+        #expect(abs(info.timeCreated.timeIntervalSinceNow) < 24 * 3600)
+        #expect(written.md5Hash == helloWorldMD5)
+        #expect(written.size == 11)
+    }
+
+    static func generationZeroOnExisting(_ s: any ObjectStore, _ p: String, _ caps: ConformanceCapabilities) async throws {
+        let first = try await put(s, p + "once", helloWorld, .init(), .doesNotExist)
+        await expectStorageError("preconditionFailed", isPreconditionFailed) {
+            try await put(s, p + "once", Data("other".utf8), .init(), .doesNotExist)
+        }
+        let after = try await s.getMetadata(p + "once")
+        #expect(after.generation == first.generation)
+        #expect(try await s.read(p + "once", generation: nil, range: nil) == helloWorld)
+    }
+
+    static func overwriteWithGeneration(_ s: any ObjectStore, _ p: String, _ caps: ConformanceCapabilities) async throws {
+        let first = try await put(s, p + "obj", Data("v1".utf8))
+        let second = try await put(s, p + "obj", Data("version 2".utf8), .init(),
+                                   Preconditions(ifGenerationMatch: first.generation))
+        #expect(second.generation > first.generation)
+        #expect(second.metageneration == 1)
+        #expect(second.size == 9)
+        #expect(try await s.read(p + "obj", generation: nil, range: nil) == Data("version 2".utf8))
+        #expect(try await s.getMetadata(p + "obj").generation == second.generation)
+        if caps.preconditions {
+            // The generation read before is stale now: a lost race is an error, not an overwrite.
+            await expectStorageError("preconditionFailed", isPreconditionFailed) {
+                try await put(s, p + "obj", Data("v3".utf8), .init(), Preconditions(ifGenerationMatch: first.generation))
+            }
+            #expect(try await s.read(p + "obj", generation: nil, range: nil) == Data("version 2".utf8))
+        }
+    }
+
+    static func patchFields(_ s: any ObjectStore, _ p: String, _ caps: ConformanceCapabilities) async throws {
+        let w = try await put(s, p + "doc", helloWorld, .init(contentType: "text/plain"))
+        var patch = MetadataPatch()
+        patch.contentType = .set("application/json")
+        patch.cacheControl = .set("max-age=60")
+        let a = try await s.patchMetadata(p + "doc", patch, preconditions: .none)
+        #expect(a.contentType == "application/json")
+        #expect(a.writable.cacheControl == "max-age=60")
+        #expect(a.generation == w.generation)
+        #expect(a.metageneration == 2)
+        var remove = MetadataPatch()
+        remove.cacheControl = .remove
+        let b = try await s.patchMetadata(p + "doc", remove, preconditions: .none)
+        #expect(b.writable.cacheControl == nil)
+        #expect(b.contentType == "application/json", "fields the patch does not name stay")
+        #expect(b.metageneration == 3)
+        let got = try await s.getMetadata(p + "doc")
+        #expect(got.writable.cacheControl == nil)
+        #expect(got.contentType == "application/json")
+        #expect(got.metageneration == 3)
+        #expect(got.generation == w.generation)
+        #expect(try await s.read(p + "doc", generation: nil, range: nil) == helloWorld, "a patch leaves the bytes")
+    }
+
+    static func patchCustomMerge(_ s: any ObjectStore, _ p: String, _ caps: ConformanceCapabilities) async throws {
+        try await put(s, p + "m", helloWorld, .init(contentType: "text/plain", customMetadata: ["a": "1", "b": "2"]))
+        var patch = MetadataPatch()
+        patch.customMetadata = ["c": "3", "a": nil]
+        let r = try await s.patchMetadata(p + "m", patch, preconditions: .none)
+        #expect(r.customMetadata == ["b": "2", "c": "3"])
+        #expect(r.contentType == "text/plain")
+        var change = MetadataPatch()
+        change.customMetadata = ["b": "two"]
+        _ = try await s.patchMetadata(p + "m", change, preconditions: .none)
+        #expect(try await s.getMetadata(p + "m").customMetadata == ["b": "two", "c": "3"])
+    }
+
+    static func metagenerationPrecondition(_ s: any ObjectStore, _ p: String, _ caps: ConformanceCapabilities) async throws {
+        let w = try await put(s, p + "guarded", helloWorld, .init(customMetadata: ["k": "v"]))
+        var patch = MetadataPatch()
+        patch.customMetadata = ["k": "changed"]
+        await expectStorageError("preconditionFailed", isPreconditionFailed) {
+            try await s.patchMetadata(p + "guarded", patch, preconditions: Preconditions(ifMetagenerationMatch: w.metageneration + 1))
+        }
+        #expect(try await s.getMetadata(p + "guarded").customMetadata == ["k": "v"])
+        let ok = try await s.patchMetadata(p + "guarded", patch, preconditions: Preconditions(ifMetagenerationMatch: w.metageneration))
+        #expect(ok.customMetadata == ["k": "changed"])
+        #expect(ok.metageneration == w.metageneration + 1)
+        // The old metageneration is stale now.
+        await expectStorageError("preconditionFailed", isPreconditionFailed) {
+            try await s.patchMetadata(p + "guarded", patch, preconditions: Preconditions(ifMetagenerationMatch: w.metageneration))
+        }
+        // Generation preconditions on delete.
+        await expectStorageError("preconditionFailed", isPreconditionFailed) {
+            try await s.delete(p + "guarded", preconditions: Preconditions(ifGenerationMatch: w.generation + 1))
+        }
+        #expect(try await s.getMetadata(p + "guarded").generation == w.generation)
+        try await s.delete(p + "guarded", preconditions: Preconditions(ifGenerationMatch: w.generation))
+        await expectStorageError("objectNotFound", isNotFound) { try await s.getMetadata(p + "guarded") }
+    }
+
+    static func listPrefixDelimiter(_ s: any ObjectStore, _ p: String, _ caps: ConformanceCapabilities) async throws {
+        let names = ["a", "b", "Z", "d1/x", "d1/y", "d2/deep/z", "d3/", "é"]
+        for n in names { try await put(s, p + n, Data(n.utf8)) }
+        let page = try await s.list(ListRequest(prefix: p, delimiter: "/", maxResults: 1000))
+        #expect(page.prefixes == [p + "d1/", p + "d2/", p + "d3/"])
+        // Byte order of UTF-8: "Z" < "a" < "b" < "é".
+        #expect(page.items.map(\.name) == [p + "Z", p + "a", p + "b", p + "é"])
+        #expect(page.items.first(where: { $0.name == p + "a" })?.size == 1)
+        #expect(page.nextPageToken == nil)
+        // The placeholder named exactly like the prefix is an item of its own listing.
+        let d3 = try await s.list(ListRequest(prefix: p + "d3/", delimiter: "/", maxResults: 1000))
+        #expect(d3.items.map(\.name) == [p + "d3/"])
+        #expect(d3.prefixes.isEmpty)
+        let d2 = try await s.list(ListRequest(prefix: p + "d2/", delimiter: "/", maxResults: 1000))
+        #expect(d2.prefixes == [p + "d2/deep/"])
+        #expect(d2.items.isEmpty)
+        // No delimiter: every name under the prefix, flat and sorted.
+        let flat = try await s.list(ListRequest(prefix: p, delimiter: nil, maxResults: 1000))
+        #expect(flat.prefixes.isEmpty)
+        #expect(flat.items.map(\.name) == names.map { p + $0 }.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
+        // A prefix that is not a directory boundary.
+        let partial = try await s.list(ListRequest(prefix: p + "d", delimiter: "/", maxResults: 1000))
+        #expect(partial.prefixes == [p + "d1/", p + "d2/", p + "d3/"])
+        #expect(partial.items.isEmpty)
+        // Nothing under an unused prefix.
+        let none = try await s.list(ListRequest(prefix: p + "nothing/", delimiter: "/", maxResults: 1000))
+        #expect(none.prefixes.isEmpty && none.items.isEmpty && none.nextPageToken == nil)
+    }
+
+    static func listPagination(_ s: any ObjectStore, _ p: String, _ caps: ConformanceCapabilities) async throws {
+        let names = ["i1", "i2", "i3", "i4", "i5", "dirA/x", "dirA/y", "dirB/z"]
+        for n in names { try await put(s, p + n, Data(n.utf8)) }
+        let whole = try await s.list(ListRequest(prefix: p, delimiter: "/", maxResults: 1000))
+        #expect(whole.prefixes == [p + "dirA/", p + "dirB/"])
+        #expect(whole.items.count == 5)
+        var prefixes: [String] = []
+        var items: [String] = []
+        var token: String?
+        var pages = 0
+        repeat {
+            let page = try await s.list(ListRequest(prefix: p, delimiter: "/", maxResults: 2, pageToken: token))
+            #expect(page.prefixes.count + page.items.count <= 2)
+            prefixes += page.prefixes
+            items += page.items.map(\.name)
+            token = page.nextPageToken
+            pages += 1
+            try #require(pages <= 20, "pagination does not end")
+        } while token != nil
+        #expect(pages >= 4, "7 entries at 2 per page need at least 4 pages")
+        #expect(prefixes == whole.prefixes)
+        #expect(items == whole.items.map(\.name))
+        // Without a delimiter, 8 names at 3 per page.
+        var flat: [String] = []
+        token = nil
+        pages = 0
+        repeat {
+            let page = try await s.list(ListRequest(prefix: p, delimiter: nil, maxResults: 3, pageToken: token))
+            #expect(page.items.count <= 3)
+            flat += page.items.map(\.name)
+            token = page.nextPageToken
+            pages += 1
+            try #require(pages <= 20, "pagination does not end")
+        } while token != nil
+        #expect(flat == names.map { p + $0 }.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
+    }
+
+    static func deleteThenGet(_ s: any ObjectStore, _ p: String, _ caps: ConformanceCapabilities) async throws {
+        try await put(s, p + "gone", helloWorld)
+        try await put(s, p + "stays", helloWorld)
+        try await s.delete(p + "gone", preconditions: .none)
+        await expectStorageError("objectNotFound", isNotFound) { try await s.getMetadata(p + "gone") }
+        await expectStorageError("objectNotFound", isNotFound) { try await s.read(p + "gone", generation: nil, range: nil) }
+        await expectStorageError("objectNotFound", isNotFound) { try await s.delete(p + "gone", preconditions: .none) }
+        let page = try await s.list(ListRequest(prefix: p, delimiter: "/", maxResults: 1000))
+        #expect(page.items.map(\.name) == [p + "stays"])
+        // A new object under the old name starts over.
+        let again = try await put(s, p + "gone", Data("new".utf8), .init(), .doesNotExist)
+        #expect(again.metageneration == 1)
+        #expect(try await s.read(p + "gone", generation: nil, range: nil) == Data("new".utf8))
+    }
+
+    static func copyKeepsBytesAndMetadata(_ s: any ObjectStore, _ p: String, _ caps: ConformanceCapabilities) async throws {
+        let data = bytes(5000, seed: 11)
+        let src = try await put(s, p + "src", data, .init(contentType: "image/png", customMetadata: ["owner": "me"]))
+        let dst = try await s.copy(from: p + "src", sourceGeneration: nil, to: p + "dst", metadata: nil, preconditions: .doesNotExist)
+        #expect(dst.name == p + "dst")
+        #expect(dst.size == 5000)
+        #expect(dst.md5Hash == src.md5Hash)
+        #expect(dst.contentType == "image/png")
+        #expect(dst.customMetadata == ["owner": "me"])
+        #expect(dst.generation > 0)
+        #expect(try await s.read(p + "dst", generation: nil, range: nil) == data)
+        #expect(try await s.read(p + "src", generation: nil, range: nil) == data, "the source stays")
+        let got = try await s.getMetadata(p + "dst")
+        #expect(got.contentType == "image/png")
+        #expect(got.customMetadata == ["owner": "me"])
+        // Copy of a given source generation with new metadata.
+        let renamed = try await s.copy(from: p + "src", sourceGeneration: src.generation, to: p + "dst2",
+                                       metadata: WritableMetadata(contentType: "text/plain"), preconditions: .none)
+        #expect(renamed.contentType == "text/plain")
+        #expect(renamed.customMetadata.isEmpty)
+        #expect(try await s.read(p + "dst2", generation: nil, range: nil) == data)
+        await expectStorageError("objectNotFound", isNotFound) {
+            try await s.copy(from: p + "no-such-source", sourceGeneration: nil, to: p + "dst3", metadata: nil, preconditions: .none)
+        }
+        if caps.preconditions {
+            // Preconditions apply to the destination.
+            await expectStorageError("preconditionFailed", isPreconditionFailed) {
+                try await s.copy(from: p + "src", sourceGeneration: nil, to: p + "dst", metadata: nil, preconditions: .doesNotExist)
+            }
+            let over = try await s.copy(from: p + "src", sourceGeneration: nil, to: p + "dst", metadata: nil,
+                                        preconditions: Preconditions(ifGenerationMatch: dst.generation))
+            #expect(over.generation > dst.generation)
+        }
+    }
+
+    static func missingObject(_ s: any ObjectStore, _ p: String, _ caps: ConformanceCapabilities) async throws {
+        await expectStorageError("objectNotFound", isNotFound) { try await s.read(p + "missing", generation: nil, range: nil) }
+        await expectStorageError("objectNotFound", isNotFound) { try await s.getMetadata(p + "missing") }
+        var patch = MetadataPatch()
+        patch.contentType = .set("text/plain")
+        await expectStorageError("objectNotFound", isNotFound) { try await s.patchMetadata(p + "missing", patch, preconditions: .none) }
+        let page = try await s.list(ListRequest(prefix: p, delimiter: "/", maxResults: 10))
+        #expect(page.items.isEmpty && page.prefixes.isEmpty)
+    }
+
+    /// Names with `.`/`..` segments are object names like any other: never normalised away.
+    static func dotSegments(_ s: any ObjectStore, _ p: String, _ caps: ConformanceCapabilities) async throws {
+        try await put(s, p + "x/../y", Data("dotdot".utf8))
+        try await put(s, p + "./z", Data("dot".utf8))
+        #expect(try await s.read(p + "x/../y", generation: nil, range: nil) == Data("dotdot".utf8))
+        #expect(try await s.read(p + "./z", generation: nil, range: nil) == Data("dot".utf8))
+        await expectStorageError("objectNotFound", isNotFound) { try await s.getMetadata(p + "y") }
+        let flat = try await s.list(ListRequest(prefix: p, delimiter: nil, maxResults: 1000))
+        #expect(flat.items.map(\.name) == [p + "./z", p + "x/../y"])
+    }
+}
