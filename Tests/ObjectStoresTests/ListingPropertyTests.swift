@@ -98,7 +98,7 @@ struct Walk {
         let store = try EmbeddedStore(directory: dir.path, bucket: "prop", pageSizeLimit: 1000, durable: false)
         let storage = Storage(store: store)
         let iteration = Counter()
-        await propertyCheck(count: 30, input: Gen<UInt64>.value(), Gen.int(in: 1...1000)) { seed, bigPage in
+        await propertyCheck(count: 100, input: Gen<UInt64>.value(), Gen.int(in: 1...1000)) { seed, bigPage in
             var rng = SplitMix64(seed: seed)
             let root = "t\(iteration.next())"
             var names = Set<String>()
@@ -146,7 +146,7 @@ struct Walk {
         let store = try EmbeddedStore(directory: dir.path, bucket: "prop", pageSizeLimit: 1000, durable: false)
         let storage = Storage(store: store)
         let iteration = Counter()
-        await propertyCheck(count: 30, input: Gen<UInt64>.value(), Gen.bool) { seed, viaFacade in
+        await propertyCheck(count: 100, input: Gen<UInt64>.value(), Gen.bool) { seed, viaFacade in
             var rng = SplitMix64(seed: seed)
             let root = "c\(iteration.next())"
             var live = Set<String>()
