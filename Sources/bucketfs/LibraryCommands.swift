@@ -80,13 +80,16 @@ struct Stat: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Print an object's metadata.")
     @Argument var target: String
     @Flag(help: "Print JSON.") var json = false
+    @Option(name: .customLong("object"), help: "Use this exact object name (e.g. a placeholder 'dir/').")
+    var exactName: String?
     @OptionGroup var gcs: GCSOptions
     @OptionGroup var log: LogOptions
 
     func run() async throws {
         let logger = log.bootstrap()
         do {
-            let t = try Target(target, gcs: gcs, logger: logger)
+            var t = try Target(target, gcs: gcs, logger: logger)
+            if let exactName { t = Target(storage: t.storage, ref: t.storage.reference().exactly(exactName)) }
             let m = try await t.ref.getMetadata()
             var fields: [(String, String)] = [
                 ("bucket", m.bucket), ("fullPath", m.fullPath), ("name", m.name), ("size", String(m.size)),

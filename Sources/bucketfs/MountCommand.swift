@@ -112,10 +112,13 @@ struct Mount: AsyncParsableCommand {
         var options = ["fsname=bucketfs:" + source, "subtype=bucketfs", "default_permissions"]
         if allowOther { options.append("allow_other") }
         if readOnly { options.append("ro") }
-        let session = try FuseMounter.mount(filesystem: fs, mountpoint: mountpointPath, options: options, logger: logger)
-        logger.notice("mounted \(source) at \(mountpointPath)")
+        // Computed once, before the mount exists: URL(fileURLWithPath:) stats its path, and a
+        // stat of the mount point before the loop runs would wait for ever on the kernel's INIT.
+        let point = mountpointPath
+        let session = try FuseMounter.mount(filesystem: fs, mountpoint: point, options: options, logger: logger)
+        logger.notice("mounted \(source) at \(point)")
         await FuseMounter.run(session)
-        logger.notice("unmounted \(mountpointPath)")
+        logger.notice("unmounted \(point)")
     }
 }
 

@@ -50,13 +50,17 @@ class Bucket:
         run(*args, *self.extra, input=data if isinstance(data, bytes) else data.encode())
 
     def stat(self, name):
-        return json.loads(run("stat", "--json", self.src(name), *self.extra).stdout)
+        exact = ["--object", name] if name.endswith("/") or "//" in name else []
+        target = self.src() if exact else self.src(name)
+        return json.loads(run("stat", "--json", target, *exact, *self.extra).stdout)
 
     def cat(self, name):
         return run("cat", self.src(name), *self.extra).stdout
 
     def exists(self, name):
-        return run("stat", self.src(name), *self.extra, check=False).returncode == 0
+        exact = ["--object", name] if name.endswith("/") or "//" in name else []
+        target = self.src() if exact else self.src(name)
+        return run("stat", target, *exact, *self.extra, check=False).returncode == 0
 
 
 @pytest.fixture
