@@ -85,6 +85,10 @@ public struct StorageReference: Sendable, CustomStringConvertible, Hashable {
 
     public func root() -> StorageReference { StorageReference(storage: storage, fullPath: "") }
 
+    /// A reference to exactly this object name, without `child()`'s normalisation (for names such
+    /// as `a//b` that the normalised model cannot express). Validation still applies on use.
+    public func exactly(_ name: String) -> StorageReference { StorageReference(storage: storage, fullPath: name) }
+
     public static func == (a: StorageReference, b: StorageReference) -> Bool {
         a.bucket == b.bucket && a.fullPath == b.fullPath
     }
