@@ -109,3 +109,41 @@ def sh(cmd, check=True, **kw):
     if check and p.returncode != 0:
         raise AssertionError(f"{cmd} failed ({p.returncode}): {p.stderr.decode(errors='replace')}")
     return p
+
+
+class Emulator:
+    """The Cloud Storage emulator started by Scripts/emulator.sh (env BUCKETFS_EMULATOR=host:port)."""
+
+    def __init__(self, hostport, bucket):
+        self.hostport = hostport
+        self.endpoint = f"http://{hostport}"
+        self.bucket_name = bucket
+        self.options = ["--endpoint", self.endpoint, "--anonymous"]
+
+    def client(self):
+        from google.auth.credentials import AnonymousCredentials
+        from google.cloud import storage
+        return storage.Client(project="test", client_options={"api_endpoint": self.endpoint},
+                              credentials=AnonymousCredentials())
+
+    def bucket(self):
+        return self.client().bucket(self.bucket_name)
+
+    def src(self, name=""):
+        return f"gs://{self.bucket_name}" + ("/" + name if name else "")
+
+
+@pytest.fixture
+def emulator():
+    hostport = os.environ.get("BUCKETFS_EMULATOR")
+    if not hostport:
+        pytest.skip("BUCKETFS_EMULATOR is not set: start the emulator with "
+                    "`eval \"$(Scripts/emulator.sh start)\"` (Scripts/test.sh does this)")
+    pytest.importorskip("google.cloud.storage", reason="google-cloud-storage is not installed in this Python")
+    return Emulator(hostport, os.environ.get("BUCKETFS_EMULATOR_BUCKET", "bucketfs-test"))
+
+
+@pytest.fixture
+def prefix():
+    """A unique object-name prefix, so tests sharing one emulator bucket never see each other."""
+    return f"t-{uuid.uuid4().hex[:10]}"
