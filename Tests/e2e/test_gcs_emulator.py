@@ -74,12 +74,21 @@ def test_setfattr_through_mount_is_object_metadata(emulator, mounts, prefix):
     # and the mount shows what it wrote
     dump = sh(["getfattr", "-d", f]).stdout.decode()
     assert 'user.k="v"' in dump and 'user.keep="me"' in dump and 'user.storage.contentType="text/x-test"' in dump
+    # removal is a PATCH with the key as JSON null: the client sees no value any more (GCS drops
+    # the key; the emulator keeps it with a null value, which the client shows as None)
+    sh(["setfattr", "-n", "user.gone", "-v", "soon", f])
+    assert b.get_blob(f"{prefix}/doc.txt").metadata["gone"] == "soon"
+    sh(["setfattr", "-x", "user.gone", f])
+    assert b.get_blob(f"{prefix}/doc.txt").metadata.get("gone") is None
+    assert "user.gone" not in os.listxattr(f)
     # a change made elsewhere is seen after the metadata TTL, not lost by the next setfattr
-    got.metadata = {"keep": "me", "k": "v", "other": "side"}
+    got = b.get_blob(f"{prefix}/doc.txt")
+    got.metadata = {"keep": "me", "k": "v", "other": "side"}  # the whole map: the emulator's PATCH replaces it
     got.patch()
     time.sleep(5.5)  # default --metadata-ttl is 5 s
     sh(["setfattr", "-n", "user.k2", "-v", "v2", f])
-    assert b.get_blob(f"{prefix}/doc.txt").metadata == {"keep": "me", "k": "v", "other": "side", "k2": "v2"}
+    now = {k: v for k, v in b.get_blob(f"{prefix}/doc.txt").metadata.items() if v is not None}
+    assert now == {"keep": "me", "k": "v", "other": "side", "k2": "v2"}
 
 
 def test_client_written_object_reads_back_identical(emulator, mounts, prefix, tmp_path):
@@ -191,3 +200,28 @@ def test_file_written_through_mount_is_read_by_client(emulator, mounts, prefix, 
     again = mount_gs(mounts, emulator)
     assert sorted(os.listdir(f"{again}/{prefix}/out")) == ["notes.txt", "photo.png", "report.json"]
     assert open(f"{again}/{prefix}/out/photo.png", "rb").read() == big
+
+
+NAMES = ["with space.txt", "plus+sign.txt", "hash#tag.txt", "q?mark.txt", "percent%41.txt", "amp&eq=.txt",
+         "ünïcödé 日本.txt", "semi;colon,comma@at.txt", "tilde~(paren)'quote'.txt"]
+
+
+def test_names_that_need_percent_encoding(emulator, mounts, prefix):
+    b = emulator.bucket()
+    for n in NAMES:
+        b.blob(f"{prefix}/in/{n}").upload_from_string(n.encode())
+    mnt = mount_gs(mounts, emulator)
+    assert sorted(os.listdir(f"{mnt}/{prefix}/in")) == sorted(NAMES)
+    for n in NAMES:
+        assert open(f"{mnt}/{prefix}/in/{n}", "rb").read() == n.encode(), n
+        os.setxattr(f"{mnt}/{prefix}/in/{n}", "user.name", n.encode())
+        assert b.get_blob(f"{prefix}/in/{n}").metadata == {"name": n}
+    os.mkdir(f"{mnt}/{prefix}/out")
+    for n in NAMES:
+        with open(f"{mnt}/{prefix}/out/{n}", "wb") as fh:
+            fh.write(b"out:" + n.encode())
+    # a fresh Blob builds its own (encoded) URL; the emulator's mediaLink is not encoded
+    for n in NAMES:
+        assert b.blob(f"{prefix}/out/{n}").download_as_bytes() == b"out:" + n.encode(), n
+    listed = sorted(x.name for x in emulator.client().list_blobs(emulator.bucket_name, prefix=f"{prefix}/out/"))
+    assert listed == sorted([f"{prefix}/out/"] + [f"{prefix}/out/{n}" for n in NAMES])
