@@ -109,9 +109,10 @@ final class DemoMount {
         return process.isRunning ? nil : process.terminationStatus
     }
 
-    /// Everything the daemon printed on stdout (after it exited).
+    /// Everything the daemon printed on stdout; "" while it still runs (reading would block).
     func output() -> String {
-        String(decoding: stdoutPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        guard !process.isRunning else { return "" }
+        return String(decoding: stdoutPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
     }
 
     /// Lazy unmount, then make sure the daemon is gone; safe to call twice.

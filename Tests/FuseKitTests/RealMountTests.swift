@@ -162,7 +162,7 @@ struct RealMountTests {
         let m = try DemoMount()
         defer { m.close() }
         _ = try Shell.run(["ls", "-l", m.path("many")])
-        kill(m.process.processIdentifier, SIGTERM)
+        kill(m.process.processIdentifier, SIGTERM)  // the demo starts with signals blocked by its spawner
         #expect(m.waitForExit(timeout: 10) == 0)
         #expect(m.output().contains("exited \(SIGTERM)"))
         #expect(!m.isMounted)
