@@ -683,8 +683,11 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         guard let n = locked({ nodes[ino] }), let s = locked({ n.staged }) else { return }
         do {
             try await s.uploadLock.withLock { () async throws -> Void in
-                let (dirty, base, path, removed) = self.locked { (s.dirty, s.baseGeneration, n.path, n.removed) }
-                guard dirty, !removed else { return }
+                let (dirty, base, path, removed, lost) = self.locked { (s.dirty, s.baseGeneration, n.path, n.removed, s.lostRace) }
+                guard dirty, !removed else {
+                    if let lost, !removed { throw lost }
+                    return
+                }
                 var meta = self.locked { s.metadata }
                 if meta.contentType == nil { meta.contentType = ContentTypes.guess(path) }
                 self.locked { s.dirty = false }
@@ -702,6 +705,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
                     self.locked { s.dirty = true }
                     if case StorageError.preconditionFailed = error {
                         let kept = self.keepLost(s, path)
+                        self.locked { s.lostRace = errno(for: error) }
                         self.logger.error("upload of '\(path)' lost a race: the object changed since it was opened (generation \(base)); your data is kept in \(kept)")
                     }
                     throw error

@@ -54,6 +54,10 @@ final class StagedFile: @unchecked Sendable {
     /// Writable metadata the upload carries (xattrs and mtime set before close go here).
     var metadata: WritableMetadata
     var openHandles = 0
+    /// Set when an upload lost a race (the data went to lost+found): every later flush, fsync
+    /// and close of this content reports it, because the kernel also flushes when a forked child
+    /// closes its inherited copy of the descriptor and that first answer reaches nobody.
+    var lostRace: Errno?
     /// Serialises uploads of this file.
     let uploadLock = AsyncLock()
 
