@@ -843,7 +843,17 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     public func rmdir(parent: UInt64, name: String) async throws(Errno) {
         if config.readOnly { throw .EROFS }
         let p = try node(parent)
-        let n = try await resolve(p, name)
+        let n: Node
+        do {
+            n = try await resolve(p, name)
+        } catch where error == .ENOENT {
+            // A prefix-only directory stops existing in the bucket once its last object is
+            // deleted (as `rm -r` does just before this rmdir): a directory this mount has
+            // shown is still removable, and its removal is then only local.
+            let path = try childPath(p, name)
+            guard let known = locked({ byPath["d:" + path].flatMap { nodes[$0] } }), !known.removed else { throw error }
+            n = known
+        }
         guard n.type == .directory else { throw .ENOTDIR }
         let prefix = locked { n.childPrefix }
         do {
