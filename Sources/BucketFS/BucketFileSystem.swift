@@ -888,7 +888,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         if let dst, flags & 1 != 0 { _ = dst; throw .EEXIST }  // RENAME_NOREPLACE
         if src.type == .regular {
             if dst?.type == .directory { throw .EISDIR }
-            try await renameFile(src, to: dstPath, replacing: dst)
+            try await renameFile(src, to: dstPath, replacing: dst, noReplace: flags & 1 != 0)
         } else {
             if let dst {
                 guard dst.type == .directory else { throw .ENOTDIR }
@@ -904,14 +904,23 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         }
     }
 
-    private func renameFile(_ src: Node, to dstPath: String, replacing dst: Node?) async throws(Errno) {
+    private func renameFile(_ src: Node, to dstPath: String, replacing dst: Node?, noReplace: Bool = false) async throws(Errno) {
         try await upload(ino: src.ino)
         let (info, srcPath, staged) = locked { (src.info, src.path, src.staged) }
         let dstGen = locked { dst?.info?.generation }
         if let info {
             do {
-                _ = try await store.copy(from: srcPath, sourceGeneration: info.generation, to: dstPath, metadata: nil,
-                                         preconditions: Preconditions(ifGenerationMatch: dstGen ?? 0))
+                do {
+                    _ = try await store.copy(from: srcPath, sourceGeneration: info.generation, to: dstPath, metadata: nil,
+                                             preconditions: Preconditions(ifGenerationMatch: dstGen ?? 0))
+                } catch StorageError.preconditionFailed where dstGen == nil {
+                    if noReplace { throw Errno.EEXIST }
+                    // The destination appeared behind this mount's back (within the TTL, so
+                    // unseen): rename(2) replaces it, so replace the generation there now, once.
+                    let there = try await store.getMetadata(dstPath)
+                    _ = try await store.copy(from: srcPath, sourceGeneration: info.generation, to: dstPath, metadata: nil,
+                                             preconditions: Preconditions(ifGenerationMatch: there.generation))
+                }
                 try await store.delete(srcPath, preconditions: Preconditions(ifGenerationMatch: info.generation))
             } catch {
                 throw fail(error, "rename", srcPath + " → " + dstPath)
