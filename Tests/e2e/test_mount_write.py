@@ -1,0 +1,413 @@
+"""SPEC.md §3 (writes) and §5 (errors) through a real mount of the embedded bucket: files copied,
+appended, overwritten, moved and removed with ordinary tools, checked from the other side with the
+library commands (`bucketfs stat|cat`); mtimes, xattrs carried by cp/rsync, request counts, a
+lost write race between two mounts, and the refusals."""
+import base64
+import errno
+import hashlib
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from conftest import run, sh
+
+
+def md5_b64(data):
+    return base64.b64encode(hashlib.md5(data).digest()).decode()
+
+
+def file_md5_b64(path):
+    h = hashlib.md5()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return base64.b64encode(h.digest()).decode()
+
+
+def err(fn):
+    with pytest.raises(OSError) as e:
+        fn()
+    return e.value.errno
+
+
+def requests(log):
+    """The request log as (op, name) pairs."""
+    out = []
+    for line in log.read_text().splitlines():
+        op, _, name = line.partition(" ")
+        out.append((op, name))
+    return out
+
+
+# --- copies, appends, overwrites -------------------------------------------------------------
+
+
+def test_cp_small_files_md5_matches_store(bucket, mounts, tmp_path):
+    mnt = mounts.mount(bucket.src())
+    sizes = {"zero.bin": 0, "one.bin": 1, "mib.bin": 1 << 20}
+    for name, size in sizes.items():
+        src = tmp_path / ("src-" + name)
+        src.write_bytes(os.urandom(size))
+        sh(["cp", str(src), f"{mnt}/{name}"])
+        meta = bucket.stat(name)
+        assert int(meta["size"]) == size, meta
+        assert meta["md5Hash"] == file_md5_b64(src), name
+        assert bucket.cat(name) == src.read_bytes()
+        # and back through the mount
+        assert open(f"{mnt}/{name}", "rb").read() == src.read_bytes()
+        assert os.stat(f"{mnt}/{name}").st_size == size
+
+
+def test_cp_300_mib(bucket, mounts, tmp_path):
+    src = tmp_path / "big.bin"
+    block = os.urandom(1 << 20)
+    with open(src, "wb") as f:
+        for i in range(300):
+            f.write(bytes([i & 0xFF]) + block[1:])  # every MiB differs
+    mnt = mounts.mount(bucket.src())
+    sh(["cp", str(src), f"{mnt}/big.bin"], timeout=600)
+    meta = bucket.stat("big.bin")
+    assert int(meta["size"]) == 300 << 20
+    assert meta["md5Hash"] == file_md5_b64(src)
+    assert os.stat(f"{mnt}/big.bin").st_size == 300 << 20
+    src.unlink()
+
+
+def test_new_file_shows_in_ls_at_once_and_rm_hides_it(bucket, mounts):
+    bucket.put("dir/old.txt", b"old")
+    mnt = mounts.mount(bucket.src(), "--metadata-ttl", "60")
+    assert os.listdir(f"{mnt}/dir") == ["old.txt"]  # listing cached for 60 s
+    with open(f"{mnt}/dir/new.txt", "w") as f:
+        f.write("new")
+        # visible while still open (not uploaded yet)
+        assert sorted(os.listdir(f"{mnt}/dir")) == ["new.txt", "old.txt"]
+    assert sorted(os.listdir(f"{mnt}/dir")) == ["new.txt", "old.txt"]
+    assert "new.txt" in sh(["ls", f"{mnt}/dir"]).stdout.decode().split()
+    assert bucket.cat("dir/new.txt") == b"new"
+    sh(["rm", f"{mnt}/dir/new.txt"])
+    assert "new.txt" not in sh(["ls", f"{mnt}/dir"]).stdout.decode().split()
+    assert not os.path.exists(f"{mnt}/dir/new.txt")
+    assert not bucket.exists("dir/new.txt")
+    sh(["rm", f"{mnt}/dir/old.txt"])
+    assert sh(["ls", "-A", f"{mnt}/dir"]).stdout.decode().split() == []
+    assert not bucket.exists("dir/old.txt")
+
+
+def test_append_keeps_old_bytes(bucket, mounts):
+    bucket.put("log.txt", b"first line\n", metadata={"k": "v"})
+    mnt = mounts.mount(bucket.src())
+    sh(f"echo 'second line' >> {mnt}/log.txt")
+    assert bucket.cat("log.txt") == b"first line\nsecond line\n"
+    sh(f"echo third >> {mnt}/log.txt")
+    assert bucket.cat("log.txt") == b"first line\nsecond line\nthird\n"
+    assert open(f"{mnt}/log.txt", "rb").read() == b"first line\nsecond line\nthird\n"
+    assert os.stat(f"{mnt}/log.txt").st_size == len(b"first line\nsecond line\nthird\n")
+    assert bucket.stat("log.txt")["customMetadata"].get("k") == "v"  # metadata kept across rewrites
+
+
+def test_overwrite_replaces_content(bucket, mounts, tmp_path):
+    bucket.put("o.txt", b"a much longer original content\n")
+    gen = int(bucket.stat("o.txt")["generation"])
+    mnt = mounts.mount(bucket.src())
+    sh(f"echo short > {mnt}/o.txt")
+    assert bucket.cat("o.txt") == b"short\n"
+    assert int(bucket.stat("o.txt")["generation"]) != gen
+    assert open(f"{mnt}/o.txt", "rb").read() == b"short\n"
+    src = tmp_path / "o2"
+    src.write_bytes(os.urandom(5000))
+    sh(["cp", str(src), f"{mnt}/o.txt"])
+    assert bucket.stat("o.txt")["md5Hash"] == md5_b64(src.read_bytes())
+    # truncate(1) on a path: no close follows, it still reaches the store
+    sh(["truncate", "-s", "10", f"{mnt}/o.txt"])
+    assert bucket.cat("o.txt") == src.read_bytes()[:10]
+
+
+def test_fsync_is_durable_before_close(bucket, mounts):
+    mnt = mounts.mount(bucket.src())
+    fd = os.open(f"{mnt}/durable.bin", os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644)
+    try:
+        os.write(fd, b"abc")
+        os.fsync(fd)
+        assert bucket.cat("durable.bin") == b"abc"
+        os.write(fd, b"def")
+        os.fsync(fd)
+        assert bucket.cat("durable.bin") == b"abcdef"
+    finally:
+        os.close(fd)
+    assert bucket.cat("durable.bin") == b"abcdef"
+
+
+# --- namespace -------------------------------------------------------------------------------
+
+
+def test_mv_file_keeps_xattrs(bucket, mounts):
+    bucket.put("src/a.txt", b"payload", content_type="text/plain")
+    mnt = mounts.mount(bucket.src())
+    os.makedirs(f"{mnt}/dst")
+    sh(["setfattr", "-n", "user.color", "-v", "blue", f"{mnt}/src/a.txt"])
+    sh(["mv", f"{mnt}/src/a.txt", f"{mnt}/dst/b.txt"])
+    assert not os.path.exists(f"{mnt}/src/a.txt")
+    assert os.listdir(f"{mnt}/src") == [] if os.path.isdir(f"{mnt}/src") else True
+    assert open(f"{mnt}/dst/b.txt", "rb").read() == b"payload"
+    out = sh(["getfattr", "-d", f"{mnt}/dst/b.txt"]).stdout.decode()
+    assert 'user.color="blue"' in out
+    assert os.getxattr(f"{mnt}/dst/b.txt", "user.storage.contentType") == b"text/plain"
+    assert not bucket.exists("src/a.txt")
+    meta = bucket.stat("dst/b.txt")
+    assert meta["customMetadata"].get("color") == "blue" and meta["contentType"] == "text/plain"
+    assert bucket.cat("dst/b.txt") == b"payload"
+    # rename over an existing file replaces it
+    with open(f"{mnt}/dst/c.txt", "w") as f:
+        f.write("old c")
+    sh(["mv", f"{mnt}/dst/b.txt", f"{mnt}/dst/c.txt"])
+    assert bucket.cat("dst/c.txt") == b"payload" and not bucket.exists("dst/b.txt")
+    assert sorted(os.listdir(f"{mnt}/dst")) == ["c.txt"]
+    # ... also when the destination appeared behind the mount's back (within the TTL)
+    bucket.put("dst/d.txt", b"made elsewhere")
+    sh(["mv", f"{mnt}/dst/c.txt", f"{mnt}/dst/d.txt"])
+    assert bucket.cat("dst/d.txt") == b"payload" and not bucket.exists("dst/c.txt")
+    assert bucket.stat("dst/d.txt")["customMetadata"].get("color") == "blue"
+
+
+def test_mv_directory_with_nested_files(bucket, mounts):
+    files = {"top/x.txt": b"x", "top/sub/y.txt": b"yy", "top/sub/deeper/z.txt": b"zzz"}
+    for k, v in files.items():
+        bucket.put(k, v, metadata={"from": k})
+    bucket.put("top/empty/", b"", exact=True)
+    mnt = mounts.mount(bucket.src())
+    sh(["mv", f"{mnt}/top", f"{mnt}/moved"])
+    assert os.listdir(mnt) == ["moved"]
+    assert sorted(os.listdir(f"{mnt}/moved")) == ["empty", "sub", "x.txt"]
+    for k, v in files.items():
+        new = "moved" + k[len("top"):]
+        assert open(f"{mnt}/{new}", "rb").read() == v
+        assert bucket.cat(new) == v
+        assert bucket.stat(new)["customMetadata"] == {"from": k}
+        assert not bucket.exists(k)
+    assert bucket.exists("moved/empty/") and not bucket.exists("top/empty/")
+    # a file written after the move lands under the new name
+    with open(f"{mnt}/moved/sub/w.txt", "w") as f:
+        f.write("w")
+    assert bucket.cat("moved/sub/w.txt") == b"w"
+
+
+def test_rm_r(bucket, mounts):
+    for k in ["t/a", "t/b/c", "t/b/d/e", "keep"]:
+        bucket.put(k, k.encode())
+    bucket.put("t/b/empty/", b"", exact=True)
+    mnt = mounts.mount(bucket.src())
+    sh(["rm", "-r", f"{mnt}/t"])
+    assert os.listdir(mnt) == ["keep"]
+    assert run("ls", bucket.src()).stdout.decode().split() == ["keep"]
+    for k in ["t/a", "t/b/c", "t/b/d/e"]:
+        assert not bucket.exists(k)
+    assert not bucket.exists("t/b/empty/")
+    assert bucket.cat("keep") == b"keep"
+
+
+def test_mkdir_p_creates_placeholders(bucket, mounts):
+    mnt = mounts.mount(bucket.src())
+    sh(["mkdir", "-p", f"{mnt}/a/b/c"])
+    for p in ["a/", "a/b/", "a/b/c/"]:
+        assert bucket.exists(p), p
+        assert int(bucket.stat(p)["size"]) == 0
+    assert os.path.isdir(f"{mnt}/a/b/c") and os.listdir(f"{mnt}/a/b/c") == []
+    assert err(lambda: os.mkdir(f"{mnt}/a/b")) == errno.EEXIST
+    os.rmdir(f"{mnt}/a/b/c")
+    assert not bucket.exists("a/b/c/") and bucket.exists("a/b/")
+
+
+def test_touch_d_sets_mtime_across_remount(bucket, mounts):
+    bucket.put("t.txt", b"t")
+    want = int(sh(["date", "-d", "2020-01-02 03:04:05", "+%s"]).stdout)
+    mnt = mounts.mount(bucket.src())
+    sh(["touch", "-d", "2020-01-02 03:04:05", f"{mnt}/t.txt"])
+    sh(["touch", "-d", "2020-01-02 03:04:05", f"{mnt}/new.txt"])  # creates, then sets
+    assert os.stat(f"{mnt}/t.txt").st_mtime == want
+    for name in ["t.txt", "new.txt"]:
+        assert bucket.stat(name)["customMetadata"].get("goog-reserved-file-mtime") == str(want), name
+    assert bucket.cat("t.txt") == b"t"
+    mounts.unmount(mnt)
+    assert not os.path.ismount(mnt)
+    mnt2 = mounts.mount(bucket.src())
+    for name in ["t.txt", "new.txt"]:
+        assert os.stat(f"{mnt2}/{name}").st_mtime == want
+        assert sh(["stat", "-c", "%Y", f"{mnt2}/{name}"]).stdout.decode().strip() == str(want)
+    # the key is hidden from xattrs (stat already shows it)
+    assert "goog-reserved" not in sh(["getfattr", "-d", "-m", "-", f"{mnt2}/t.txt"]).stdout.decode()
+
+
+# --- tools that carry xattrs -----------------------------------------------------------------
+
+
+def _local_tree(root):
+    files = {"a.txt": b"alpha\n", "sub/b.dat": os.urandom(3000), "sub/deep/c.json": b"{}"}
+    for rel, data in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+        os.setxattr(p, "user.k", ("v-" + rel).encode())
+        os.setxattr(p, "user.storage.contentType", b"application/x-test-" + rel.split("/")[-1].encode())
+        os.utime(p, (1600000000, 1600000000))
+    return files
+
+
+def _check_tree(bucket, files, prefix):
+    for rel, data in files.items():
+        meta = bucket.stat(prefix + rel)
+        assert meta["md5Hash"] == md5_b64(data), rel
+        assert meta["customMetadata"].get("k") == "v-" + rel, meta
+        assert meta["contentType"] == "application/x-test-" + rel.split("/")[-1], meta
+        assert meta["customMetadata"].get("goog-reserved-file-mtime") == "1600000000", meta
+
+
+def test_cp_preserve_xattr_one_upload_per_file(bucket, mounts, tmp_path):
+    src = tmp_path / "tree"
+    files = _local_tree(src)
+    log = tmp_path / "req.log"
+    mnt = mounts.mount(bucket.src(), "--request-log", str(log))
+    os.listdir(mnt)
+    log.write_text("")
+    sh(["cp", "-r", "--preserve=xattr,timestamps", str(src), f"{mnt}/cp"])
+    _check_tree(bucket, files, "cp/")
+    reqs = requests(log)
+    for rel in files:
+        name = "cp/" + rel
+        assert reqs.count(("write", name)) == 1, (name, reqs)
+        assert ("patch", name) not in reqs, (name, reqs)
+    # xattrs read back through the mount
+    for rel in files:
+        assert os.getxattr(f"{mnt}/cp/{rel}", "user.k") == ("v-" + rel).encode()
+        assert int(os.stat(f"{mnt}/cp/{rel}").st_mtime) == 1600000000
+
+
+def test_rsync_aX_into_mount(bucket, mounts, tmp_path):
+    src = tmp_path / "tree"
+    files = _local_tree(src)
+    log = tmp_path / "req.log"
+    mnt = mounts.mount(bucket.src(), "--request-log", str(log), "--metadata-ttl", "30")
+    os.listdir(mnt)
+    log.write_text("")
+    sh(["rsync", "-aX", f"{src}/", f"{mnt}/rs/"])
+    _check_tree(bucket, files, "rs/")
+    reqs = requests(log)
+    # rsync writes a temporary ".name.XXXXXX", closes it, sets xattrs and times, then renames:
+    # exactly one upload per file (the temporary one), never one per attribute.
+    writes = [n for op, n in reqs if op == "write" and not n.endswith("/")]
+    assert len(writes) == len(files), reqs
+    for rel in files:
+        d, _, base = ("rs/" + rel).rpartition("/")
+        assert any(w.startswith(f"{d}/.{base}.") for w in writes), (rel, writes)
+    # a second rsync finds nothing to do
+    again = sh(["rsync", "-aXi", f"{src}/", f"{mnt}/rs/"]).stdout.decode().strip()
+    assert again == "", again
+    assert sorted(os.listdir(f"{mnt}/rs")) == ["a.txt", "sub"]
+
+
+# --- lost races between two mounts -----------------------------------------------------------
+
+
+def _lost_found(mounts, mnt):
+    d = mounts.tmp / f"{os.path.basename(mnt)}.cache" / "lost+found"
+    return {p: open(os.path.join(d, p), "rb").read() for p in os.listdir(d)} if os.path.isdir(d) else {}
+
+
+@pytest.mark.parametrize("how", ["close", "fsync-after-fork"])
+def test_second_mount_wins_race_first_data_in_lost_found(bucket, mounts, how):
+    bucket.put("shared.txt", b"original\n")
+    m1 = mounts.mount(bucket.src(), "--metadata-ttl", "0")
+    m2 = mounts.mount(bucket.src(), "--metadata-ttl", "0")
+    fd = os.open(f"{m1}/shared.txt", os.O_WRONLY | os.O_TRUNC)
+    try:
+        os.write(fd, b"first writer\n")
+        with open(f"{m2}/shared.txt", "wb") as f:
+            f.write(b"second writer\n")
+        if how == "fsync-after-fork":
+            # A child started now inherits fd and closes it at exec: the kernel sends a flush
+            # whose answer reaches nobody. The failure must still reach this writer.
+            assert bucket.cat("shared.txt") == b"second writer\n"
+            assert err(lambda: os.fsync(fd)) in (errno.ESTALE, errno.EIO)
+    finally:
+        e = err(lambda: os.close(fd))
+    assert e in (errno.ESTALE, errno.EIO)
+    assert bucket.cat("shared.txt") == b"second writer\n"
+    lost = _lost_found(mounts, m1)
+    assert list(lost.values()) == [b"first writer\n"], lost
+    assert "shared.txt" in list(lost)[0]
+    assert open(f"{m1}/shared.txt", "rb").read() == b"second writer\n"
+    # the next open for writing starts from the winner's generation and succeeds
+    with open(f"{m1}/shared.txt", "ab") as f:
+        f.write(b"third\n")
+    assert bucket.cat("shared.txt") == b"second writer\nthird\n"
+
+
+def test_two_mounts_create_same_new_file(bucket, mounts):
+    m1 = mounts.mount(bucket.src(), "--metadata-ttl", "0")
+    m2 = mounts.mount(bucket.src(), "--metadata-ttl", "0")
+    fd = os.open(f"{m1}/n.txt", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    os.write(fd, b"one")
+    with open(f"{m2}/n.txt", "xb") as f:
+        f.write(b"two")
+    assert err(lambda: os.close(fd)) in (errno.ESTALE, errno.EIO)
+    assert bucket.cat("n.txt") == b"two"
+    assert list(_lost_found(mounts, m1).values()) == [b"one"]
+
+
+# --- refusals --------------------------------------------------------------------------------
+
+
+def test_name_too_long_and_newline(bucket, mounts):
+    mnt = mounts.mount(bucket.src())
+    long = "x" * 256
+    assert err(lambda: open(f"{mnt}/{long}", "w")) == errno.ENAMETOOLONG
+    assert err(lambda: os.mkdir(f"{mnt}/{long}")) == errno.ENAMETOOLONG
+    assert err(lambda: open(f"{mnt}/bad\nname", "w")) == errno.EINVAL
+    assert err(lambda: os.mkdir(f"{mnt}/bad\nname")) == errno.EINVAL
+    open(f"{mnt}/{'y' * 255}", "w").close()  # 255 is fine
+    assert bucket.exists("y" * 255)
+    with open(f"{mnt}/ok", "w") as f:
+        f.write("ok")
+    assert err(lambda: os.rename(f"{mnt}/ok", f"{mnt}/{long}")) == errno.ENAMETOOLONG
+    assert err(lambda: os.rename(f"{mnt}/ok", f"{mnt}/bad\nname")) == errno.EINVAL
+    assert sorted(os.listdir(mnt)) == sorted(["ok", "y" * 255])
+    assert run("ls", bucket.src()).stdout.decode().split() == sorted(["ok", "y" * 255])
+
+
+def test_read_only_refuses_every_change(bucket, mounts):
+    bucket.put("f.txt", b"f")
+    bucket.put("d/inner", b"i")
+    bucket.put("e/", b"", exact=True)
+    mnt = mounts.mount(bucket.src(), "--read-only")
+    assert err(lambda: open(f"{mnt}/f.txt", "w")) == errno.EROFS
+    assert err(lambda: open(f"{mnt}/f.txt", "a")) == errno.EROFS
+    assert err(lambda: open(f"{mnt}/new", "w")) == errno.EROFS
+    assert err(lambda: os.mkdir(f"{mnt}/nd")) == errno.EROFS
+    assert err(lambda: os.unlink(f"{mnt}/f.txt")) == errno.EROFS
+    assert err(lambda: os.rmdir(f"{mnt}/e")) == errno.EROFS
+    assert err(lambda: os.rename(f"{mnt}/f.txt", f"{mnt}/g.txt")) == errno.EROFS
+    assert err(lambda: os.truncate(f"{mnt}/f.txt", 0)) == errno.EROFS
+    assert err(lambda: os.utime(f"{mnt}/f.txt", (1, 1))) == errno.EROFS
+    p = sh(["rm", "-rf", f"{mnt}/d"], check=False)
+    assert p.returncode != 0 and b"Read-only file system" in p.stderr
+    assert bucket.cat("f.txt") == b"f" and bucket.cat("d/inner") == b"i" and bucket.exists("e/")
+    assert open(f"{mnt}/f.txt", "rb").read() == b"f"
+
+
+def test_rmdir_non_empty(bucket, mounts):
+    bucket.put("full/x", b"x")
+    bucket.put("full/", b"", exact=True)
+    bucket.put("nested/sub/", b"", exact=True)
+    mnt = mounts.mount(bucket.src())
+    assert err(lambda: os.rmdir(f"{mnt}/full")) == errno.ENOTEMPTY
+    assert err(lambda: os.rmdir(f"{mnt}/nested")) == errno.ENOTEMPTY
+    # a file created here and not yet closed makes its directory non-empty too
+    os.mkdir(f"{mnt}/fresh")
+    with open(f"{mnt}/fresh/pending", "w") as f:
+        f.write("p")
+        assert err(lambda: os.rmdir(f"{mnt}/fresh")) == errno.ENOTEMPTY
+    assert bucket.exists("full/") and bucket.cat("full/x") == b"x"
+    p = sh(["rmdir", f"{mnt}/full"], check=False)
+    assert p.returncode != 0 and b"not empty" in p.stderr
