@@ -18,6 +18,7 @@ struct BucketFSCommand: AsyncParsableCommand {
         if let first = args.first, !known.contains(first), args.count >= 2, !first.hasPrefix("-") {
             args = ["mount"] + MountHelper.translate(args)
         }
+        effectiveArguments = args
         do {
             var command = try parseAsRoot(args)
             if var c = command as? AsyncParsableCommand {
@@ -30,6 +31,9 @@ struct BucketFSCommand: AsyncParsableCommand {
         }
     }
 }
+
+/// The arguments as parsed (after the mount-helper rewrite), for the background re-exec.
+nonisolated(unsafe) var effectiveArguments: [String] = []
 
 /// Options shared by every command that talks to Cloud Storage.
 struct GCSOptions: ParsableArguments {

@@ -62,8 +62,7 @@ struct Mount: AsyncParsableCommand {
     func startBackground() throws {
         try FileManager.default.createDirectory(atPath: cacheDirectory, withIntermediateDirectories: true)
         let logPath = logFile ?? cacheDirectory + "/bucketfs.log"
-        var args = CommandLine.arguments
-        if !args.contains("mount") { args = [args[0], "mount"] + Array(args.dropFirst()) }
+        var args = [CommandLine.arguments[0]] + effectiveArguments
         args.append("--foreground")
         if cacheDir == nil { args += ["--cache-dir", cacheDirectory] }
         let pid = try Daemon.spawn(executable: "/proc/self/exe", arguments: args, logPath: logPath)
