@@ -87,8 +87,15 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
             if let m = s.metadata.customMetadata[XattrName.mtimeKey], let v = Double(m) { mtime = v }
             else if s.dirty { mtime = max(mtime, now) }
         }
-        let ctime = info?.updated.timeIntervalSince1970 ?? mountTime
+        var ctime = info?.updated.timeIntervalSince1970 ?? mountTime
         let dir = n.type == .directory
+        if dir {
+            // A listing shows child directories without their placeholders' metadata, so a
+            // directory's times would change once its placeholder is read: directories show the
+            // mount's start time, always, so `rsync -a` and `find -newer` see stable times.
+            mtime = mountTime
+            ctime = mountTime
+        }
         return FileAttributes(
             ino: n.ino, type: n.type, size: dir ? 0 : UInt64(max(0, size)),
             permissions: (dir ? config.dirMode : config.fileMode) & (config.readOnly ? 0o555 : 0o7777),
