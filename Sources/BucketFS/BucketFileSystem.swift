@@ -895,7 +895,14 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         if let dst, flags & 1 != 0 { _ = dst; throw .EEXIST }  // RENAME_NOREPLACE
         if src.type == .regular {
             if dst?.type == .directory { throw .EISDIR }
-            try await renameFile(src, to: dstPath, replacing: dst, noReplace: flags & 1 != 0)
+            do {
+                try await renameFile(src, to: dstPath, replacing: dst, noReplace: flags & 1 != 0)
+            } catch where error == .EEXIST {
+                // The destination appeared behind our back: forget the listing that hid it, so
+                // the caller's next lookup (mv retries with a plain rename) sees it.
+                locked { np.listing = nil }
+                throw error
+            }
         } else {
             if let dst {
                 guard dst.type == .directory else { throw .ENOTDIR }
