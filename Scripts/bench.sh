@@ -10,7 +10,7 @@
 #      the emulator: bucketfs vs rclone vs `curl` straight from the emulator (the server's limit).
 #
 # Starts and stops its own emulator (EMULATOR_PORT, default 9311; see below), unmounts everything on exit.
-# Environment: BUCKETFS_BIN (default: build release), BENCH_N (5000), BENCH_MIB (256), BENCH_REPS (3),
+# Environment: BUCKETFS_BIN (default: build release), BENCH_N (5000), BENCH_MIB (256), BENCH_REPS (5),
 # BENCH_DIR (a fresh temp dir). Takes a few minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +18,7 @@ ROOT=$PWD
 
 N="${BENCH_N:-5000}"
 MIB="${BENCH_MIB:-256}"
-REPS="${BENCH_REPS:-3}"
+REPS="${BENCH_REPS:-5}"
 export EMULATOR_PORT="${EMULATOR_PORT:-9311}"
 export EMULATOR_BUCKET="${EMULATOR_BUCKET:-bucketfs-bench}"
 ENDPOINT="http://127.0.0.1:$EMULATOR_PORT"
