@@ -135,20 +135,24 @@ def test_300mib_object_reads_through_mount(emulator, mounts, prefix, tmp_path, c
     blob.reload()
     assert blob.size == size and base64.b64decode(blob.md5_hash) == md5.digest()
 
-    mnt = mount_gs(mounts, emulator)
-    f = f"{mnt}/{prefix}/big.bin"
-    assert os.stat(f).st_size == size
-    got = hashlib.md5()
-    t0 = time.monotonic()
-    n = 0
-    with open(f, "rb", buffering=0) as fh:
-        while True:
-            b = fh.read(1 << 20)
-            if not b:
-                break
-            n += len(b)
-            got.update(b)
-    secs = time.monotonic() - t0
+    try:
+        mnt = mount_gs(mounts, emulator)
+        f = f"{mnt}/{prefix}/big.bin"
+        assert os.stat(f).st_size == size
+        got = hashlib.md5()
+        t0 = time.monotonic()
+        n = 0
+        with open(f, "rb", buffering=0) as fh:
+            while True:
+                b = fh.read(1 << 20)
+                if not b:
+                    break
+                n += len(b)
+                got.update(b)
+        secs = time.monotonic() - t0
+        mounts.unmount(mnt)
+    finally:
+        blob.delete()  # the emulator keeps objects in memory
     assert n == size
     assert got.digest() == md5.digest()
     with capsys.disabled():
