@@ -359,6 +359,15 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         return locked { n.info }
     }
 
+    /// `security.*`, `system.*`, `trusted.*`, hidden keys and other namespaces need no request.
+    public func immediateGetxattrError(name: String) -> Errno? {
+        switch XattrName(name) {
+        case .local, .hidden: return .ENODATA
+        case .unsupported: return .ENOTSUP
+        default: return nil
+        }
+    }
+
     public func getxattr(ino: UInt64, name: String) async throws(Errno) -> [UInt8] {
         let x = XattrName(name)
         switch x {

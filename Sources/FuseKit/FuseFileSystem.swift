@@ -121,6 +121,9 @@ public protocol FuseFileSystem: AnyObject, Sendable {
     /// entry that fitted in the reply. Called before the reply is sent (so it always precedes the
     /// matching `forget`). `.`/`..` and entries with ino 0 are never reported. Default: nothing.
     func noteLookup(ino: UInt64)
+    /// For getxattr names answered without I/O: the error to reply at once on the libfuse thread
+    /// (no Task), or nil to call `getxattr`. Default: nil.
+    func immediateGetxattrError(name: String) -> Errno?
     func getattr(ino: UInt64) async throws(Errno) -> (FileAttributes, Double)
     func setattr(ino: UInt64, fh: UInt64?, changes: SetAttributes) async throws(Errno) -> (FileAttributes, Double)
     func opendir(ino: UInt64) async throws(Errno) -> UInt64
@@ -153,6 +156,7 @@ public protocol FuseFileSystem: AnyObject, Sendable {
 }
 
 public extension FuseFileSystem {
+    func immediateGetxattrError(name: String) -> Errno? { nil }
     func forget(ino: UInt64, nlookup: UInt64) {}
     func noteLookup(ino: UInt64) {}
     func setattr(ino: UInt64, fh: UInt64?, changes: SetAttributes) async throws(Errno) -> (FileAttributes, Double) { throw .EROFS }

@@ -290,6 +290,9 @@ enum FuseOperations {
         if name == securityCapability { fuse_reply_err(req, ENODATA); return }
         let context = RequestContext.of(req)
         let fs = context.filesystem
+        // Names the filesystem answers without I/O (ls asks for security.selinux and
+        // system.posix_acl_access on every file): reply here, with no Task.
+        if let e = fs.immediateGetxattrError(name: name) { fuse_reply_err(req, e.rawValue); return }
         context.serve(req, { () async throws(Errno) in try await fs.getxattr(ino: ino, name: name) }) { req, value in
             replyXattr(context, req, XattrReply(value: value, requestedSize: size))
         }

@@ -1,0 +1,21 @@
+import BucketFS
+import FuseKit
+import Testing
+
+/// `ls -l` asks for security.selinux and system.posix_acl_access on every file: the core answers
+/// such names synchronously (FuseKit then replies on the libfuse thread, no Task, no request).
+@Suite struct ImmediateXattrTests {
+    @Test func localNamespacesAndHiddenKeysAreAnsweredWithoutIO() {
+        let h = Harness()
+        #expect(h.fs.immediateGetxattrError(name: "security.selinux") == .ENODATA)
+        #expect(h.fs.immediateGetxattrError(name: "system.posix_acl_access") == .ENODATA)
+        #expect(h.fs.immediateGetxattrError(name: "trusted.x") == .ENODATA)
+        #expect(h.fs.immediateGetxattrError(name: "user.firebaseStorageDownloadTokens") == .ENODATA)
+        #expect(h.fs.immediateGetxattrError(name: "other.namespace") == .ENOTSUP)
+        // Names that need the object's metadata go the normal way.
+        #expect(h.fs.immediateGetxattrError(name: "user.location") == nil)
+        #expect(h.fs.immediateGetxattrError(name: "user.storage.contentType") == nil)
+        #expect(h.fs.immediateGetxattrError(name: "user.storage.md5Hash") == nil)
+        #expect(h.store.counts.values.reduce(0, +) == 0)
+    }
+}
