@@ -392,7 +392,12 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         let n = try node(ino)
         if let s = locked({ n.staged }) { return locked { XattrName.listed(for: s.metadata) } }
         guard let info = try await currentMetadata(n) else { return [] }
-        return XattrName.listed(for: info.writable)
+        let names = XattrName.listed(for: info.writable)
+        // A placeholder's properties (servers give it a default contentType) mean nothing for a
+        // directory: list only its custom keys, so rsync -aX / cp -a neither copy nor strip them.
+        // They stay readable and settable by name.
+        if n.type == .directory { return names.filter { !$0.hasPrefix("user.storage.") } }
+        return names
     }
 
     public func setxattr(ino: UInt64, name: String, value: [UInt8], flags: Int32) async throws(Errno) {

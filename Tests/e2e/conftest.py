@@ -80,6 +80,8 @@ class Mounts:
         mnt.mkdir()
         self.points.append(str(mnt))
         log = self.tmp / f"{mnt.name}.log"
+        if source.startswith("gs://") and os.environ.get("BUCKETFS_EMULATOR") and "--endpoint" not in options:
+            options = (*options, "--endpoint", "http://" + os.environ["BUCKETFS_EMULATOR"], "--anonymous")
         p = subprocess.run([BIN, "mount", source, str(mnt), "--log-file", str(log), "--log-level", "info",
                             "--cache-dir", str(self.tmp / f"{mnt.name}.cache"), *map(str, options)],
                            capture_output=True, timeout=60)
@@ -147,3 +149,45 @@ def emulator():
 def prefix():
     """A unique object-name prefix, so tests sharing one emulator bucket never see each other."""
     return f"t-{uuid.uuid4().hex[:10]}"
+
+
+class GSBucket(Bucket):
+    """The same helpers on a unique prefix of the emulator's bucket (gs://BUCKET/PREFIX): object
+    names given to put/stat/cat are relative to the prefix, which the mount shows as its root."""
+
+    def __init__(self, emulator, prefix):
+        super().__init__(f"gs://{emulator.bucket_name}/{prefix}")
+        self.prefix = prefix
+        self.extra = list(emulator.options)
+
+    def _exact(self, name):
+        return ["--object", f"{self.prefix}/{name}"]
+
+    def put(self, name, data, content_type=None, metadata=None, exact=False):
+        args = ["put", "-", self.src() if exact else self.src(name)]
+        if exact:
+            args += self._exact(name)
+        if content_type:
+            args += ["--content-type", content_type]
+        for k, v in (metadata or {}).items():
+            args += ["--metadata", f"{k}={v}"]
+        run(*args, *self.extra, input=data if isinstance(data, bytes) else data.encode())
+
+    def stat(self, name):
+        exact = self._exact(name) if name.endswith("/") or "//" in name else []
+        return json.loads(run("stat", "--json", self.src() if exact else self.src(name), *exact, *self.extra).stdout)
+
+    def exists(self, name):
+        exact = self._exact(name) if name.endswith("/") or "//" in name else []
+        return run("stat", self.src() if exact else self.src(name), *exact, *self.extra, check=False).returncode == 0
+
+
+@pytest.fixture(params=["embedded", "emulator"])
+def any_bucket(request, tmp_path):
+    """The embedded bucket, and a prefix of the emulator's bucket when BUCKETFS_EMULATOR is set."""
+    if request.param == "embedded":
+        b = Bucket(tmp_path / "bucket")
+        run("mb", b.src())
+        return b
+    em = request.getfixturevalue("emulator")
+    return GSBucket(em, f"w-{uuid.uuid4().hex[:10]}")
