@@ -817,7 +817,15 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         if config.readOnly { throw .EROFS }
         let p = try node(parent)
         let path = try childPath(p, name)
-        if (try? await resolve(p, name)) != nil { throw .EEXIST }
+        // Only "not found" means we may create it; any other failure (EIO, EACCES) is reported.
+        var exists = false
+        do throws(Errno) {
+            _ = try await resolve(p, name)
+            exists = true
+        } catch {
+            if error != .ENOENT { throw error }
+        }
+        if exists { throw .EEXIST }
         do {
             let info = try await store.write(path + "/", from: .data(Data()), metadata: WritableMetadata(),
                                              preconditions: .doesNotExist)

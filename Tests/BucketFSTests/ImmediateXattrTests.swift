@@ -19,3 +19,13 @@ import Testing
         #expect(h.store.counts.values.reduce(0, +) == 0)
     }
 }
+
+@Suite struct MkdirLookupErrorTests {
+    /// A failing existence check must not be taken for "absent": mkdir reports it and writes nothing.
+    @Test func mkdirReportsAFailedLookupInsteadOfCreating() async {
+        let h = Harness()
+        h.store.failNext("list", times: 2, with: .unknown(status: 503, message: "unavailable"))
+        await #expect(throws: Errno.EIO) { try await h.fs.mkdir(parent: Harness.root, name: "d", mode: 0o755) }
+        #expect(h.store.counts["write"] == nil)
+    }
+}
