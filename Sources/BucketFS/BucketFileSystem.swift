@@ -8,7 +8,8 @@ import StorageModel
 /// with an injected store and clock and no kernel.
 ///
 /// Locking: one lock, `lock`, guards `nodes`, `byPath`, `handles`, `dirHandles`, `nextIno`,
-/// `nextFh` and every field of every `Node`. It is never held across an `await`.
+/// `nextFh` and every field of every `Node` and `StagedFile`. It is never held across an `await`.
+/// `StagedFile.uploadLock` (async) is taken before `lock`, never while holding it.
 public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     public static let rootIno: UInt64 = 1
 
@@ -17,41 +18,63 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     let logger: Logger
     let hiddenLog = WarnOnce()
 
-    private let lock = NSLock()
-    private var nodes: [UInt64: Node] = [:]
+    let lock = NSLock()
+    var nodes: [UInt64: Node] = [:]
     /// "d:" / "f:" + path → inode, so a path keeps its number for the life of the mount.
-    private var byPath: [String: UInt64] = [:]
+    var byPath: [String: UInt64] = [:]
     private var nextIno: UInt64 = 2
-    private var handles: [UInt64: Handle] = [:]
+    var handles: [UInt64: Handle] = [:]
     private var dirHandles: [UInt64: DirHandle] = [:]
-    private var nextFh: UInt64 = 1
+    var nextFh: UInt64 = 1
     private let mountTime: Double
+    /// The cache directory: stage files, their sidecars, lost+found.
+    let staging: StagingArea
+    /// Objects and listings that just failed, answered EIO at once for a few seconds.
+    let failures: RecentFailures
 
-    public init(store: any ObjectStore, config: MountConfig = MountConfig(), logger: Logger = Logger(label: "bucketfs")) {
+    /// Takes the cache directory (refused when it is a symlink, someone else's, or in use by
+    /// another mount) and moves what an earlier run left unsaved there into lost+found.
+    public init(store: any ObjectStore, config: MountConfig = MountConfig(),
+                logger: Logger = Logger(label: "bucketfs")) throws(CacheDirectoryError) {
         self.store = store
         self.config = config
         self.logger = logger
         self.mountTime = config.now()
+        staging = try StagingArea(directory: config.cacheDirectory, bucket: store.bucket, logger: logger, now: config.now)
+        failures = RecentFailures(ttl: config.failureTTL, now: config.now)
+        staging.recoverOrphans()
         let root = Node(ino: Self.rootIno, path: "", type: .directory)
         root.lookups = 1
         nodes[Self.rootIno] = root
         byPath["d:"] = Self.rootIno
-        try? FileManager.default.createDirectory(atPath: config.cacheDirectory, withIntermediateDirectories: true)
     }
 
     @inline(__always)
-    private func locked<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+    func locked<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
         lock.lock()
         defer { lock.unlock() }
         return try body()
     }
 
-    private var now: Double { config.now() }
+    var now: Double { config.now() }
+
+    /// Every operation from the kernel runs under one deadline (`operationTimeout`) that covers
+    /// all its store requests and retries.
+    public func perform<T: Sendable>(_ work: @escaping @Sendable () async throws(Errno) -> T) async throws(Errno) -> T {
+        let end = ContinuousClock.now + .milliseconds(Int64(config.operationTimeout * 1000))
+        do {
+            return try await OperationContext.$deadline.withValue(end) { try await work() }
+        } catch let e as Errno {
+            throw e
+        } catch {
+            throw errno(for: error)
+        }
+    }
 
     // MARK: - inode table
 
     /// Returns the inode for a path and type, creating it if needed. Caller holds `lock`.
-    private func nodeLocked(path: String, type: FileType) -> Node {
+    func nodeLocked(path: String, type: FileType) -> Node {
         let key = (type == .directory ? "d:" : "f:") + path
         if let ino = byPath[key], let n = nodes[ino] { return n }
         let n = Node(ino: nextIno, path: path, type: type)
@@ -61,16 +84,16 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         return n
     }
 
-    private func node(_ ino: UInt64) throws(Errno) -> Node {
+    func node(_ ino: UInt64) throws(Errno) -> Node {
         guard let n = locked({ nodes[ino] }) else { throw .ENOENT }
         return n
     }
 
-    private func key(_ n: Node) -> String { (n.type == .directory ? "d:" : "f:") + n.path }
+    func key(_ n: Node) -> String { (n.type == .directory ? "d:" : "f:") + n.path }
 
     // MARK: - attributes
 
-    private func mtime(of info: ObjectInfo?) -> Double {
+    func mtime(of info: ObjectInfo?) -> Double {
         guard let info else { return mountTime }
         if let s = info.customMetadata[XattrName.mtimeKey], let v = Double(s) { return v }
         if let s = info.customMetadata["gcsfuse_mtime"], let d = RFC3339.parse(s) { return d.timeIntervalSince1970 }
@@ -78,7 +101,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     }
 
     /// Caller holds `lock`.
-    private func attributesLocked(_ n: Node) -> FileAttributes {
+    func attributesLocked(_ n: Node) -> FileAttributes {
         let info: ObjectInfo? = n.info
         var size: Int64 = info?.size ?? 0
         var mtime = self.mtime(of: info)
@@ -102,7 +125,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
             nlink: 1, uid: config.uid, gid: config.gid, atime: mtime, mtime: mtime, ctime: ctime)
     }
 
-    private func entryLocked(_ n: Node) -> FuseEntry {
+    func entryLocked(_ n: Node) -> FuseEntry {
         FuseEntry(attributes: attributesLocked(n), entryTimeout: config.metadataTTL, attrTimeout: config.metadataTTL)
     }
 
@@ -120,19 +143,31 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
 
     // MARK: - names
 
-    /// Validates a child name and returns the child's full path. Errors: ENAMETOOLONG, EINVAL.
-    private func childPath(_ parent: Node, _ name: String) throws(Errno) -> String {
-        if name.utf8.count > StoragePath.maxSegmentBytes { throw .ENAMETOOLONG }
-        if name.isEmpty || name == "." || name == ".." || name.contains("/") { throw .EINVAL }
-        if name.utf8.contains(where: { $0 == 0x0A || $0 == 0x0D }) { throw .EINVAL }
+    /// Validates a child name and returns the child's full path (SPEC §1: 1…1024 bytes; a
+    /// directory at most 1023, so that its `dir/` placeholder fits). Errors, logged with the
+    /// name: ENAMETOOLONG, EINVAL.
+    func childPath(_ parent: Node, _ name: String, directory: Bool = false) throws(Errno) -> String {
         let p = parent.path.isEmpty ? name : parent.path + "/" + name
-        // A directory's placeholder adds one byte ("dir/"): keep room for it.
-        if p.utf8.count + 1 > StoragePath.maxFullPathBytes { throw .ENAMETOOLONG }
+        func refuse(_ e: Errno, _ why: String) -> Errno {
+            logger.warning("refused the name '\(p.prefix(300))': \(why) → \(e)")
+            return e
+        }
+        if name.utf8.count > StoragePath.maxSegmentBytes {
+            throw refuse(.ENAMETOOLONG, "a name is \(name.utf8.count) bytes; the limit is \(StoragePath.maxSegmentBytes)")
+        }
+        if name.isEmpty || name == "." || name == ".." || name.contains("/") { throw refuse(.EINVAL, "not a single name") }
+        if name.utf8.contains(where: { $0 == 0x0A || $0 == 0x0D }) {
+            throw refuse(.EINVAL, "object names cannot contain a carriage return or line feed")
+        }
+        let limit = StoragePath.maxFullPathBytes - (directory ? 1 : 0)
+        if p.utf8.count > limit {
+            throw refuse(.ENAMETOOLONG, "the full name is \(p.utf8.count) bytes; the limit is \(limit)\(directory ? " for a directory (its placeholder adds a /)" : "")")
+        }
         return p
     }
 
     /// A name from a listing the mount can show, or nil (hidden and logged once).
-    private func visibleName(_ full: String, relativeTo prefix: String, isPrefix: Bool) -> String? {
+    func visibleName(_ full: String, relativeTo prefix: String, isPrefix: Bool) -> String? {
         var rel = String(full.dropFirst(prefix.count))
         if isPrefix { rel = String(rel.dropLast()) }
         if let problem = StoragePath.mountProblem(full, allowTrailingSlash: isPrefix) ?? segmentProblem(rel) {
@@ -142,7 +177,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         return rel
     }
 
-    private func segmentProblem(_ rel: String) -> PathProblem? {
+    func segmentProblem(_ rel: String) -> PathProblem? {
         if rel.isEmpty || rel == "." || rel == ".." || rel.contains("/") { return .unrepresentableSegment(rel) }
         if rel.utf8.count > StoragePath.maxSegmentBytes { return .segmentTooLong(segment: rel, bytes: rel.utf8.count) }
         return nil
@@ -151,8 +186,9 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     // MARK: - listing
 
     /// Lists a directory (all pages) and fills the attribute cache of every child.
-    private func loadListing(_ dir: Node) async throws(Errno) {
+    func loadListing(_ dir: Node) async throws(Errno) {
         let prefix = locked { dir.childPrefix }
+        if let e = failures.check("l:" + prefix) { throw e }
         var token: String? = nil
         var dirs: [String] = []
         var files: [String: ObjectInfo] = [:]
@@ -171,7 +207,9 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
                 token = page.nextPageToken
             } while token != nil
         } catch {
-            throw fail(error, "list", prefix)
+            let e = fail(error, "list", prefix)
+            failures.note("l:" + prefix, e)
+            throw e
         }
         let t = now
         locked {
@@ -203,12 +241,12 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         }
     }
 
-    private func freshListing(_ dir: Node) -> Listing? {
+    func freshListing(_ dir: Node) -> Listing? {
         locked { dir.listing.flatMap { $0.expiry > now ? $0 : nil } }
     }
 
     /// Resolves one name in a directory: from a fresh listing, else with a get and a one-item list.
-    private func resolve(_ parent: Node, _ name: String) async throws(Errno) -> Node {
+    func resolve(_ parent: Node, _ name: String) async throws(Errno) -> Node {
         let path = try childPath(parent, name)
         if let l = freshListing(parent) {
             guard let ino = l.children[name], let n = locked({ nodes[ino] }), !n.removed else { throw .ENOENT }
@@ -219,6 +257,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
             return n
         }) { return local }
         if StoragePath.mountProblem(path) != nil { throw .ENOENT }
+        if let e = failures.check("s:" + path) { throw e }
         async let meta: ObjectInfo? = { () async throws -> ObjectInfo? in
             do { return try await store.getMetadata(path) } catch StorageError.objectNotFound { return nil }
         }()
@@ -229,7 +268,9 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
             listed = try await page
             info = try await meta
         } catch {
-            throw fail(error, "lookup", path)
+            let e = fail(error, "lookup", path)
+            failures.note("s:" + path, e)
+            throw e
         }
         let t = now
         return try locked { () throws(Errno) -> Node in
@@ -250,7 +291,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     }
 
     /// Refreshes a file's metadata when its TTL has passed (no request while fresh or staged).
-    private func refreshed(_ n: Node, force: Bool = false) async throws(Errno) {
+    func refreshed(_ n: Node, force: Bool = false) async throws(Errno) {
         let (need, name) = locked { () -> (Bool, String) in
             let stale = force || n.infoExpiry <= now
             // A staged file keeps its metadata unless forced (rename and 412 retries must re-read).
@@ -260,6 +301,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         guard need else { return }
         // A directory's attributes and xattrs are those of its `dir/` placeholder.
         if n.type == .directory { try await reloadPlaceholder(n); return }
+        if let e = failures.check("s:" + name) { throw e }
         do {
             let info = try await store.getMetadata(name)
             locked {
@@ -268,7 +310,9 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
             }
         } catch {
             if case StorageError.objectNotFound = error { locked { n.removed = true } }
-            throw fail(error, "stat", name)
+            let e = fail(error, "stat", name)
+            failures.note("s:" + name, e)
+            throw e
         }
     }
 
@@ -354,7 +398,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     // MARK: - extended attributes
 
     /// The metadata an xattr call sees: a staged file's pending metadata, else the cached object.
-    private func currentMetadata(_ n: Node) async throws(Errno) -> ObjectInfo? {
+    func currentMetadata(_ n: Node) async throws(Errno) -> ObjectInfo? {
         try await refreshed(n)
         return locked { n.info }
     }
@@ -362,7 +406,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     /// `security.*`, `system.*`, `trusted.*`, hidden keys and other namespaces need no request.
     public func immediateGetxattrError(name: String) -> Errno? {
         switch XattrName(name) {
-        case .local, .hidden: return .ENODATA
+        case .local, .hidden, .emptyKey: return .ENODATA
         case .unsupported: return .ENOTSUP
         default: return nil
         }
@@ -371,7 +415,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     public func getxattr(ino: UInt64, name: String) async throws(Errno) -> [UInt8] {
         let x = XattrName(name)
         switch x {
-        case .local, .hidden: throw .ENODATA
+        case .local, .hidden, .emptyKey: throw .ENODATA
         case .unsupported: throw .ENOTSUP
         default: break
         }
@@ -404,14 +448,22 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         let x = XattrName(name)
         switch x {
         case .local, .unsupported: throw .ENOTSUP
+        case .emptyKey:
+            throw refused(name, .EINVAL, "an attribute name needs a key after 'user.'")
         case .hidden, .readOnly: throw .EPERM
         case .custom(let k):
-            if k.utf8.count > CustomMetadataLimits.maxKeyBytes { throw .E2BIG }
+            if k.utf8.count > CustomMetadataLimits.maxKeyBytes {
+                throw refused(name, .E2BIG, "the key is \(k.utf8.count) bytes; Cloud Storage allows \(CustomMetadataLimits.maxKeyBytes)")
+            }
         case .writable: break
         }
         if config.readOnly { throw .EROFS }
-        guard let v = String(validating: value, as: UTF8.self) else { throw .EINVAL }
-        if v.utf8.count > CustomMetadataLimits.maxValueBytes { throw .E2BIG }
+        guard let v = String(validating: value, as: UTF8.self) else {
+            throw refused(name, .EINVAL, "the value is not UTF-8 text (object metadata holds strings)")
+        }
+        if v.utf8.count > CustomMetadataLimits.maxValueBytes {
+            throw refused(name, .E2BIG, "the value is \(v.utf8.count) bytes; Cloud Storage allows \(CustomMetadataLimits.maxValueBytes)")
+        }
         try await changeMetadata(ino: ino, op: "setxattr \(name)") { (m: inout WritableMetadata) throws(Errno) in
             let existing: String?
             switch x {
@@ -433,6 +485,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         let x = XattrName(name)
         switch x {
         case .local, .unsupported: throw .ENOTSUP
+        case .emptyKey: throw .EINVAL
         case .hidden, .readOnly: throw .EPERM
         default: break
         }
@@ -461,9 +514,9 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
             try locked { () throws(Errno) in
                 var m = s.metadata
                 try edit(&m)
-                try Self.checkTotal(m)
+                try checkTotal(m)
                 s.metadata = m
-                s.dirty = true
+                markDirtyLocked(n, s)
             }
             return
         }
@@ -477,7 +530,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
                 // A prefix-only directory: create its placeholder carrying the attribute.
                 var m = WritableMetadata()
                 try edit(&m)
-                try Self.checkTotal(m)
+                try checkTotal(m)
                 do {
                     let created = try await store.write(objectName, from: .data(Data()), metadata: m, preconditions: .doesNotExist)
                     locked { n.info = created; n.infoExpiry = now + config.metadataTTL }
@@ -491,7 +544,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
             }
             var m = info.writable
             try edit(&m)
-            try Self.checkTotal(m)
+            try checkTotal(m)
             var patch = customMetadataPatch(from: info.customMetadata, to: m.customMetadata)
             if m.customMetadata == info.customMetadata { patch.customMetadata = [:] }
             for p in XattrName.WritableProperty.allCases where p.get(m) != p.get(info.writable) {
@@ -517,7 +570,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         }
     }
 
-    private func reloadPlaceholder(_ n: Node) async throws(Errno) {
+    func reloadPlaceholder(_ n: Node) async throws(Errno) {
         let name = locked { n.objectName }
         do {
             let info = try await store.getMetadata(name)
@@ -529,254 +582,17 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         }
     }
 
-    static func checkTotal(_ m: WritableMetadata) throws(Errno) {
-        if CustomMetadataLimits.totalBytes(m.customMetadata) > CustomMetadataLimits.maxTotalBytes { throw .ENOSPC }
-    }
-
-    // MARK: - open, read
-
-    public func open(ino: UInt64, flags: OpenFlags) async throws(Errno) -> UInt64 {
-        let n = try node(ino)
-        guard n.type == .regular else { throw .EISDIR }
-        if flags.isWrite {
-            if config.readOnly { throw .EROFS }
-            try await stage(n, truncate: flags.truncate)
-        } else {
-            // Close-to-open: a file opened after its TTL sees the current generation.
-            try await refreshed(n)
-            // Known to be gone (a stat saw 404, or unlinked) and not being written here.
-            if locked({ n.removed && n.staged == nil }) { throw .ENOENT }
-        }
-        return locked {
-            let info = n.info
-            if flags.isWrite { n.staged?.openHandles += 1 }
-            let h = Handle(ino: ino, writable: flags.isWrite, generation: info?.generation ?? 0,
-                           size: info?.size ?? 0, path: n.path, window: config.readAheadInitial)
-            let fh = nextFh
-            nextFh += 1
-            handles[fh] = h
-            if !flags.isWrite, let s = n.staged { s.openHandles += 1 }
-            return fh
+    func checkTotal(_ m: WritableMetadata) throws(Errno) {
+        let total = CustomMetadataLimits.totalBytes(m.customMetadata)
+        if total > CustomMetadataLimits.maxTotalBytes {
+            throw refused("user.*", .ENOSPC, "all custom metadata would be \(total) bytes; Cloud Storage allows \(CustomMetadataLimits.maxTotalBytes)")
         }
     }
 
-    public func read(ino: UInt64, fh: UInt64, offset: UInt64, size: Int) async throws(Errno) -> Data {
-        guard let h = locked({ handles[fh] }), let n = locked({ nodes[ino] }) else { throw .EBADF }
-        if let s = locked({ n.staged }) {
-            var buf = [UInt8](repeating: 0, count: size)
-            let r = buf.withUnsafeMutableBytes { pread(s.fd, $0.baseAddress, size, off_t(offset)) }
-            if r < 0 { throw Errno(Glibc.errno) }
-            return Data(buf[0..<r])
-        }
-        let off = Int64(offset)
-        if off >= h.size || size == 0 { return Data() }
-        let end = min(h.size, off + Int64(size))
-        do {
-            return try await h.readLock.withLock { () async throws -> Data in
-                if off >= h.bufferStart, end <= h.bufferStart + Int64(h.buffer.count) {
-                    h.lastEnd = end
-                    let lo = Int(off - h.bufferStart)
-                    return h.buffer.subdata(in: lo..<(lo + Int(end - off)))
-                }
-                // Sequential reads double the window; a jump starts over.
-                if off == h.lastEnd || (off >= h.bufferStart && off <= h.bufferStart + Int64(h.buffer.count)) {
-                    h.window = min(h.window * 2, config.readAheadMax)
-                } else {
-                    h.window = config.readAheadInitial
-                }
-                let fetchEnd = min(h.size, max(end, off + Int64(h.window)))
-                let data = try await store.read(h.path, generation: h.generation, range: off..<fetchEnd)
-                h.buffer = data
-                h.bufferStart = off
-                h.lastEnd = end
-                let n = min(Int(end - off), data.count)
-                return data.prefix(n)
-            }
-        } catch {
-            throw fail(error, "read", h.path)
-        }
-    }
-
-    // MARK: - writing
-
-    /// Gives a file local content: empty (truncate, or new), else a copy of the generation read.
-    private func stage(_ n: Node, truncate: Bool) async throws(Errno) {
-        if let s = locked({ n.staged }) {
-            if truncate {
-                locked {
-                    ftruncate(s.fd, 0)
-                    s.size = 0
-                    s.dirty = true
-                }
-            }
-            return
-        }
-        try await refreshed(n, force: true)
-        let (info, path) = locked { (n.info, n.path) }
-        guard let info else { throw .ENOENT }
-        let staged = try makeStaged(base: info.generation, metadata: info.writable, dirty: truncate && info.size > 0)
-        if !truncate, info.size > 0 {
-            var off: Int64 = 0
-            let chunk = Int64(config.readAheadMax)
-            while off < info.size {
-                let data: Data
-                do {
-                    data = try await store.read(path, generation: info.generation, range: off..<min(info.size, off + chunk))
-                } catch {
-                    staged.close()
-                    throw fail(error, "read", path)
-                }
-                if data.isEmpty { break }
-                let w = data.withUnsafeBytes { pwrite(staged.fd, $0.baseAddress, data.count, off_t(off)) }
-                if w != data.count { staged.close(); throw .EIO }
-                off += Int64(data.count)
-            }
-            staged.size = off
-        }
-        let winner = locked { () -> StagedFile in
-            if let s = n.staged { return s }
-            n.staged = staged
-            return staged
-        }
-        if winner !== staged { staged.close() }
-    }
-
-    private func makeStaged(base: Int64, metadata: WritableMetadata, dirty: Bool) throws(Errno) -> StagedFile {
-        var template = Array((config.cacheDirectory + "/stage-XXXXXX").utf8CString)
-        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        if fd < 0 {
-            logger.error("cannot create a staging file in \(config.cacheDirectory): \(Errno(Glibc.errno))")
-            throw .EIO
-        }
-        let path = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        return StagedFile(fd: fd, path: path, baseGeneration: base, dirty: dirty, size: 0, metadata: metadata)
-    }
-
-    public func write(ino: UInt64, fh: UInt64, offset: UInt64, data: Data) async throws(Errno) -> Int {
-        guard let h = locked({ handles[fh] }), h.writable, let s = locked({ nodes[ino]?.staged }) else { throw .EBADF }
-        let w = data.withUnsafeBytes { pwrite(s.fd, $0.baseAddress, data.count, off_t(offset)) }
-        if w < 0 { throw Errno(Glibc.errno) }
-        locked {
-            s.dirty = true
-            s.size = max(s.size, Int64(offset) + Int64(w))
-            touchMtimeLocked(s)
-        }
-        return w
-    }
-
-    /// New content means a new mtime: an mtime key carried over from the object read (gsutil's
-    /// convention, or an earlier utimens) would otherwise pin the old time. Caller holds `lock`.
-    private func touchMtimeLocked(_ s: StagedFile) {
-        if s.metadata.customMetadata[XattrName.mtimeKey] != nil {
-            s.metadata.customMetadata[XattrName.mtimeKey] = String(Int64(now.rounded(.down)))
-        }
-    }
-
-    public func flush(ino: UInt64, fh: UInt64) async throws(Errno) {
-        try await upload(ino: ino)
-    }
-
-    public func fsync(ino: UInt64, fh: UInt64, dataOnly: Bool) async throws(Errno) {
-        try await upload(ino: ino)
-    }
-
-    public func release(ino: UInt64, fh: UInt64) async throws(Errno) {
-        guard let h = locked({ handles.removeValue(forKey: fh) }) else { return }
-        guard let n = locked({ nodes[ino] }) else { return }
-        var uploadError: Errno? = nil
-        if h.writable {
-            do { try await upload(ino: ino) } catch { uploadError = error }
-        }
-        locked {
-            guard let s = n.staged else { return }
-            s.openHandles -= 1
-            if s.openHandles <= 0, !s.dirty {
-                s.close()
-                n.staged = nil
-            }
-        }
-        if let uploadError { throw uploadError }
-    }
-
-    /// Uploads a dirty staged file as one object: `ifGenerationMatch` of the generation read
-    /// (0 for a new file). A lost race keeps the data in lost+found and fails the writer.
-    func upload(ino: UInt64) async throws(Errno) {
-        guard let n = locked({ nodes[ino] }), let s = locked({ n.staged }) else { return }
-        do {
-            try await s.uploadLock.withLock { () async throws -> Void in
-                let (dirty, base, path, removed, lost) = self.locked { (s.dirty, s.baseGeneration, n.path, n.removed, s.lostRace) }
-                guard dirty, !removed else {
-                    if let lost, !removed { throw lost }
-                    return
-                }
-                var meta = self.locked { s.metadata }
-                if meta.contentType == nil { meta.contentType = ContentTypes.guess(path) }
-                self.locked { s.dirty = false }
-                Glibc.fsync(s.fd)
-                do {
-                    let info = try await self.store.write(path, from: .file(path: s.path), metadata: meta,
-                                                          preconditions: Preconditions(ifGenerationMatch: base))
-                    self.locked {
-                        s.baseGeneration = info.generation
-                        s.metadata = info.writable
-                        n.info = info
-                        n.infoExpiry = self.now + self.config.metadataTTL
-                    }
-                } catch {
-                    self.locked { s.dirty = true }
-                    if case StorageError.preconditionFailed = error {
-                        let kept = self.keepLost(s, path)
-                        self.locked { s.lostRace = errno(for: error) }
-                        self.logger.error("upload of '\(path)' lost a race: the object changed since it was opened (generation \(base)); your data is kept in \(kept)")
-                    }
-                    throw error
-                }
-            }
-        } catch let e as Errno {
-            throw e
-        } catch {
-            throw fail(error, "upload", locked { n.path })
-        }
-    }
-
-    /// Copies a staged file into lost+found and marks it clean, so nothing is lost silently.
-    private func keepLost(_ s: StagedFile, _ path: String) -> String {
-        let dir = config.lostAndFound
-        try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        let safe = path.replacingOccurrences(of: "/", with: "%2F")
-        let dest = "\(dir)/\(safe).\(Int(now * 1000))"
-        try? FileManager.default.copyItem(atPath: s.path, toPath: dest)
-        locked { s.dirty = false }
-        return dest
-    }
-
-    public func create(parent: UInt64, name: String, mode: UInt32, flags: OpenFlags) async throws(Errno) -> (FuseEntry, UInt64) {
-        if config.readOnly { throw .EROFS }
-        let p = try node(parent)
-        let path = try childPath(p, name)
-        var existing: Node? = nil
-        do { existing = try await resolve(p, name) } catch where error == .ENOENT {}
-        if let e = existing {
-            if e.type == .directory { throw .EISDIR }
-            let fh = try await open(ino: e.ino, flags: OpenFlags(flags.rawValue | O_TRUNC))
-            return locked { e.lookups += 1; return (entryLocked(e), fh) }
-        }
-        let staged = try makeStaged(base: 0, metadata: WritableMetadata(), dirty: true)
-        return locked {
-            let n = nodeLocked(path: path, type: .regular)
-            n.removed = false
-            n.info = nil
-            n.staged?.close()
-            n.staged = staged
-            staged.openHandles = 1
-            n.lookups += 1
-            p.listing?.children[name] = n.ino
-            let h = Handle(ino: n.ino, writable: true, generation: 0, size: 0, path: path, window: config.readAheadInitial)
-            let fh = nextFh
-            nextFh += 1
-            handles[fh] = h
-            return (entryLocked(n), fh)
-        }
+    /// An input check's refusal, logged with what was refused and why (SPEC §5).
+    func refused(_ what: String, _ e: Errno, _ why: String) -> Errno {
+        logger.warning("setxattr '\(what.prefix(200))' refused: \(why) → \(e)")
+        return e
     }
 
     public func setattr(ino: UInt64, fh: UInt64?, changes: SetAttributes) async throws(Errno) -> (FileAttributes, Double) {
@@ -789,15 +605,15 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
             try await stage(n, truncate: size == 0)
             locked {
                 if let s = n.staged {
+                    markDirtyLocked(n, s)
                     ftruncate(s.fd, off_t(size))
                     s.size = Int64(size)
-                    s.dirty = true
                     touchMtimeLocked(s)
                 }
             }
             if !hadStage {
                 // truncate(2) on a path: no close follows, so upload now.
-                defer { locked { if let s = n.staged, s.openHandles == 0, !s.dirty { s.close(); n.staged = nil } } }
+                defer { dropStageIfIdle(n) }
                 try await upload(ino: ino)
             }
         }
@@ -816,7 +632,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     public func mkdir(parent: UInt64, name: String, mode: UInt32) async throws(Errno) -> FuseEntry {
         if config.readOnly { throw .EROFS }
         let p = try node(parent)
-        let path = try childPath(p, name)
+        let path = try childPath(p, name, directory: true)
         // Only "not found" means we may create it; any other failure (EIO, EACCES) is reported.
         var exists = false
         do throws(Errno) {
@@ -863,7 +679,11 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         locked {
             n.removed = true
             n.info = nil
-            if let s = n.staged { s.dirty = false; s.baseGeneration = 0 }
+            if let s = n.staged {
+                s.dirty = false
+                s.baseGeneration = 0
+                s.retryTask?.cancel()
+            }
             p.listing?.children.removeValue(forKey: name)
             byPath.removeValue(forKey: key(n))
         }
@@ -911,7 +731,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         let p = try node(parent)
         let np = try node(newParent)
         let src = try await resolve(p, name)
-        let dstPath = try childPath(np, newName)
+        let dstPath = try childPath(np, newName, directory: src.type == .directory)
         var dst: Node? = nil
         do { dst = try await resolve(np, newName) } catch where error == .ENOENT {}
         if let dst, flags & 1 != 0 { _ = dst; throw .EEXIST }  // RENAME_NOREPLACE
@@ -940,7 +760,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         }
     }
 
-    private func renameFile(_ src: Node, to dstPath: String, replacing dst: Node?, noReplace: Bool = false) async throws(Errno) {
+    func renameFile(_ src: Node, to dstPath: String, replacing dst: Node?, noReplace: Bool = false) async throws(Errno) {
         try await upload(ino: src.ino)
         let (info, srcPath, staged) = locked { (src.info, src.path, src.staged) }
         let dstGen = locked { dst?.info?.generation }
@@ -972,6 +792,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
             byPath.removeValue(forKey: key(src))
             src.path = dstPath
             byPath[key(src)] = src.ino
+            if let s = src.staged, s.recorded { staging.record(s, object: dstPath) }
             src.infoExpiry = 0
             if let s = src.staged, s.baseGeneration == 0 { src.info = nil }
         }
@@ -985,7 +806,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     /// Renames every object under a prefix (copy with `ifGenerationMatch=0`, then delete with the
     /// source generation). On a failure part way, what was copied stays in both places and the
     /// error says so; nothing is deleted before its copy exists.
-    private func renameDirectory(_ src: Node, to dstPath: String) async throws(Errno) {
+    func renameDirectory(_ src: Node, to dstPath: String) async throws(Errno) {
         let srcPrefix = locked { src.path + "/" }
         let dstPrefix = dstPath + "/"
         var objects: [ObjectInfo] = []
@@ -1023,6 +844,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
             for n in moved { byPath.removeValue(forKey: key(n)) }
             for n in moved {
                 n.path = dstPath + n.path.dropFirst(src.path.count)
+                if let s = n.staged, s.recorded { staging.record(s, object: n.path) }
                 n.infoExpiry = 0
                 n.listing = nil
                 byPath[key(n)] = n.ino
@@ -1031,7 +853,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     }
 
     /// Drops cached listings under a prefix. Caller holds `lock`.
-    private func invalidateLocked(prefix: String) {
+    func invalidateLocked(prefix: String) {
         for n in nodes.values where n.path.hasPrefix(prefix) || prefix.hasPrefix(n.childPrefix) {
             n.listing = nil
             n.infoExpiry = 0

@@ -54,10 +54,16 @@ final class StagedFile: @unchecked Sendable {
     /// Writable metadata the upload carries (xattrs and mtime set before close go here).
     var metadata: WritableMetadata
     var openHandles = 0
-    /// Set when an upload lost a race (the data went to lost+found): every later flush, fsync
-    /// and close of this content reports it, because the kernel also flushes when a forked child
-    /// closes its inherited copy of the descriptor and that first answer reaches nobody.
-    var lostRace: Errno?
+    /// Set once this content could not be uploaded and went to lost+found (a lost race, a
+    /// refusal, or the last background attempt): every later flush, fsync and close of it reports
+    /// this, because the kernel also flushes when a forked child closes its inherited copy of the
+    /// descriptor and that first answer reaches nobody.
+    var failed: Errno?
+    /// A sidecar names this stage's object (written before it first became dirty).
+    var recorded = false
+    /// Background upload attempts are under way (after a failed flush/fsync/close).
+    var retrying = false
+    var retryTask: Task<Void, Never>?
     /// Serialises uploads of this file.
     let uploadLock = AsyncLock()
 
@@ -90,14 +96,19 @@ final class Handle: @unchecked Sendable {
     var bufferStart: Int64 = 0
     var window: Int
     var lastEnd: Int64 = -1
+    /// The checksum of the bytes fetched in order from 0, checked when they reach the end.
+    var check: ContentCheck?
+    /// Set once the bytes of this generation failed their checksum: every later read fails too.
+    var corrupt: StorageError?
 
-    init(ino: UInt64, writable: Bool, generation: Int64, size: Int64, path: String, window: Int) {
+    init(ino: UInt64, writable: Bool, info: ObjectInfo?, path: String, window: Int) {
         self.ino = ino
         self.writable = writable
-        self.generation = generation
-        self.size = size
+        self.generation = info?.generation ?? 0
+        self.size = info?.size ?? 0
         self.path = path
         self.window = window
+        self.check = info.map(ContentCheck.init)
     }
 }
 

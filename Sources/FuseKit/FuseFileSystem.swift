@@ -124,6 +124,9 @@ public protocol FuseFileSystem: AnyObject, Sendable {
     /// For getxattr names answered without I/O: the error to reply at once on the libfuse thread
     /// (no Task), or nil to call `getxattr`. Default: nil.
     func immediateGetxattrError(name: String) -> Errno?
+    /// Runs the work of one request: FuseKit calls every async method through this, so a
+    /// filesystem can give each operation one scope (a deadline, say). Default: runs `work`.
+    func perform<T: Sendable>(_ work: @escaping @Sendable () async throws(Errno) -> T) async throws(Errno) -> T
     func getattr(ino: UInt64) async throws(Errno) -> (FileAttributes, Double)
     func setattr(ino: UInt64, fh: UInt64?, changes: SetAttributes) async throws(Errno) -> (FileAttributes, Double)
     func opendir(ino: UInt64) async throws(Errno) -> UInt64
@@ -156,6 +159,9 @@ public protocol FuseFileSystem: AnyObject, Sendable {
 }
 
 public extension FuseFileSystem {
+    func perform<T: Sendable>(_ work: @escaping @Sendable () async throws(Errno) -> T) async throws(Errno) -> T {
+        try await work()
+    }
     func immediateGetxattrError(name: String) -> Errno? { nil }
     func forget(ino: UInt64, nlookup: UInt64) {}
     func noteLookup(ino: UInt64) {}

@@ -2,6 +2,7 @@ import ArgumentParser
 import BucketFS
 import Foundation
 import FuseKit
+import GCSStore
 import Logging
 import StorageModel
 
@@ -32,6 +33,16 @@ struct Mount: AsyncParsableCommand {
     var logFile: String?
     @Option(name: .customLong("request-log"), help: "Append one line per store request to this file (tests, debugging).")
     var requestLog: String?
+    @Option(name: .customLong("op-timeout"), help: "Seconds one filesystem operation may take, all its requests and retries included; then EIO.")
+    var opTimeout: Double = 60
+    @Option(name: .customLong("idle-timeout"), help: "Seconds a response may send nothing before it is abandoned and retried.")
+    var idleTimeout: Double = 10
+    @Option(name: .customLong("upload-retries"), help: "Background attempts after a failed upload before its data goes to CACHE_DIR/lost+found.")
+    var uploadRetries: Int = 5
+    @Option(name: .customLong("retry-backoff-max"), help: "Longest pause between background upload attempts, seconds (pauses start at 1 s and double).")
+    var retryBackoffMax: Double = 30
+    @Option(name: .customLong("failure-ttl"), help: "Seconds an object or listing whose request just failed answers EIO at once.")
+    var failureTTL: Double = 5
     @OptionGroup var gcs: GCSOptions
     @OptionGroup var log: LogOptions
 
@@ -41,12 +52,18 @@ struct Mount: AsyncParsableCommand {
         }
         guard (1...1000).contains(listPageSize) else { throw ValidationError("--list-page-size must be 1…1000") }
         guard metadataTTL >= 0 else { throw ValidationError("--metadata-ttl must be ≥ 0") }
+        guard opTimeout > 0, idleTimeout > 0 else { throw ValidationError("--op-timeout and --idle-timeout must be > 0") }
+        guard uploadRetries >= 0, retryBackoffMax >= 0, failureTTL >= 0 else {
+            throw ValidationError("--upload-retries, --retry-backoff-max and --failure-ttl must be ≥ 0")
+        }
     }
 
     var mountpointPath: String { URL(fileURLWithPath: mountpoint).standardizedFileURL.path }
 
+    /// `--cache-dir`, else one directory per mount point that a later mount finds again.
     var cacheDirectory: String {
-        cacheDir ?? (NSTemporaryDirectory() + "bucketfs-\(getuid())-" + String(mountpointPath.hashValue & 0xffff_ffff, radix: 16))
+        cacheDir.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
+            ?? StagingArea.defaultDirectory(forMountPoint: mountpointPath)
     }
 
     func run() async throws {
@@ -60,7 +77,10 @@ struct Mount: AsyncParsableCommand {
 
     /// Re-runs this command with --foreground in a new session, then waits until the mount answers.
     func startBackground() throws {
-        try FileManager.default.createDirectory(atPath: cacheDirectory, withIntermediateDirectories: true)
+        do { try StagingArea.prepare(cacheDirectory) } catch {
+            FileHandle.standardError.write(Data("bucketfs: \(error)\n".utf8))
+            throw ExitCode(1)
+        }
         let logPath = logFile ?? cacheDirectory + "/bucketfs.log"
         var args = [CommandLine.arguments[0]] + effectiveArguments
         args.append("--foreground")
@@ -90,7 +110,10 @@ struct Mount: AsyncParsableCommand {
         let parsed = try Source.parse(source, splitLocal: false)
         var store: any ObjectStore
         do {
-            store = try openStore(parsed, gcs: gcs, logger: logger, prefixMount: true)
+            var tuning = GCSStore.Tuning()
+            tuning.idleTimeout = .milliseconds(Int64(idleTimeout * 1000))
+            store = try openStore(parsed, gcs: gcs, logger: logger, prefixMount: true, tuning: tuning,
+                                  deadline: .milliseconds(Int64(opTimeout * 1000)))
             if let requestLog { store = try RequestLogStore(store, path: requestLog) }
         } catch {
             logger.critical("cannot open \(source): \(error)")
@@ -107,7 +130,17 @@ struct Mount: AsyncParsableCommand {
         config.readAheadMax = max(1, readAheadMB) << 20
         config.readAheadInitial = min(1 << 20, config.readAheadMax)
         config.cacheDirectory = cacheDirectory
-        let fs = BucketFileSystem(store: store, config: config, logger: logger)
+        config.operationTimeout = opTimeout
+        config.uploadRetries = uploadRetries
+        config.retryBackoffMax = retryBackoffMax
+        config.failureTTL = failureTTL
+        let fs: BucketFileSystem
+        do {
+            fs = try BucketFileSystem(store: store, config: config, logger: logger)
+        } catch {
+            logger.critical("\(error)")
+            throw ExitCode(1)
+        }
         var options = ["fsname=bucketfs:" + source, "subtype=bucketfs", "default_permissions"]
         if allowOther { options.append("allow_other") }
         if readOnly { options.append("ro") }
@@ -118,6 +151,9 @@ struct Mount: AsyncParsableCommand {
         logger.notice("mounted \(source) at \(point)")
         await FuseMounter.run(session)
         logger.notice("unmounted \(point)")
+        // Files still dirty (a failed upload waiting for its next attempt): one more try each,
+        // bounded; what fails goes to lost+found, logged.
+        await fs.shutdown(within: .milliseconds(Int64(opTimeout * 1000)))
     }
 }
 
