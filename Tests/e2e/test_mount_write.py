@@ -5,6 +5,7 @@ lost write race between two mounts, and the refusals."""
 import base64
 import errno
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -313,8 +314,18 @@ def test_rsync_aX_into_mount(any_bucket, mounts, tmp_path):
 
 
 def _lost_found(mounts, mnt):
+    """Data files in a mount's lost+found (each has a JSON sidecar naming its object)."""
     d = mounts.tmp / f"{os.path.basename(mnt)}.cache" / "lost+found"
-    return {p: open(os.path.join(d, p), "rb").read() for p in os.listdir(d)} if os.path.isdir(d) else {}
+    if not os.path.isdir(d):
+        return {}
+    out = {}
+    for p in os.listdir(d):
+        if p.endswith(".json"):
+            continue
+        side = json.loads(open(os.path.join(d, p + ".json")).read())
+        assert p.startswith(side["object"].replace("%", "%25").replace("/", "%2F") + "."), (p, side)
+        out[p] = open(os.path.join(d, p), "rb").read()
+    return out
 
 
 @pytest.mark.parametrize("how", ["close", "fsync-after-fork"])
