@@ -100,13 +100,13 @@ extension BucketFileSystem {
     public func create(parent: UInt64, name: String, mode: UInt32, flags: OpenFlags) async throws(Errno) -> (FuseEntry, UInt64) {
         if config.readOnly { throw .EROFS }
         let p = try node(parent)
-        let path = try childPath(p, name)
+        let path = try names.childPath(p.path, name)
         var existing: Node? = nil
         do { existing = try await resolve(p, name) } catch where error == .ENOENT {}
         if let e = existing {
             if e.type == .directory { throw .EISDIR }
             let fh = try await open(ino: e.ino, flags: OpenFlags(flags.rawValue | O_TRUNC))
-            return locked { e.lookups += 1; return (entryLocked(e), fh) }
+            return locked { e.lookups += 1; return (stat.entry(e, now: now), fh) }
         }
         let staged = try staging.makeStage(base: 0, metadata: WritableMetadata(), dirty: true, object: path)
         let (entry, fh, replaced) = locked { () -> (FuseEntry, UInt64, StagedFile?) in
@@ -122,9 +122,41 @@ extension BucketFileSystem {
             let fh = nextFh
             nextFh += 1
             handles[fh] = h
-            return (entryLocked(n), fh, replaced)
+            return (stat.entry(n, now: now), fh, replaced)
         }
         if let replaced { replaced.retryTask?.cancel(); staging.discard(replaced) }
         return (entry, fh)
+    }
+
+    public func setattr(ino: UInt64, fh: UInt64?, changes: SetAttributes) async throws(Errno) -> (FileAttributes, Double) {
+        let n = try node(ino)
+        let changesSomething = changes.size != nil || changes.mtime != nil
+        if config.readOnly, changesSomething { throw .EROFS }
+        if let size = changes.size {
+            guard n.type == .regular else { throw .EISDIR }
+            let hadStage = locked { n.staged != nil }
+            try await stage(n, truncate: size == 0)
+            locked {
+                if let s = n.staged {
+                    markDirtyLocked(n, s)
+                    ftruncate(s.fd, off_t(size))
+                    s.size = Int64(size)
+                    touchMtimeLocked(s)
+                }
+            }
+            if !hadStage {
+                // truncate(2) on a path: no close follows, so upload now.
+                defer { dropStageIfIdle(n) }
+                try await upload(ino: ino)
+            }
+        }
+        if let mtime = changes.mtime {
+            let v = String(Int64(mtime.rounded(.down)))
+            try await changeMetadata(ino: ino, op: "utimens") { (m: inout WritableMetadata) throws(Errno) in
+                m.customMetadata[XattrName.mtimeKey] = v
+            }
+        }
+        // chmod and chown are accepted and change nothing: modes come from mount options.
+        return locked { (stat.attributes(n, now: now), config.metadataTTL) }
     }
 }

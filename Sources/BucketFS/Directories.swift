@@ -1,0 +1,47 @@
+import Foundation
+import FuseKit
+import StorageModel
+
+/// Directory handles: a snapshot of names per open directory so readdir offsets stay stable.
+extension BucketFileSystem {
+    // MARK: - directories
+
+    public func opendir(ino: UInt64) async throws(Errno) -> UInt64 {
+        let n = try node(ino)
+        guard n.type == .directory else { throw .ENOTDIR }
+        return locked {
+            let fh = nextFh
+            nextFh += 1
+            dirHandles[fh] = DirHandle(ino: ino)
+            return fh
+        }
+    }
+
+    public func readdir(ino: UInt64, fh: UInt64, offset: UInt64) async throws(Errno) -> [DirectoryEntry] {
+        let dir = try node(ino)
+        guard let h = locked({ dirHandles[fh] }) else { throw .EBADF }
+        if offset == 0 || locked({ h.entries == nil }) {
+            if freshListing(dir) == nil { try await loadListing(dir) }
+            locked {
+                let l = dir.listing ?? Listing(children: [:], expiry: 0)
+                h.entries = l.sortedNames.map { ($0, l.children[$0]!) }
+            }
+        }
+        return locked {
+            let entries = h.entries ?? []
+            var out: [DirectoryEntry] = []
+            var i = Int(offset)
+            while i < entries.count, out.count < 4096 {
+                if let n = nodes[entries[i].ino] {
+                    out.append(DirectoryEntry(name: entries[i].name, offset: UInt64(i + 1), entry: stat.entry(n, now: now)))
+                }
+                i += 1
+            }
+            return out
+        }
+    }
+
+    public func releasedir(ino: UInt64, fh: UInt64) {
+        _ = locked { dirHandles.removeValue(forKey: fh) }
+    }
+}
