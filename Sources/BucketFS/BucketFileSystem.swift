@@ -8,7 +8,7 @@ import StorageModel
 /// with an injected store and clock and no kernel.
 ///
 /// Locking: one lock, `lock`, guards `nodes`, `byPath`, `handles`, `dirHandles`, `nextIno`,
-/// `nextFh` and every field of every `Node` and `StagedFile`. It is never held across an `await`.
+/// `nextFh`, `pendingNew` and every field of every `Node` and `StagedFile`. It is never held across an `await`.
 /// `StagedFile.uploadLock` (async) is taken before `lock`, never while holding it.
 public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     public static let rootIno: UInt64 = 1
@@ -27,6 +27,9 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     var handles: [UInt64: Handle] = [:]
     var dirHandles: [UInt64: DirHandle] = [:]
     var nextFh: UInt64 = 1
+    /// Files created here and not yet uploaded, by directory path: listings of that directory
+    /// include them (an index, so a listing never scans every inode).
+    var pendingNew: [String: Set<UInt64>] = [:]
     let mountTime: Double
     /// The cache directory: stage files, their sidecars, lost+found.
     let staging: StagingArea

@@ -18,20 +18,24 @@ extension BucketFileSystem {
     }
 
     public func readdir(ino: UInt64, fh: UInt64, offset: UInt64) async throws(Errno) -> [DirectoryEntry] {
+        try await readdir(ino: ino, fh: fh, offset: offset, limit: 4096)
+    }
+
+    /// Entries after `offset`, at most `limit` (what the kernel's buffer can take).
+    public func readdir(ino: UInt64, fh: UInt64, offset: UInt64, limit: Int) async throws(Errno) -> [DirectoryEntry] {
         let dir = try node(ino)
         guard let h = locked({ dirHandles[fh] }) else { throw .EBADF }
         if offset == 0 || locked({ h.entries == nil }) {
-            if freshListing(dir) == nil { try await loadListing(dir) }
-            locked {
-                let l = dir.listing ?? Listing(children: [:], expiry: 0)
-                h.entries = l.sortedNames.map { ($0, l.children[$0]!) }
-            }
+            let l: Listing
+            if let fresh = freshListing(dir) { l = fresh } else { l = try await loadListing(dir) }
+            let entries = l.sortedNames.map { ($0, l.children[$0]!) }
+            locked { h.entries = entries }
         }
         return locked {
             let entries = h.entries ?? []
             var out: [DirectoryEntry] = []
             var i = Int(offset)
-            while i < entries.count, out.count < 4096 {
+            while i < entries.count, out.count < limit {
                 if let n = nodes[entries[i].ino] {
                     out.append(DirectoryEntry(name: entries[i].name, offset: UInt64(i + 1), entry: stat.entry(n, now: now)))
                 }

@@ -170,6 +170,7 @@ extension BucketFileSystem {
             src.path = dstPath
             byPath[key(src)] = src.ino
             if let s = src.staged, s.recorded { staging.record(s, object: dstPath) }
+            if src.staged?.baseGeneration == 0 { notePendingLocked(src) }
             src.infoExpiry = 0
             if let s = src.staged, s.baseGeneration == 0 { src.info = nil }
         }
@@ -222,6 +223,7 @@ extension BucketFileSystem {
             for n in moved {
                 n.path = dstPath + n.path.dropFirst(src.path.count)
                 if let s = n.staged, s.recorded { staging.record(s, object: n.path) }
+                if n.staged?.baseGeneration == 0 { notePendingLocked(n) }
                 n.infoExpiry = 0
                 n.listing = nil
                 byPath[key(n)] = n.ino

@@ -36,11 +36,12 @@ final class Node: @unchecked Sendable {
 
 /// The children of a directory as of one listing (plus changes made through this mount).
 struct Listing {
-    /// name → child inode, kept sorted in `order` for stable readdir offsets.
+    /// name → child inode.
     var children: [String: UInt64]
     var expiry: Double
 
-    var sortedNames: [String] { children.keys.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) } }
+    /// Names in UTF-8 byte order (the bucket's order), for stable readdir offsets.
+    var sortedNames: [String] { children.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) } }
 }
 
 /// A file's local content while it is open for writing (or created and not yet uploaded).

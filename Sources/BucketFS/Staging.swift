@@ -118,6 +118,7 @@ extension BucketFileSystem {
             staged.openHandles = 1
             n.lookups += 1
             p.listing?.children[name] = n.ino
+            notePendingLocked(n)
             let h = Handle(ino: n.ino, writable: true, info: nil, path: path, window: config.readAheadInitial)
             let fh = nextFh
             nextFh += 1

@@ -6,12 +6,6 @@ import StorageModel
 extension BucketFileSystem {
     // MARK: - extended attributes
 
-    /// The metadata an xattr call sees: a staged file's pending metadata, else the cached object.
-    func currentMetadata(_ n: Node) async throws(Errno) -> ObjectInfo? {
-        try await refreshed(n)
-        return locked { n.info }
-    }
-
     /// `security.*`, `system.*`, `trusted.*`, hidden keys and other namespaces need no request.
     public func immediateGetxattrError(name: String) -> Errno? {
         switch XattrName(name) {
@@ -29,22 +23,56 @@ extension BucketFileSystem {
         default: break
         }
         let n = try node(ino)
-        if case .writable(let p) = x, let s = locked({ n.staged }) {
-            guard let v = locked({ p.get(s.metadata) }) else { throw .ENODATA }
-            return Array(v.utf8)
-        }
-        if case .custom(let k) = x, let s = locked({ n.staged }) {
-            guard let v = locked({ s.metadata.customMetadata[k] }) else { throw .ENODATA }
-            return Array(v.utf8)
-        }
-        guard let info = try await currentMetadata(n), let v = x.value(in: info) else { throw .ENODATA }
-        return Array(v.utf8)
+        try await refreshed(n)
+        return try locked { () throws(Errno) -> [UInt8] in try xattrValueLocked(n, x) }
     }
 
     public func listxattr(ino: UInt64) async throws(Errno) -> [String] {
         let n = try node(ino)
-        if let s = locked({ n.staged }) { return locked { XattrName.listed(for: s.metadata) } }
-        guard let info = try await currentMetadata(n) else { return [] }
+        try await refreshed(n)
+        return locked { xattrNamesLocked(n) }
+    }
+
+    /// getxattr with no I/O, on the libfuse thread: nil when the metadata must be read first.
+    public func cachedGetxattr(ino: UInt64, name: String) -> Result<[UInt8], Errno>? {
+        let x = XattrName(name)
+        return locked { () -> Result<[UInt8], Errno>? in
+            guard let n = nodes[ino], !needsRefreshLocked(n) else { return nil }
+            do throws(Errno) { return .success(try xattrValueLocked(n, x)) } catch { return .failure(error) }
+        }
+    }
+
+    /// listxattr with no I/O: nil when the metadata must be read first.
+    public func cachedListxattr(ino: UInt64) -> [String]? {
+        locked {
+            guard let n = nodes[ino], !needsRefreshLocked(n) else { return nil }
+            return xattrNamesLocked(n)
+        }
+    }
+
+    /// The value of one attribute from what is cached: a staged file's pending metadata, else the
+    /// object's. Caller holds `lock`.
+    private func xattrValueLocked(_ n: Node, _ x: XattrName) throws(Errno) -> [UInt8] {
+        switch x {
+        case .local, .hidden, .emptyKey: throw .ENODATA
+        case .unsupported: throw .ENOTSUP
+        default: break
+        }
+        if let s = n.staged {
+            switch x {
+            case .writable(let p): if let v = p.get(s.metadata) { return Array(v.utf8) }; throw .ENODATA
+            case .custom(let k): if let v = s.metadata.customMetadata[k] { return Array(v.utf8) }; throw .ENODATA
+            default: break
+            }
+        }
+        guard let info = n.info, let v = x.value(in: info) else { throw .ENODATA }
+        return Array(v.utf8)
+    }
+
+    /// The listed attribute names. Caller holds `lock`.
+    private func xattrNamesLocked(_ n: Node) -> [String] {
+        if let s = n.staged { return XattrName.listed(for: s.metadata) }
+        guard let info = n.info else { return [] }
         let names = XattrName.listed(for: info.writable)
         // A placeholder's properties (servers give it a default contentType) mean nothing for a
         // directory: list only its custom keys, so rsync -aX / cp -a neither copy nor strip them.
