@@ -113,7 +113,7 @@ class Mounts:
 
     def cleanup(self):
         for m in self.points:
-            subprocess.run(["fusermount3", "-uz", m], capture_output=True)
+            subprocess.run(["fusermount3", "-uz", m], capture_output=True, timeout=30)
 
 
 @pytest.fixture

@@ -312,11 +312,15 @@ class FaultProxy:
     # --- server ------------------------------------------------------------------------------
 
     def _accept_loop(self):
+        self._listener.settimeout(0.2)  # a close() does not wake accept(): poll for stop()
         while not self._stopped.is_set():
             try:
                 c, _ = self._listener.accept()
+            except socket.timeout:
+                continue
             except OSError:
                 return
+            c.settimeout(None)
             c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             with self._lock:
                 self._clients.add(c)
