@@ -155,7 +155,9 @@ public final class GCSStore: ObjectStore {
             return Data()
         }
         let url = objectURL(name) + GCSJSONAPI.query([("alt", "media"), ("generation", generation.map(String.init))])
-        var headers: HTTPHeaders = [:]
+        // Stored bytes as they are: without this, Cloud Storage decompresses objects stored with
+        // Content-Encoding: gzip, and their size and checksums no longer describe what comes.
+        var headers: HTTPHeaders = ["Accept-Encoding": "gzip"]
         if let range { headers.add(name: "Range", value: "bytes=\(range.lowerBound)-\(range.upperBound - 1)") }
         let expect = Expect(accept: { $0 == 416 }, validate: { DownloadCheck.problem(with: $0, range: range) })
         let r = try await transport.send("read", path: name, idempotent: true, expect: expect,
