@@ -73,8 +73,9 @@ public final class MemoryStore: ObjectStore, @unchecked Sendable {
     private var _copies: [CopyCall] = []
     private var _lists: [ListRequest] = []
     private var _gets: [String] = []
-    /// The store's clock for `timeCreated` / `updated`; advances one second per change.
-    private var clock = Date(timeIntervalSince1970: 1_700_000_000)
+    /// The store's clock for `timeCreated` / `updated`: starts at the real time (whole seconds),
+    /// as a bucket's timestamps do, and advances one second per change.
+    private var clock = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
 
     public init(bucket: String = "test-bucket") { self.bucket = bucket }
 
