@@ -74,17 +74,24 @@ let package = Package(
             name: "StorageModelTests",
             dependencies: ["StorageModel", "ObjectStores", .product(name: "PropertyBased", package: "swift-property-based")]
         ),
+        // What both test targets share: the in-memory store double (run through the store
+        // conformance suite in ObjectStoresTests, used by the core tests in BucketFSTests).
+        .target(
+            name: "TestSupport",
+            dependencies: ["StorageModel", .product(name: "Crypto", package: "swift-crypto")],
+            path: "Tests/TestSupport"
+        ),
         .testTarget(
             name: "ObjectStoresTests",
             dependencies: [
-                "StorageModel", "ObjectStores", "GCSStore",
+                "StorageModel", "ObjectStores", "GCSStore", "TestSupport",
                 .product(name: "PropertyBased", package: "swift-property-based"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
-        .testTarget(name: "BucketFSTests", dependencies: ["BucketFS", "FuseKit", "StorageModel", "ObjectStores",
+        .testTarget(name: "BucketFSTests", dependencies: ["BucketFS", "FuseKit", "StorageModel", "ObjectStores", "TestSupport",
                                                           .product(name: "Crypto", package: "swift-crypto")]),
         // An in-memory filesystem mounted in the foreground: FuseKitTests drive it from outside.
         .executableTarget(name: "fusekit-demo", dependencies: ["FuseKit"]),

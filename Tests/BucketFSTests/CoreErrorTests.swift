@@ -2,6 +2,7 @@ import BucketFS
 import Foundation
 import FuseKit
 import StorageModel
+import TestSupport
 import Testing
 
 /// Errors (SPEC.md §5).

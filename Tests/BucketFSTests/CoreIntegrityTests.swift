@@ -2,6 +2,7 @@ import BucketFS
 import Foundation
 import FuseKit
 import StorageModel
+import TestSupport
 import Testing
 
 /// SPEC §5 integrity and durability in the core: no wrong byte handed over, no write abandoned.

@@ -2,6 +2,7 @@ import BucketFS
 import Foundation
 import FuseKit
 import StorageModel
+import TestSupport
 import Testing
 
 /// Listing, lookup, stat, TTL and reads (SPEC.md §3, §6).
@@ -55,10 +56,12 @@ import Testing
         #expect(!root.contains(""))
         #expect(root.contains("ok"))
         #expect(try await h.names("d") == ["fine"])
-        // `a//b` and `w//` only make `a` / `w` exist as directories; nothing inside is shown.
-        if root.contains("a") { #expect(try await h.names("a") == []) }
-        if root.contains("w") { #expect(try await h.names("w") == []) }
-        if root.contains("dir") { #expect(try await h.names("dir") == []) }
+        // `a//b`, `w//` and `dir/<256 bytes>` make `a`, `w` and `dir` exist as directories (their
+        // prefixes are real); nothing inside them is shown.
+        #expect(root == ["a", "d", "dir", "ok", "w"])
+        #expect(try await h.names("a") == [])
+        #expect(try await h.names("w") == [])
+        #expect(try await h.names("dir") == [])
         // Lookups of such names fail cleanly.
         await #expect(throws: Errno.EINVAL) { try await h.fs.lookup(parent: Harness.root, name: "lf\nname") }
         await #expect(throws: Errno.ENAMETOOLONG) { try await h.fs.lookup(parent: Harness.root, name: long) }
@@ -194,17 +197,27 @@ import Testing
         let v1 = h.store.put("f", "version one")
         let ino = try await h.ino("f")
         let fh = try await h.fs.open(ino: ino, flags: OpenFlags(O_RDONLY))
+        // The first read fetches the whole (small) generation into the handle's read-ahead window.
+        #expect(try await h.fs.read(ino: ino, fh: fh, offset: 0, size: 4) == Data("vers".utf8))
         let v2 = h.store.replaceBehind("f", Data("version two!".utf8))
-        // Within the TTL a new open still sees v1; the already open handle reads v1 whatever happens.
+        // The open handle goes on reading generation 1 whatever happens, past the TTL too.
         h.clock.advance(10)
-        let d = try await h.fs.read(ino: ino, fh: fh, offset: 0, size: 4096)
-        #expect(d == Data("version one".utf8))
+        let d = try await h.fs.read(ino: ino, fh: fh, offset: 4, size: 4096)
+        #expect(d == Data("ion one".utf8))
         #expect(h.store.reads.last?.generation == v1.generation)
         try await h.fs.release(ino: ino, fh: fh)
         // After the TTL the next open sees v2 and its reads are pinned to v2.
         #expect(try await h.readAll(ino: ino) == Data("version two!".utf8))
         #expect(h.store.reads.last?.generation == v2.generation)
         #expect(h.store.reads.allSatisfy { $0.generation != nil })
+        // A handle whose generation is replaced before it fetched anything cannot read it any
+        // more (no store here keeps old generations): the read fails, never shows other bytes.
+        h.clock.advance(10)
+        let fh2 = try await h.fs.open(ino: ino, flags: OpenFlags(O_RDONLY))
+        h.store.replaceBehind("f", Data("three".utf8))
+        await #expect(throws: Errno.ENOENT) { try await h.fs.read(ino: ino, fh: fh2, offset: 0, size: 4096) }
+        #expect(h.store.reads.last?.generation == v2.generation)
+        try await h.fs.release(ino: ino, fh: fh2)
     }
 
     @Test func openWithinTheTTLUsesTheCachedGeneration() async throws {
@@ -213,8 +226,17 @@ import Testing
         let ino = try await h.ino("f")
         h.store.replaceBehind("f", Data("new!".utf8))
         h.clock.advance(1)
-        #expect(try await h.readAll(ino: ino) == Data("old".utf8))
+        // Within the TTL the open costs no request and pins the cached generation, which the
+        // bucket no longer has: the read fails (404 → ENOENT) instead of returning other bytes.
+        h.store.resetCounts()
+        let fh = try await h.fs.open(ino: ino, flags: OpenFlags(O_RDONLY))
+        #expect(h.store.totalRequests == 0)
+        await #expect(throws: Errno.ENOENT) { try await h.fs.read(ino: ino, fh: fh, offset: 0, size: 4096) }
         #expect(h.store.reads.last?.generation == v1.generation)
+        try await h.fs.release(ino: ino, fh: fh)
+        // After the TTL the next open sees the new generation.
+        h.clock.advance(10)
+        #expect(try await h.readAll(ino: ino) == Data("new!".utf8))
     }
 
     // MARK: reads

@@ -2,6 +2,7 @@ import BucketFS
 import Foundation
 import FuseKit
 import StorageModel
+import TestSupport
 import Testing
 
 /// Create, write, overwrite, append, namespace changes and setattr (SPEC.md §3).

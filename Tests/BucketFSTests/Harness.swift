@@ -2,6 +2,7 @@ import BucketFS
 import Foundation
 import FuseKit
 import StorageModel
+import TestSupport
 
 /// A settable clock for `MountConfig.now`.
 final class TestClock: @unchecked Sendable {

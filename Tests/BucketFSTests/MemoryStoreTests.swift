@@ -1,5 +1,6 @@
 import Foundation
 import StorageModel
+import TestSupport
 import Testing
 
 /// The test double must itself follow the JSON API semantics the core relies on.
@@ -52,7 +53,9 @@ import Testing
         }
         let newer = s.replaceBehind("f", Data("yy".utf8))
         #expect(newer.generation > w.generation)
-        #expect(try await s.read("f", generation: w.generation, range: nil) == Data("x".utf8))
+        // Only the live generation is kept (no object versioning): the replaced one is gone.
+        await #expect(throws: StorageError.objectNotFound(path: "f")) { try await s.read("f", generation: w.generation, range: nil) }
+        #expect(try await s.read("f", generation: newer.generation, range: nil) == Data("yy".utf8))
         #expect(try await s.read("f", generation: nil, range: 1..<10) == Data("y".utf8))
         s.failNext("get", times: 2, with: .unknown(status: 503, message: "busy"))
         for _ in 0..<2 {
@@ -64,6 +67,7 @@ import Testing
         #expect(c.customMetadata == ["n": "1"])
         try await s.delete("f", preconditions: Preconditions(ifGenerationMatch: newer.generation))
         #expect(s.object("f") == nil)
+        await #expect(throws: StorageError.objectNotFound(path: "f")) { try await s.read("f", generation: newer.generation, range: nil) }
         await #expect(throws: StorageError.objectNotFound(path: "f")) { try await s.getMetadata("f") }
     }
 }

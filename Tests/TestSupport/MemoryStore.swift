@@ -2,62 +2,64 @@ import Crypto
 import Foundation
 import StorageModel
 
+// Test support shared by BucketFSTests and ObjectStoresTests (which runs it through the store
+// conformance suite).
+
 /// An in-memory `ObjectStore` that follows the Cloud Storage JSON API semantics the core relies
 /// on: names sorted in UTF-8 byte order; `list` with prefix / delimiter / maxResults / pageToken
 /// (items and prefixes both count towards maxResults, a token only when more remain, placeholder
 /// `dir/` objects returned as items of their own listing); generations and metagenerations;
 /// PATCH merge with removal; preconditions through `Preconditions.hold(for:)`; copy; delete.
 ///
-/// Every replaced generation's bytes are kept, so a read pinned to an older generation works
-/// (as on a bucket with object versioning); reading a generation that never existed is 404.
+/// Only the live generation is kept, as in the embedded store and a bucket without object
+/// versioning: reading, or copying from, a replaced or deleted generation is 404.
 ///
 /// Test hooks, none of which is counted as a request:
 /// - `counts["list"]` etc.: calls served per operation (failed and faulted calls included);
 /// - `failNext(_:times:with:)`: make the next N calls of an operation throw a given error;
 /// - `put`, `replaceBehind`, `patchBehind`, `removeBehind`: change the bucket behind the mount;
 /// - `patches`, `writes`, `reads`, `deletes`, `copies`, `lists`, `gets`: what the store was asked.
-final class MemoryStore: ObjectStore, @unchecked Sendable {
-    let bucket: String
+public final class MemoryStore: ObjectStore, @unchecked Sendable {
+    public let bucket: String
 
     struct Stored {
         var info: ObjectInfo
         var data: Data
     }
 
-    struct PatchCall: Sendable {
-        var name: String
-        var patch: MetadataPatch
-        var preconditions: Preconditions
+    public struct PatchCall: Sendable {
+        public var name: String
+        public var patch: MetadataPatch
+        public var preconditions: Preconditions
     }
 
-    struct WriteCall: Sendable {
-        var name: String
-        var data: Data
-        var metadata: WritableMetadata
-        var preconditions: Preconditions
+    public struct WriteCall: Sendable {
+        public var name: String
+        public var data: Data
+        public var metadata: WritableMetadata
+        public var preconditions: Preconditions
     }
 
-    struct ReadCall: Sendable {
-        var name: String
-        var generation: Int64?
-        var range: Range<Int64>?
+    public struct ReadCall: Sendable {
+        public var name: String
+        public var generation: Int64?
+        public var range: Range<Int64>?
     }
 
-    struct DeleteCall: Sendable {
-        var name: String
-        var preconditions: Preconditions
+    public struct DeleteCall: Sendable {
+        public var name: String
+        public var preconditions: Preconditions
     }
 
-    struct CopyCall: Sendable {
-        var source: String
-        var sourceGeneration: Int64?
-        var destination: String
-        var preconditions: Preconditions
+    public struct CopyCall: Sendable {
+        public var source: String
+        public var sourceGeneration: Int64?
+        public var destination: String
+        public var preconditions: Preconditions
     }
 
     private let lock = NSLock()
     private var objects: [String: Stored] = [:]
-    private var archived: [String: Data] = [:]  // "name#generation" → bytes of a replaced version
     private var nextGeneration: Int64 = 1_000_000
     private var _counts: [String: Int] = [:]
     private var faults: [String: [StorageError]] = [:]
@@ -71,10 +73,11 @@ final class MemoryStore: ObjectStore, @unchecked Sendable {
     private var _copies: [CopyCall] = []
     private var _lists: [ListRequest] = []
     private var _gets: [String] = []
-    /// The store's clock for `timeCreated` / `updated`; advances one second per change.
-    private var clock = Date(timeIntervalSince1970: 1_700_000_000)
+    /// The store's clock for `timeCreated` / `updated`: starts at the real time (whole seconds),
+    /// as a bucket's timestamps do, and advances one second per change.
+    private var clock = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
 
-    init(bucket: String = "test-bucket") { self.bucket = bucket }
+    public init(bucket: String = "test-bucket") { self.bucket = bucket }
 
     private func withLock<T>(_ body: () throws -> T) rethrows -> T {
         lock.lock()
@@ -84,21 +87,21 @@ final class MemoryStore: ObjectStore, @unchecked Sendable {
 
     // MARK: - observation
 
-    var counts: [String: Int] { withLock { _counts } }
+    public var counts: [String: Int] { withLock { _counts } }
     /// Total number of requests of any kind.
-    var totalRequests: Int { withLock { _counts.values.reduce(0, +) } }
-    var patches: [PatchCall] { withLock { _patches } }
-    var writes: [WriteCall] { withLock { _writes } }
-    var reads: [ReadCall] { withLock { _reads } }
-    var deletes: [DeleteCall] { withLock { _deletes } }
-    var copies: [CopyCall] { withLock { _copies } }
-    var lists: [ListRequest] { withLock { _lists } }
-    var gets: [String] { withLock { _gets } }
+    public var totalRequests: Int { withLock { _counts.values.reduce(0, +) } }
+    public var patches: [PatchCall] { withLock { _patches } }
+    public var writes: [WriteCall] { withLock { _writes } }
+    public var reads: [ReadCall] { withLock { _reads } }
+    public var deletes: [DeleteCall] { withLock { _deletes } }
+    public var copies: [CopyCall] { withLock { _copies } }
+    public var lists: [ListRequest] { withLock { _lists } }
+    public var gets: [String] { withLock { _gets } }
 
-    func count(_ op: String) -> Int { withLock { _counts[op] ?? 0 } }
+    public func count(_ op: String) -> Int { withLock { _counts[op] ?? 0 } }
 
     /// Forgets counters and recorded calls (not objects, not faults).
-    func resetCounts() {
+    public func resetCounts() {
         withLock {
             _counts = [:]
             _patches = []; _writes = []; _reads = []; _deletes = []; _copies = []; _lists = []; _gets = []
@@ -108,23 +111,23 @@ final class MemoryStore: ObjectStore, @unchecked Sendable {
     /// The next `times` calls of `op` ("list", "get", "patch", "read", "write", "delete", "copy")
     /// throw `error` (and are counted).
     /// The next `times` reads answer `damage(rightBytes)` instead of the right bytes.
-    func damageNextReads(times: Int = 1, _ damage: @escaping @Sendable (Data) -> Data) {
+    public func damageNextReads(times: Int = 1, _ damage: @escaping @Sendable (Data) -> Data) {
         withLock { readDamage += Array(repeating: damage, count: times) }
     }
 
-    func failNext(_ op: String, times: Int = 1, with error: StorageError) {
+    public func failNext(_ op: String, times: Int = 1, with error: StorageError) {
         withLock { faults[op, default: []] += Array(repeating: error, count: times) }
     }
 
-    var names: [String] { withLock { objects.keys.sorted(by: Self.byteLess) } }
-    func object(_ name: String) -> ObjectInfo? { withLock { objects[name]?.info } }
-    func data(_ name: String) -> Data? { withLock { objects[name]?.data } }
+    public var names: [String] { withLock { objects.keys.sorted(by: Self.byteLess) } }
+    public func object(_ name: String) -> ObjectInfo? { withLock { objects[name]?.info } }
+    public func data(_ name: String) -> Data? { withLock { objects[name]?.data } }
 
     // MARK: - behind the mount's back (not counted)
 
     /// Creates or replaces an object (new generation, metageneration 1).
     @discardableResult
-    func put(_ name: String, _ data: Data = Data(), contentType: String? = nil,
+    public func put(_ name: String, _ data: Data = Data(), contentType: String? = nil,
              custom: [String: String] = [:]) -> ObjectInfo {
         withLock {
             commitLocked(name, data: data, metadata: WritableMetadata(contentType: contentType, customMetadata: custom))
@@ -132,13 +135,13 @@ final class MemoryStore: ObjectStore, @unchecked Sendable {
     }
 
     @discardableResult
-    func put(_ name: String, _ text: String, contentType: String? = nil, custom: [String: String] = [:]) -> ObjectInfo {
+    public func put(_ name: String, _ text: String, contentType: String? = nil, custom: [String: String] = [:]) -> ObjectInfo {
         put(name, Data(text.utf8), contentType: contentType, custom: custom)
     }
 
     /// Another writer replaces the bytes (new generation), keeping the object's metadata.
     @discardableResult
-    func replaceBehind(_ name: String, _ data: Data) -> ObjectInfo {
+    public func replaceBehind(_ name: String, _ data: Data) -> ObjectInfo {
         withLock {
             let old = objects[name]?.info.writable ?? WritableMetadata()
             return commitLocked(name, data: data, metadata: old)
@@ -147,20 +150,20 @@ final class MemoryStore: ObjectStore, @unchecked Sendable {
 
     /// Another writer patches the metadata (metageneration + 1).
     @discardableResult
-    func patchBehind(_ name: String, _ patch: MetadataPatch) -> ObjectInfo? {
+    public func patchBehind(_ name: String, _ patch: MetadataPatch) -> ObjectInfo? {
         withLock {
             guard let cur = objects[name] else { return nil }
             return patchLocked(cur, patch)
         }
     }
 
-    func removeBehind(_ name: String) {
+    public func removeBehind(_ name: String) {
         withLock { _ = objects.removeValue(forKey: name) }
     }
 
     // MARK: - ObjectStore
 
-    func list(_ request: ListRequest) async throws -> ListPage {
+    public func list(_ request: ListRequest) async throws -> ListPage {
         try withLock {
             try enter("list")
             _lists.append(request)
@@ -195,7 +198,7 @@ final class MemoryStore: ObjectStore, @unchecked Sendable {
         }
     }
 
-    func getMetadata(_ name: String) async throws -> ObjectInfo {
+    public func getMetadata(_ name: String) async throws -> ObjectInfo {
         try withLock {
             try enter("get")
             _gets.append(name)
@@ -204,7 +207,7 @@ final class MemoryStore: ObjectStore, @unchecked Sendable {
         }
     }
 
-    func patchMetadata(_ name: String, _ patch: MetadataPatch, preconditions: Preconditions) async throws -> ObjectInfo {
+    public func patchMetadata(_ name: String, _ patch: MetadataPatch, preconditions: Preconditions) async throws -> ObjectInfo {
         try withLock {
             try enter("patch")
             _patches.append(PatchCall(name: name, patch: patch, preconditions: preconditions))
@@ -215,18 +218,13 @@ final class MemoryStore: ObjectStore, @unchecked Sendable {
         }
     }
 
-    func read(_ name: String, generation: Int64?, range: Range<Int64>?) async throws -> Data {
+    public func read(_ name: String, generation: Int64?, range: Range<Int64>?) async throws -> Data {
         try withLock {
             try enter("read")
             _reads.append(ReadCall(name: name, generation: generation, range: range))
-            let bytes: Data
-            if let g = generation, objects[name]?.info.generation != g {
-                guard let old = archived["\(name)#\(g)"] else { throw StorageError.objectNotFound(path: name) }
-                bytes = old
-            } else {
-                guard let o = objects[name] else { throw StorageError.objectNotFound(path: name) }
-                bytes = o.data
-            }
+            guard let o = objects[name] else { throw StorageError.objectNotFound(path: name) }
+            if let g = generation, g != o.info.generation { throw StorageError.objectNotFound(path: name) }
+            let bytes = o.data
             let size = Int64(bytes.count)
             let lo = min(max(range?.lowerBound ?? 0, 0), size)
             let hi = min(max(range?.upperBound ?? size, lo), size)
@@ -236,7 +234,7 @@ final class MemoryStore: ObjectStore, @unchecked Sendable {
         }
     }
 
-    func write(_ name: String, from source: UploadSource, metadata: WritableMetadata,
+    public func write(_ name: String, from source: UploadSource, metadata: WritableMetadata,
                preconditions: Preconditions) async throws -> ObjectInfo {
         let data: Data
         switch source {
@@ -257,18 +255,17 @@ final class MemoryStore: ObjectStore, @unchecked Sendable {
         }
     }
 
-    func delete(_ name: String, preconditions: Preconditions) async throws {
+    public func delete(_ name: String, preconditions: Preconditions) async throws {
         try withLock {
             try enter("delete")
             _deletes.append(DeleteCall(name: name, preconditions: preconditions))
             guard let cur = objects[name] else { throw StorageError.objectNotFound(path: name) }
             guard preconditions.hold(for: cur.info) else { throw StorageError.preconditionFailed(path: name) }
-            archived["\(name)#\(cur.info.generation)"] = cur.data
             objects.removeValue(forKey: name)
         }
     }
 
-    func copy(from source: String, sourceGeneration: Int64?, to destination: String,
+    public func copy(from source: String, sourceGeneration: Int64?, to destination: String,
               metadata: WritableMetadata?, preconditions: Preconditions) async throws -> ObjectInfo {
         try withLock {
             try enter("copy")
@@ -301,7 +298,6 @@ final class MemoryStore: ObjectStore, @unchecked Sendable {
 
     private func commitLocked(_ name: String, data: Data, metadata: WritableMetadata) -> ObjectInfo {
         let t = tick()
-        if let old = objects[name] { archived["\(name)#\(old.info.generation)"] = old.data }
         nextGeneration += 1
         let info = ObjectInfo(bucket: bucket, name: name, generation: nextGeneration, metageneration: 1,
                               size: Int64(data.count), timeCreated: t, updated: t,
@@ -319,16 +315,15 @@ final class MemoryStore: ObjectStore, @unchecked Sendable {
         return info
     }
 
-    /// A stand-in for the base64 MD5 (FNV-1a; only equality matters to the tests).
     /// The real checksums, as a bucket reports them: the core verifies reads against them.
-    static func md5(_ d: Data) -> String {
+    public static func md5(_ d: Data) -> String {
         Data(Insecure.MD5.hash(data: d)).base64EncodedString()
     }
 
-    static func byteLess(_ a: String, _ b: String) -> Bool { a.utf8.lexicographicallyPrecedes(b.utf8) }
+    public static func byteLess(_ a: String, _ b: String) -> Bool { a.utf8.lexicographicallyPrecedes(b.utf8) }
 
     /// prefix + everything up to and including the first delimiter after it, or nil for an item.
-    static func commonPrefix(of name: String, prefix: String, delimiter: String?) -> String? {
+    public static func commonPrefix(of name: String, prefix: String, delimiter: String?) -> String? {
         guard let delimiter else { return nil }
         let bytes = Array(name.utf8)
         let d = Array(delimiter.utf8)

@@ -1,0 +1,34 @@
+import Foundation
+import StorageModel
+import TestSupport
+import Testing
+
+/// The in-memory double the core tests run on answers like the real stores: the same
+/// conformance cases as the embedded store, the in-process GCS server and the emulator, plus
+/// what only a store without object versioning does (a replaced or deleted generation is gone).
+@Suite struct MemoryStoreConformanceTests {
+    @Test func conformance() async throws {
+        let store = MemoryStore()
+        try await runStoreConformance({ store })
+    }
+
+    @Test func onlyTheLiveGenerationIsKept() async throws {
+        let s = MemoryStore()
+        let v1 = try await s.write("f", from: .data(helloWorldBytes), metadata: .init(), preconditions: .doesNotExist)
+        let v2 = try await s.write("f", from: .data(helloWorldBytes + helloWorldBytes), metadata: .init(),
+                                   preconditions: Preconditions(ifGenerationMatch: v1.generation))
+        await expectStorageError("objectNotFound", isNotFound) { try await s.read("f", generation: v1.generation, range: nil) }
+        await expectStorageError("objectNotFound", isNotFound) {
+            try await s.copy(from: "f", sourceGeneration: v1.generation, to: "g", metadata: nil, preconditions: .none)
+        }
+        #expect(try await s.read("f", generation: v2.generation, range: nil).count == 22)
+        try await s.delete("f", preconditions: .none)
+        await expectStorageError("objectNotFound", isNotFound) { try await s.read("f", generation: v2.generation, range: nil) }
+        // A new object under the name has a new generation; the deleted one stays gone.
+        let v3 = try await s.write("f", from: .data(helloWorldBytes), metadata: .init(), preconditions: .doesNotExist)
+        #expect(v3.generation > v2.generation)
+        await expectStorageError("objectNotFound", isNotFound) { try await s.read("f", generation: v2.generation, range: nil) }
+    }
+
+    private var helloWorldBytes: Data { Conformance.helloWorld }
+}
