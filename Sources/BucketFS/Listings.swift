@@ -43,10 +43,12 @@ extension BucketFileSystem {
         let t = now
         return locked {
             var children: [String: UInt64] = [:]
+            var hidden: [String: ObjectInfo] = [:]
             for name in dirs {
                 let n = nodeLocked(path: prefix + name, type: .directory)
                 children[name] = n.ino
-                if files[name] != nil {
+                if let clash = files[name] {
+                    hidden[name] = clash
                     names.hiddenLog.warn("'\(prefix + name)' is both an object and a prefix: the directory is shown; the object stays reachable through `bucketfs cat/stat`", key: "clash:" + prefix + name)
                 }
             }
@@ -71,7 +73,8 @@ extension BucketFileSystem {
                 dir.info = placeholder
                 dir.infoExpiry = t + config.metadataTTL
             }
-            let listing = Listing(children: children, expiry: t + config.metadataTTL)
+            var listing = Listing(children: children, expiry: t + config.metadataTTL)
+            listing.hiddenFiles = hidden
             dir.listing = listing
             return listing
         }

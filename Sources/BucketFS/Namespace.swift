@@ -99,23 +99,36 @@ extension BucketFileSystem {
             n.listing = nil
             p.listing?.children.removeValue(forKey: name)
             byPath.removeValue(forKey: key(n))
+            uncoverLocked(p, name)
         }
+    }
+
+    /// After the directory `name` left `p`, a file of the same name that it hid (the directory
+    /// wins) shows at once. Caller holds `lock`.
+    func uncoverLocked(_ p: Node, _ name: String) {
+        guard let info = p.listing?.hiddenFiles.removeValue(forKey: name) else { return }
+        let f = nodeLocked(path: p.childPrefix + name, type: .regular)
+        f.removed = false
+        f.info = info
+        f.infoExpiry = now + config.metadataTTL
+        p.listing?.children[name] = f.ino
     }
 
     public func rename(parent: UInt64, name: String, newParent: UInt64, newName: String, flags: UInt32) async throws(Errno) {
         if config.readOnly { throw .EROFS }
-        if flags & 2 != 0 { throw .EINVAL }  // RENAME_EXCHANGE
+        let flags = RenameFlags(rawValue: flags)
+        if flags.contains(.exchange) { throw .EINVAL }
         let p = try node(parent)
         let np = try node(newParent)
         let src = try await resolve(p, name)
         let dstPath = try names.childPath(np.path, newName, directory: src.type == .directory)
         var dst: Node? = nil
         do { dst = try await resolve(np, newName) } catch where error == .ENOENT {}
-        if let dst, flags & 1 != 0 { _ = dst; throw .EEXIST }  // RENAME_NOREPLACE
+        if dst != nil, flags.contains(.noReplace) { throw .EEXIST }
         if src.type == .regular {
             if dst?.type == .directory { throw .EISDIR }
             do {
-                try await renameFile(src, to: dstPath, replacing: dst, noReplace: flags & 1 != 0)
+                try await renameFile(src, to: dstPath, replacing: dst, noReplace: flags.contains(.noReplace))
             } catch where error == .EEXIST {
                 // The destination appeared behind our back: forget the listing that hid it, so
                 // the caller's next lookup (mv retries with a plain rename) sees it.
@@ -131,6 +144,7 @@ extension BucketFileSystem {
         }
         locked {
             p.listing?.children.removeValue(forKey: name)
+            if src.type == .directory { uncoverLocked(p, name) }
             if let ino = byPath[(src.type == .directory ? "d:" : "f:") + dstPath] {
                 np.listing?.children[newName] = ino
             }
@@ -218,7 +232,10 @@ extension BucketFileSystem {
         }
         locked {
             // Move every known node under the old prefix to the new one.
-            let moved = nodes.values.filter { $0.path == src.path || $0.path.hasPrefix(srcPrefix) }
+            // Live nodes only: a removed directory's inode may still carry the same path.
+            let moved = nodes.values.filter {
+                ($0.path == src.path || $0.path.hasPrefix(srcPrefix)) && !$0.removed && byPath[key($0)] == $0.ino
+            }
             for n in moved { byPath.removeValue(forKey: key(n)) }
             for n in moved {
                 n.path = dstPath + n.path.dropFirst(src.path.count)

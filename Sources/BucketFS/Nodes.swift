@@ -42,6 +42,8 @@ struct Listing {
     /// name → child inode.
     var children: [String: UInt64]
     var expiry: Double
+    /// Files hidden by a directory of the same name (the directory wins): shown once it goes.
+    var hiddenFiles: [String: ObjectInfo] = [:]
 
     /// Names in UTF-8 byte order (the bucket's order), for stable readdir offsets.
     var sortedNames: [String] { children.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) } }

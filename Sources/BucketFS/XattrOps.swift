@@ -108,8 +108,8 @@ extension BucketFileSystem {
             case .writable(let p): existing = p.get(m)
             default: existing = nil
             }
-            if flags & 1 != 0, existing != nil { throw .EEXIST }   // XATTR_CREATE
-            if flags & 2 != 0, existing == nil { throw .ENODATA }  // XATTR_REPLACE
+            if XattrFlags(rawValue: flags).contains(.create), existing != nil { throw .EEXIST }
+            if XattrFlags(rawValue: flags).contains(.replace), existing == nil { throw .ENODATA }
             switch x {
             case .custom(let k): m.customMetadata[k] = v
             case .writable(let p): p.set(&m, v)

@@ -91,6 +91,22 @@ public struct OpenFlags: Sendable, Equatable {
     public var append: Bool { rawValue & O_APPEND != 0 }
 }
 
+/// rename(2) flags.
+public struct RenameFlags: OptionSet, Sendable {
+    public let rawValue: UInt32
+    public init(rawValue: UInt32) { self.rawValue = rawValue }
+    public static let noReplace = RenameFlags(rawValue: 1)  // RENAME_NOREPLACE
+    public static let exchange = RenameFlags(rawValue: 2)   // RENAME_EXCHANGE
+}
+
+/// setxattr(2) flags.
+public struct XattrFlags: OptionSet, Sendable {
+    public let rawValue: Int32
+    public init(rawValue: Int32) { self.rawValue = rawValue }
+    public static let create = XattrFlags(rawValue: 1)   // XATTR_CREATE
+    public static let replace = XattrFlags(rawValue: 2)  // XATTR_REPLACE
+}
+
 /// Which attributes a setattr changes.
 public struct SetAttributes: Sendable, Equatable {
     public var mode: UInt32?
