@@ -26,6 +26,8 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     private var dirHandles: [UInt64: DirHandle] = [:]
     private var nextFh: UInt64 = 1
     private let mountTime: Double
+    /// Cache hits and misses, for the metrics endpoint (`statistics()`).
+    public let cacheCounters = CacheCounters()
 
     public init(store: any ObjectStore, config: MountConfig = MountConfig(), logger: Logger = Logger(label: "bucketfs")) {
         self.store = store
@@ -211,6 +213,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     private func resolve(_ parent: Node, _ name: String) async throws(Errno) -> Node {
         let path = try childPath(parent, name)
         if let l = freshListing(parent) {
+            cacheCounters.count(.listing, hit: true)
             guard let ino = l.children[name], let n = locked({ nodes[ino] }), !n.removed else { throw .ENOENT }
             return n
         }
@@ -219,6 +222,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
             return n
         }) { return local }
         if StoragePath.mountProblem(path) != nil { throw .ENOENT }
+        cacheCounters.count(.listing, hit: false)
         async let meta: ObjectInfo? = { () async throws -> ObjectInfo? in
             do { return try await store.getMetadata(path) } catch StorageError.objectNotFound { return nil }
         }()
@@ -257,6 +261,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
             if n.ino == Self.rootIno || (n.staged != nil && !force) || n.removed { return (false, n.path) }
             return (stale, n.path)
         }
+        cacheCounters.count(.attributes, hit: !need)
         guard need else { return }
         // A directory's attributes and xattrs are those of its `dir/` placeholder.
         if n.type == .directory { try await reloadPlaceholder(n); return }
@@ -327,7 +332,9 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         let dir = try node(ino)
         guard let h = locked({ dirHandles[fh] }) else { throw .EBADF }
         if offset == 0 || locked({ h.entries == nil }) {
-            if freshListing(dir) == nil { try await loadListing(dir) }
+            let cached = freshListing(dir) != nil
+            cacheCounters.count(.listing, hit: cached)
+            if !cached { try await loadListing(dir) }
             locked {
                 let l = dir.listing ?? Listing(children: [:], expiry: 0)
                 h.entries = l.sortedNames.map { ($0, l.children[$0]!) }
@@ -587,6 +594,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
                 let fetchEnd = min(h.size, max(end, off + Int64(h.window)))
                 let data = try await store.read(h.path, generation: h.generation, range: off..<fetchEnd)
                 h.buffer = data
+                self.locked { h.readAheadBytes = data.count }
                 h.bufferStart = off
                 h.lastEnd = end
                 let n = min(Int(end - off), data.count)
@@ -1028,6 +1036,26 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
                 byPath[key(n)] = n.ino
             }
         }
+    }
+
+    /// What the core holds now, for the metrics endpoint. O(inodes).
+    public func statistics() -> CoreStatistics {
+        var s = locked { () -> CoreStatistics in
+            var s = CoreStatistics()
+            let t = now
+            s.inodes = nodes.count
+            for n in nodes.values {
+                if n.info != nil, n.infoExpiry > t { s.cachedAttributes += 1 }
+                if let l = n.listing, l.expiry > t { s.cachedListings += 1; s.cachedListingEntries += l.children.count }
+                if let st = n.staged { s.stagedFiles += 1; if st.dirty { s.dirtyFiles += 1 } }
+            }
+            s.openFiles = handles.count
+            s.readAheadBytes = handles.values.reduce(0) { $0 + $1.readAheadBytes }
+            return s
+        }
+        s.lostAndFoundEntries = (try? FileManager.default.contentsOfDirectory(atPath: config.lostAndFound).count) ?? 0
+        (s.hits, s.misses) = cacheCounters.snapshot()
+        return s
     }
 
     /// Drops cached listings under a prefix. Caller holds `lock`.

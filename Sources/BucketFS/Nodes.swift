@@ -90,6 +90,8 @@ final class Handle: @unchecked Sendable {
     var bufferStart: Int64 = 0
     var window: Int
     var lastEnd: Int64 = -1
+    /// `buffer.count`, guarded by `BucketFileSystem.lock` (for `statistics()`).
+    var readAheadBytes = 0
 
     init(ino: UInt64, writable: Bool, generation: Int64, size: Int64, path: String, window: Int) {
         self.ino = ino

@@ -1,6 +1,7 @@
 import Foundation
 import AsyncHTTPClient
 import Logging
+import Metrics
 import NIOCore
 import NIOHTTP1
 import NIOFoundationCompat
@@ -102,6 +103,7 @@ final class GCSTransport: Sendable {
                 throw giveUp(what, path: path, attempts: attempts, last: lastError, answer: lastAnswer)
             }
             logger.debug("GCS \(what) \(path): \(lastError.map { "\($0)" } ?? "error"); retry \(attempts) in \(pause)")
+            Counter(label: "bucketfs_store_retries_total", dimensions: [("operation", what)]).increment()
             do { try await Task.sleep(for: pause) } catch { throw StorageError.cancelled }
         }
     }

@@ -12,28 +12,11 @@ struct Mount: AsyncParsableCommand {
     @Argument(help: "gs://BUCKET[/PREFIX], file://DIR or a directory (the embedded bucket, created if missing)")
     var source: String
     @Argument var mountpoint: String
-    @Flag(name: .customLong("read-only"), help: "Refuse every change with EROFS.") var readOnly = false
-    @Option(help: "Owner of every file (default: the caller).") var uid: UInt32?
-    @Option(help: "Group of every file (default: the caller's).") var gid: UInt32?
-    @Option(name: .customLong("file-mode"), help: "Permission bits of files, octal.") var fileMode: String = "644"
-    @Option(name: .customLong("dir-mode"), help: "Permission bits of directories, octal.") var dirMode: String = "755"
-    @Option(name: .customLong("metadata-ttl"), help: "Seconds entries, attributes and listings are trusted.")
-    var metadataTTL: Double = 5
-    @Flag(name: .customLong("allow-other"), help: "Let other users see the mount (needs user_allow_other for non-root).")
-    var allowOther = false
-    @Flag(help: "Stay in the foreground (logs go to standard error).") var foreground = false
-    @Option(name: .customLong("cache-dir"), help: "Where writes are staged before upload and failed uploads are kept.")
-    var cacheDir: String?
-    @Option(name: .customLong("read-ahead-mb"), help: "Largest read-ahead window per open file, MiB.")
-    var readAheadMB: Int = 64
-    @Option(name: .customLong("list-page-size"), help: "maxResults of each list call (1…1000).")
-    var listPageSize: Int = 1000
-    @Option(name: .customLong("log-file"), help: "Where a background mount logs (default: CACHE_DIR/bucketfs.log).")
-    var logFile: String?
-    @Option(name: .customLong("request-log"), help: "Append one line per store request to this file (tests, debugging).")
-    var requestLog: String?
-    @OptionGroup var gcs: GCSOptions
-    @OptionGroup var log: LogOptions
+    @OptionGroup(title: "Mount") var behaviour: MountBehaviourOptions
+    @OptionGroup(title: "Caching and writes") var caching: CachingOptions
+    @OptionGroup(title: "Cloud Storage") var gcs: GCSOptions
+    @OptionGroup(title: "Logging and metrics") var log: LogOptions
+    @OptionGroup(title: "Logging and metrics") var monitoring: MonitoringOptions
 
     func validate() throws {
         guard UInt32(fileMode, radix: 8) != nil, UInt32(dirMode, radix: 8) != nil else {
@@ -55,6 +38,7 @@ struct Mount: AsyncParsableCommand {
             FileHandle.standardError.write(Data("bucketfs: mount point \(mountpointPath) is not a directory\n".utf8))
             throw ExitCode(1)
         }
+        if !monitoring.sourceChecked { try await checkSource() }
         if foreground { try await runForeground() } else { try startBackground() }
     }
 
@@ -63,8 +47,9 @@ struct Mount: AsyncParsableCommand {
         try FileManager.default.createDirectory(atPath: cacheDirectory, withIntermediateDirectories: true)
         let logPath = logFile ?? cacheDirectory + "/bucketfs.log"
         var args = [CommandLine.arguments[0]] + effectiveArguments
-        args.append("--foreground")
+        args += ["--foreground", "--source-checked"]
         if cacheDir == nil { args += ["--cache-dir", cacheDirectory] }
+        let logStart = (try? FileManager.default.attributesOfItem(atPath: logPath)[.size] as? NSNumber)?.intValue ?? 0
         let pid = try Daemon.spawn(executable: "/proc/self/exe", arguments: args, logPath: logPath)
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
@@ -74,7 +59,7 @@ struct Mount: AsyncParsableCommand {
             }
             var status: Int32 = 0
             if waitpid(pid, &status, WNOHANG) == pid {
-                let tail = (try? String(contentsOfFile: logPath, encoding: .utf8))?.split(separator: "\n").suffix(10).joined(separator: "\n") ?? ""
+                let tail = Daemon.tail(logPath, from: logStart)
                 FileHandle.standardError.write(Data("bucketfs: mount failed (see \(logPath)):\n\(tail)\n".utf8))
                 throw ExitCode(1)
             }
@@ -91,7 +76,7 @@ struct Mount: AsyncParsableCommand {
         var store: any ObjectStore
         do {
             store = try openStore(parsed, gcs: gcs, logger: logger, prefixMount: true)
-            if let requestLog { store = try RequestLogStore(store, path: requestLog) }
+            store = try instrument(store)
         } catch {
             logger.critical("cannot open \(source): \(error)")
             throw ExitCode(1)
@@ -107,7 +92,8 @@ struct Mount: AsyncParsableCommand {
         config.readAheadMax = max(1, readAheadMB) << 20
         config.readAheadInitial = min(1 << 20, config.readAheadMax)
         config.cacheDirectory = cacheDirectory
-        let fs = BucketFileSystem(store: store, config: config, logger: logger)
+        let core = BucketFileSystem(store: store, config: config, logger: logger)
+        let fs = try await startMetrics(core, logger: logger)
         var options = ["fsname=bucketfs:" + source, "subtype=bucketfs", "default_permissions"]
         if allowOther { options.append("allow_other") }
         if readOnly { options.append("ro") }
@@ -156,6 +142,15 @@ enum Daemon {
         let rc = posix_spawn(&pid, executable, &actions, &attr, cargs, environ)
         guard rc == 0 else { throw ValidationErrorText("cannot start the mount process: \(String(cString: strerror(rc)))") }
         return pid
+    }
+
+    /// The last lines this mount's process wrote to its log (written from `offset` on).
+    static func tail(_ path: String, from offset: Int, lines: Int = 10) -> String {
+        guard let h = FileHandle(forReadingAtPath: path) else { return "" }
+        defer { try? h.close() }
+        try? h.seek(toOffset: UInt64(offset))
+        let text = String(decoding: h.readDataToEndOfFile(), as: UTF8.self)
+        return text.split(separator: "\n").suffix(lines).joined(separator: "\n")
     }
 
     /// Whether /proc/self/mountinfo lists a bucketfs mount at `path`.
