@@ -31,7 +31,9 @@ let package = Package(
         .target(name: "FuseKit", dependencies: ["CFuse"]),
         // Pure values: paths, metadata, list results, errors, validation, the store protocol and
         // the Firebase-shaped Storage / StorageReference facade over it.
-        .target(name: "StorageModel", dependencies: [.product(name: "Logging", package: "swift-log")]),
+        .target(name: "StorageModel", dependencies: ["CChecksum", .product(name: "Logging", package: "swift-log")]),
+        // CRC-32C in C (SSE4.2 when present): every download and staged copy is checked with it.
+        .target(name: "CChecksum", cSettings: [.unsafeFlags(["-O2"])]),
         // The embedded (local directory) bucket.
         .target(
             name: "ObjectStores",
@@ -61,7 +63,8 @@ let package = Package(
         // The filesystem core: inode table, caches, xattrs, handles. No kernel, no network.
         .target(
             name: "BucketFS",
-            dependencies: ["StorageModel", "FuseKit", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["StorageModel", "FuseKit", .product(name: "Logging", package: "swift-log"),
+                           .product(name: "Crypto", package: "swift-crypto")]
         ),
         .executableTarget(
             name: "bucketfs",
@@ -90,7 +93,8 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
-        .testTarget(name: "BucketFSTests", dependencies: ["BucketFS", "FuseKit", "StorageModel", "ObjectStores"]),
+        .testTarget(name: "BucketFSTests", dependencies: ["BucketFS", "FuseKit", "StorageModel", "ObjectStores",
+                                                          .product(name: "Crypto", package: "swift-crypto")]),
         // The command line's pure parts: source checks, metrics address, log lines, progress, help.
         .testTarget(name: "CommandTests", dependencies: ["bucketfs", "StorageModel", "ObjectStores", "GCSStore", "FuseKit"]),
         // An in-memory filesystem mounted in the foreground: FuseKitTests drive it from outside.

@@ -16,6 +16,14 @@ public struct MountConfig: Sendable {
     public var readAheadMax = 64 << 20
     /// Where written files are staged before upload, and where data of failed uploads is kept.
     public var cacheDirectory: String = NSTemporaryDirectory() + "bucketfs-cache"
+    /// One deadline per filesystem operation, all its requests and retries included (seconds).
+    public var operationTimeout: Double = 60
+    /// How long an object or listing whose request just failed (EIO) answers EIO at once.
+    public var failureTTL: Double = 5
+    /// Background attempts after a failed upload, before its data goes to lost+found.
+    public var uploadRetries = 5
+    /// Pauses between background upload attempts start at 1 s and double up to this (seconds).
+    public var retryBackoffMax: Double = 30
     /// Injected clock (seconds since the epoch), for tests.
     public var now: @Sendable () -> Double = { Date().timeIntervalSince1970 }
 

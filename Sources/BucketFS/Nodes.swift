@@ -36,11 +36,12 @@ final class Node: @unchecked Sendable {
 
 /// The children of a directory as of one listing (plus changes made through this mount).
 struct Listing {
-    /// name → child inode, kept sorted in `order` for stable readdir offsets.
+    /// name → child inode.
     var children: [String: UInt64]
     var expiry: Double
 
-    var sortedNames: [String] { children.keys.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) } }
+    /// Names in UTF-8 byte order (the bucket's order), for stable readdir offsets.
+    var sortedNames: [String] { children.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) } }
 }
 
 /// A file's local content while it is open for writing (or created and not yet uploaded).
@@ -54,10 +55,16 @@ final class StagedFile: @unchecked Sendable {
     /// Writable metadata the upload carries (xattrs and mtime set before close go here).
     var metadata: WritableMetadata
     var openHandles = 0
-    /// Set when an upload lost a race (the data went to lost+found): every later flush, fsync
-    /// and close of this content reports it, because the kernel also flushes when a forked child
-    /// closes its inherited copy of the descriptor and that first answer reaches nobody.
-    var lostRace: Errno?
+    /// Set once this content could not be uploaded and went to lost+found (a lost race, a
+    /// refusal, or the last background attempt): every later flush, fsync and close of it reports
+    /// this, because the kernel also flushes when a forked child closes its inherited copy of the
+    /// descriptor and that first answer reaches nobody.
+    var failed: Errno?
+    /// A sidecar names this stage's object (written before it first became dirty).
+    var recorded = false
+    /// Background upload attempts are under way (after a failed flush/fsync/close).
+    var retrying = false
+    var retryTask: Task<Void, Never>?
     /// Serialises uploads of this file.
     let uploadLock = AsyncLock()
 
@@ -92,14 +99,19 @@ final class Handle: @unchecked Sendable {
     var lastEnd: Int64 = -1
     /// `buffer.count`, guarded by `BucketFileSystem.lock` (for `statistics()`).
     var readAheadBytes = 0
+    /// The checksum of the bytes fetched in order from 0, checked when they reach the end.
+    var check: ContentCheck?
+    /// Set once the bytes of this generation failed their checksum: every later read fails too.
+    var corrupt: StorageError?
 
-    init(ino: UInt64, writable: Bool, generation: Int64, size: Int64, path: String, window: Int) {
+    init(ino: UInt64, writable: Bool, info: ObjectInfo?, path: String, window: Int) {
         self.ino = ino
         self.writable = writable
-        self.generation = generation
-        self.size = size
+        self.generation = info?.generation ?? 0
+        self.size = info?.size ?? 0
         self.path = path
         self.window = window
+        self.check = info.map(ContentCheck.init)
     }
 }
 

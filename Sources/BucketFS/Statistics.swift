@@ -50,3 +50,27 @@ public struct CoreStatistics: Sendable, Equatable {
 
     public init() {}
 }
+
+extension BucketFileSystem {
+    /// What the core holds now, for the metrics endpoint. O(inodes), under `lock` once.
+    public func statistics() -> CoreStatistics {
+        var s = locked { () -> CoreStatistics in
+            var s = CoreStatistics()
+            let t = now
+            s.inodes = nodes.count
+            for n in nodes.values {
+                if n.info != nil, n.infoExpiry > t { s.cachedAttributes += 1 }
+                if let l = n.listing, l.expiry > t { s.cachedListings += 1; s.cachedListingEntries += l.children.count }
+                if let st = n.staged { s.stagedFiles += 1; if st.dirty { s.dirtyFiles += 1 } }
+            }
+            s.openFiles = handles.count
+            s.readAheadBytes = handles.values.reduce(0) { $0 + $1.readAheadBytes }
+            return s
+        }
+        // Each kept file has a JSON sidecar naming its object: count the data files.
+        let kept = (try? FileManager.default.contentsOfDirectory(atPath: staging.lostAndFound)) ?? []
+        s.lostAndFoundEntries = kept.filter { !$0.hasSuffix(".json") }.count
+        (s.hits, s.misses) = cacheCounters.snapshot()
+        return s
+    }
+}

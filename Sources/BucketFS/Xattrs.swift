@@ -12,6 +12,8 @@ public enum XattrName: Equatable, Sendable {
     case hidden(String)
     /// `security.*`, `system.*`, `trusted.*`: answered locally, no request.
     case local
+    /// `user.` with no key: never a valid name (EINVAL to set, ENODATA to get).
+    case emptyKey
     /// Anything else.
     case unsupported
 
@@ -45,7 +47,7 @@ public enum XattrName: Equatable, Sendable {
             else { self = .hidden(key) }
             return
         }
-        if key.isEmpty { self = .unsupported; return }
+        if key.isEmpty { self = .emptyKey; return }
         self = Self.isHiddenKey(key) ? .hidden(key) : .custom(key)
     }
 
@@ -68,7 +70,7 @@ public enum XattrName: Equatable, Sendable {
             case "name": return StoragePath.lastSegment(info.name.hasSuffix("/") ? String(info.name.dropLast()) : info.name)
             default: return nil
             }
-        case .hidden, .local, .unsupported: return nil
+        case .hidden, .local, .unsupported, .emptyKey: return nil
         }
     }
 

@@ -124,7 +124,20 @@ public protocol FuseFileSystem: AnyObject, Sendable {
     /// For getxattr names answered without I/O: the error to reply at once on the libfuse thread
     /// (no Task), or nil to call `getxattr`. Default: nil.
     func immediateGetxattrError(name: String) -> Errno?
+    /// Runs the work of one request: FuseKit calls every async method through this, so a
+    /// filesystem can give each operation one scope (a deadline, say). Default: runs `work`.
+    func perform<T: Sendable>(_ work: @escaping @Sendable () async throws(Errno) -> T) async throws(Errno) -> T
     func getattr(ino: UInt64) async throws(Errno) -> (FileAttributes, Double)
+    /// Answers from cache with no I/O, on the libfuse thread with no Task: the result, or nil to
+    /// call the async method. A returned lookup entry counts as one lookup, as `lookup`'s does.
+    /// Defaults: nil.
+    func cachedLookup(parent: UInt64, name: String) -> Result<FuseEntry, Errno>?
+    func cachedGetattr(ino: UInt64) -> (FileAttributes, Double)?
+    func cachedGetxattr(ino: UInt64, name: String) -> Result<[UInt8], Errno>?
+    func cachedListxattr(ino: UInt64) -> [String]?
+    /// readdir with an upper bound on how many entries the kernel's buffer can take (FuseKit
+    /// computes it from the buffer size), so a filesystem builds no more. Default: `readdir`.
+    func readdir(ino: UInt64, fh: UInt64, offset: UInt64, limit: Int) async throws(Errno) -> [DirectoryEntry]
     func setattr(ino: UInt64, fh: UInt64?, changes: SetAttributes) async throws(Errno) -> (FileAttributes, Double)
     func opendir(ino: UInt64) async throws(Errno) -> UInt64
     /// Entries after `offset` (0 = from the start), for readdir and readdirplus alike. FuseKit
@@ -156,6 +169,16 @@ public protocol FuseFileSystem: AnyObject, Sendable {
 }
 
 public extension FuseFileSystem {
+    func cachedLookup(parent: UInt64, name: String) -> Result<FuseEntry, Errno>? { nil }
+    func cachedGetattr(ino: UInt64) -> (FileAttributes, Double)? { nil }
+    func cachedGetxattr(ino: UInt64, name: String) -> Result<[UInt8], Errno>? { nil }
+    func cachedListxattr(ino: UInt64) -> [String]? { nil }
+    func readdir(ino: UInt64, fh: UInt64, offset: UInt64, limit: Int) async throws(Errno) -> [DirectoryEntry] {
+        try await readdir(ino: ino, fh: fh, offset: offset)
+    }
+    func perform<T: Sendable>(_ work: @escaping @Sendable () async throws(Errno) -> T) async throws(Errno) -> T {
+        try await work()
+    }
     func immediateGetxattrError(name: String) -> Errno? { nil }
     func forget(ino: UInt64, nlookup: UInt64) {}
     func noteLookup(ino: UInt64) {}

@@ -140,6 +140,11 @@ enum FuseOperations {
         guard let name = name(req, cname) else { return }
         let context = RequestContext.of(req)
         let fs = context.filesystem
+        switch fs.cachedLookup(parent: parent, name: name) {
+        case .success(let entry)?: replyEntry(context, req, entry); return
+        case .failure(let e)?: context.check(fuse_reply_err(req, e.rawValue), "fuse_reply_err"); return
+        case nil: break
+        }
         context.serve(req, { () async throws(Errno) in try await fs.lookup(parent: parent, name: name) }) { req, entry in
             replyEntry(context, req, entry)
         }
@@ -158,6 +163,11 @@ enum FuseOperations {
     static func getattr(_ req: fuse_req_t, _ ino: fuse_ino_t) {
         let context = RequestContext.of(req)
         let fs = context.filesystem
+        if let value = fs.cachedGetattr(ino: ino) {
+            var st = value.0.statValue
+            context.check(fuse_reply_attr(req, &st, value.1), "fuse_reply_attr")
+            return
+        }
         context.serve(req, { () async throws(Errno) in try await fs.getattr(ino: ino) }) { req, value in
             var st = value.0.statValue
             context.check(fuse_reply_attr(req, &st, value.1), "fuse_reply_attr")
@@ -254,7 +264,9 @@ enum FuseOperations {
         let fs = context.filesystem
         let fh = fi?.pointee.fh ?? 0
         let (fsOffset, dots) = DirectoryOffsets.split(kernelOffset: UInt64(bitPattern: Int64(off)))
-        context.serve(req, { () async throws(Errno) in try await fs.readdir(ino: ino, fh: fh, offset: fsOffset) }) { req, entries in
+        // No more entries than the buffer can take: a dirent is at least 32 bytes, a direntplus 160.
+        let limit = size / (plus ? 160 : 32) + 1
+        context.serve(req, { () async throws(Errno) in try await fs.readdir(ino: ino, fh: fh, offset: fsOffset, limit: limit) }) { req, entries in
             var buffer = DirectoryBuffer(capacity: size)
             var full = false
             let dotEntry = FuseEntry(
@@ -293,6 +305,11 @@ enum FuseOperations {
         // Names the filesystem answers without I/O (ls asks for security.selinux and
         // system.posix_acl_access on every file): reply here, with no Task.
         if let e = fs.immediateGetxattrError(name: name) { fuse_reply_err(req, e.rawValue); return }
+        switch fs.cachedGetxattr(ino: ino, name: name) {
+        case .success(let value)?: replyXattr(context, req, XattrReply(value: value, requestedSize: size)); return
+        case .failure(let e)?: replyXattr(context, req, .error(e)); return
+        case nil: break
+        }
         context.serve(req, { () async throws(Errno) in try await fs.getxattr(ino: ino, name: name) }) { req, value in
             replyXattr(context, req, XattrReply(value: value, requestedSize: size))
         }
@@ -301,6 +318,10 @@ enum FuseOperations {
     static func listxattr(_ req: fuse_req_t, _ ino: fuse_ino_t, _ size: Int) {
         let context = RequestContext.of(req)
         let fs = context.filesystem
+        if let names = fs.cachedListxattr(ino: ino) {
+            replyXattr(context, req, XattrReply(value: XattrReply.nameList(names), requestedSize: size))
+            return
+        }
         context.serve(req, { () async throws(Errno) in try await fs.listxattr(ino: ino) }) { req, names in
             replyXattr(context, req, XattrReply(value: XattrReply.nameList(names), requestedSize: size))
         }

@@ -70,7 +70,7 @@ final class RequestContext: @unchecked Sendable {
         let task = Task {
             let result: Result<T, Errno>
             do throws(Errno) {
-                result = .success(try await work())
+                result = .success(try await self.filesystem.perform(work))
             } catch {
                 result = .failure(error)
             }

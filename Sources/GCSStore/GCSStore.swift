@@ -36,6 +36,8 @@ public final class GCSStore: ObjectStore {
         public var resumableThreshold: Int64 = 8 << 20
         /// HTTP/1.1 connections kept per host (the emulator is single-threaded HTTP/1.0: keep this small).
         public var maxConnectionsPerHost: Int = 4
+        /// A response (headers or body) that sends no bytes for this long is abandoned and retried.
+        public var idleTimeout: Duration = .seconds(10)
         public init() {}
     }
 
@@ -55,7 +57,7 @@ public final class GCSStore: ObjectStore {
         self.logger = logger
 
         var config = HTTPClient.Configuration()
-        config.timeout = .init(connect: .seconds(10))
+        config.timeout = .init(connect: .seconds(10), read: .nanoseconds(GCSTransport.nanos(tuning.idleTimeout)))
         config.connectionPool = .init(idleTimeout: .seconds(30),
                                       concurrentHTTP1ConnectionsPerHostSoftLimit: max(1, tuning.maxConnectionsPerHost))
         config.decompression = .disabled
@@ -155,9 +157,10 @@ public final class GCSStore: ObjectStore {
         let url = objectURL(name) + GCSJSONAPI.query([("alt", "media"), ("generation", generation.map(String.init))])
         var headers: HTTPHeaders = [:]
         if let range { headers.add(name: "Range", value: "bytes=\(range.lowerBound)-\(range.upperBound - 1)") }
-        let r = try await transport.send("read", path: name, idempotent: true, accept: { $0 == 416 },
+        let expect = Expect(accept: { $0 == 416 }, validate: { DownloadCheck.problem(with: $0, range: range) })
+        let r = try await transport.send("read", path: name, idempotent: true, expect: expect,
                                          GCSRequest(.GET, url, headers: headers))
-        if r.status == 416 { return Data() }  // the range starts at or past the end
+        if r.status == 416 { return Data() }  // the range starts at or past the end (checked)
         var data = r.data
         if let range, r.status == 200 {
             // The server ignored the range: cut it out locally.
@@ -178,8 +181,11 @@ public final class GCSStore: ObjectStore {
 
     public func delete(_ name: String, preconditions: Preconditions) async throws {
         let url = objectURL(name) + GCSJSONAPI.query(GCSJSONAPI.preconditionItems(preconditions))
-        _ = try await transport.send("delete", path: name, idempotent: RetryPolicy.isGuarded(preconditions),
-                                     GCSRequest(.DELETE, url))
+        // A retry that finds the object gone after an attempt whose answer was lost: that attempt
+        // deleted it.
+        let r = try await transport.send("delete", path: name, idempotent: RetryPolicy.isGuarded(preconditions),
+                                         expect: Expect(doneAfterLostAnswer: { $0 == 404 }), GCSRequest(.DELETE, url))
+        if r.afterLostAnswer { logger.info("GCS delete \(name): an earlier attempt's answer was lost; the object is gone, so it was deleted") }
     }
 
     public func copy(from source: String, sourceGeneration: Int64?, to destination: String,
@@ -192,7 +198,15 @@ public final class GCSStore: ObjectStore {
             let url = base + GCSJSONAPI.query([("sourceGeneration", sourceGeneration.map(String.init))]
                 + GCSJSONAPI.preconditionItems(preconditions) + [("rewriteToken", token)])
             let r = try await transport.send("copy", path: round == 1 ? source : destination, idempotent: idempotent,
+                                             expect: Expect(doneAfterLostAnswer: { $0 == 412 }),
                                              GCSRequest(.POST, url, headers: body == nil ? [:] : Self.jsonHeaders, body: body))
+            if r.afterLostAnswer {
+                // The retry met a destination that the lost attempt may have written: ours when it
+                // holds the source's bytes.
+                let src = try await getMetadata(source)
+                return try await confirmOwn(destination, crc32c: src.crc32c, md5: src.md5Hash, size: src.size,
+                                            notGeneration: preconditions.ifGenerationMatch)
+            }
             let o = try r.json()
             if (o["done"] as? Bool) == true || (o["done"] == nil && o["resource"] == nil && o["name"] != nil) {
                 if let res = o["resource"] as? [String: Any] { return try GCSJSONAPI.objectInfo(res, stripPrefix: prefix) }
@@ -204,6 +218,21 @@ public final class GCSStore: ObjectStore {
             token = next
         }
         throw StorageError.retryLimitExceeded(message: "rewrite of \(source) to \(destination) did not finish")
+    }
+
+    /// After a lost answer and a 412 on the retry: the object there now is the earlier attempt's
+    /// when it has exactly the bytes sent (size and checksum) and is not the generation the
+    /// precondition guarded against. Anything else is a real lost race.
+    func confirmOwn(_ name: String, crc32c: String?, md5: String?, size: Int64, notGeneration: Int64?) async throws -> ObjectInfo {
+        let there = try await getMetadata(name)
+        // Compare every checksum both sides have; at least one must be there.
+        let pairs = [(crc32c, there.crc32c), (md5, there.md5Hash)].filter { $0.0 != nil && $0.1 != nil }
+        let sameSum = !pairs.isEmpty && pairs.allSatisfy { $0.0 == $0.1 }
+        if there.size == size, sameSum, there.generation != notGeneration {
+            logger.info("GCS \(name): an earlier attempt's answer was lost; generation \(there.generation) holds exactly the bytes sent, so it succeeded")
+            return there
+        }
+        throw StorageError.preconditionFailed(path: name)
     }
 
     static func sourceSize(_ source: UploadSource) throws -> Int64 {

@@ -28,6 +28,10 @@ struct GCSResponse: Sendable {
     var headers: HTTPHeaders
     var body: ByteBuffer
 
+    /// Set when this answer came after an attempt whose answer was lost and `Expect.doneAfterLostAnswer`
+    /// admitted it: the caller confirms that the earlier attempt did what was asked.
+    var afterLostAnswer = false
+
     var data: Data { Data(buffer: body, byteTransferStrategy: .noCopy) }
     func json() throws -> [String: Any] {
         guard let o = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
@@ -38,10 +42,26 @@ struct GCSResponse: Sendable {
 }
 
 /// What happened to one attempt, so the retry loop can decide.
-private enum Outcome {
+private enum Outcome: Sendable {
     case done(GCSResponse)
-    /// `status` is the HTTP status when the server answered.
-    case failed(StorageError, retryable: Bool, status: Int?)
+    /// `status` is the HTTP status when the server answered; `retryAfter` its Retry-After.
+    case failed(StorageError, retryable: Bool, status: Int?, retryAfter: Duration?)
+}
+
+/// How one call reads the answers it gets.
+struct Expect: Sendable {
+    /// Statuses besides 2xx returned to the caller as answers.
+    var accept: @Sendable (Int) -> Bool = { _ in false }
+    /// Checks a returned answer (its framing, its length); an error is a transport fault, retried
+    /// like a reset, never data.
+    var validate: (@Sendable (GCSResponse) -> StorageError?)? = nil
+    /// Statuses that mean "an earlier attempt of this very call did it", once an attempt may have
+    /// reached the server and its answer was lost (a DELETE that then finds 404, an insert guarded
+    /// by `ifGenerationMatch` that then finds 412). They are returned as answers, with
+    /// `afterLostAnswer` set, for the caller to confirm.
+    var doneAfterLostAnswer: @Sendable (Int) -> Bool = { _ in false }
+
+    static let plain = Expect()
 }
 
 /// The shared HTTP client, credentials and the retry loop.
@@ -65,42 +85,51 @@ final class GCSTransport: Sendable {
         self.bucket = bucket
     }
 
-    /// Sends `request` with retries when `idempotent`, until `deadline` (default: now + policy deadline).
-    /// Statuses in 200..<300 and those `accept` admits are returned; others become typed errors.
+    /// Sends `request` with retries when `idempotent`, until `deadline` (default: now + policy
+    /// deadline), never past the enclosing filesystem operation's deadline. Statuses in 200..<300
+    /// and those `expect` admits are returned; others become typed errors.
     func send(_ what: String, path: String, idempotent: Bool, deadline: ContinuousClock.Instant? = nil,
-              accept: (Int) -> Bool = { _ in false }, _ request: GCSRequest) async throws -> GCSResponse {
-        let end = deadline ?? ContinuousClock.now + policy.deadline
+              expect: Expect = .plain, _ request: GCSRequest) async throws -> GCSResponse {
+        let end = OperationContext.deadline(capping: deadline ?? ContinuousClock.now + policy.deadline)
         var attempts = 0
         var refreshedAfter401 = false
         var lastError: StorageError?
         var lastAnswer: StorageError?  // the last error the server itself gave (a status)
+        var mayHaveActed = false       // an attempt may have reached the server and lost its answer
         while true {
             if Task.isCancelled { throw StorageError.cancelled }
             let remaining = end - ContinuousClock.now
             if remaining <= .zero { throw giveUp(what, path: path, attempts: attempts, last: lastError, answer: lastAnswer) }
             attempts += 1
-            switch await attempt(request, timeout: min(policy.requestTimeout, remaining), path: path,
-                                 idempotent: idempotent, accept: accept) {
+            let outcome = await attempt(request, limit: min(policy.requestTimeout, remaining), path: path,
+                                        idempotent: idempotent, expect: expect, afterLostAnswer: mayHaveActed)
+            var retryAfter: Duration? = nil
+            switch outcome {
             case .done(let r):
+                if attempts > 1 { logger.debug("GCS \(what) \(path): answered on attempt \(attempts)") }
                 return r
-            case .failed(let e, _, _) where e == .cancelled:
+            case .failed(let e, _, _, _) where e == .cancelled:
                 throw e
-            case .failed(.unauthenticated(let m), _, 401?) where tokens.canRefresh && !refreshedAfter401:
+            case .failed(.unauthenticated(let m), _, 401?, _) where tokens.canRefresh && !refreshedAfter401:
                 // A 401 means the request did nothing: fetch a fresh token and try once more.
                 refreshedAfter401 = true
                 await tokens.invalidate()
                 logger.debug("GCS \(what) \(path): 401 (\(m)); refreshing the access token")
                 continue
-            case .failed(.unauthenticated(let m), _, _):
+            case .failed(.unauthenticated(let m), _, _, _):
                 throw StorageError.unauthenticated(message: "\(m) (credentials: \(credentials); see --key-file, --token, --anonymous)")
-            case .failed(let e, let retryable, _):
+            case .failed(let e, let retryable, let status, let after):
                 guard retryable else { throw e }
                 lastError = e
                 if Self.cameFromServer(e) { lastAnswer = e }
+                if Self.mayHaveActed(status: status) { mayHaveActed = true }
+                retryAfter = after
             }
-            let pause = policy.delay(beforeRetry: attempts, random: Double.random(in: 0...1))
+            var pause = policy.delay(beforeRetry: attempts, random: Double.random(in: 0...1))
+            if let retryAfter, retryAfter > pause { pause = retryAfter }
             if ContinuousClock.now + pause >= end {
-                throw giveUp(what, path: path, attempts: attempts, last: lastError, answer: lastAnswer)
+                throw giveUp(what, path: path, attempts: attempts, last: lastError, answer: lastAnswer,
+                             note: retryAfter.map { "the server asked to wait \($0)" })
             }
             logger.debug("GCS \(what) \(path): \(lastError.map { "\($0)" } ?? "error"); retry \(attempts) in \(pause)")
             Counter(label: "bucketfs_store_retries_total", dimensions: [("operation", what)]).increment()
@@ -109,29 +138,60 @@ final class GCSTransport: Sendable {
     }
 
     private func giveUp(_ what: String, path: String, attempts: Int, last: StorageError?,
-                        answer: StorageError?) -> StorageError {
+                        answer: StorageError?, note: String? = nil) -> StorageError {
         let shown = path.isEmpty ? "gs://\(bucket)" : path
         if attempts <= 1, case .timeout(let m)? = last { return .timeout(message: "\(what) \(shown): \(m)") }
-        if attempts == 0 { return .timeout(message: "\(what) \(shown): deadline of \(policy.deadline) passed") }
+        if attempts == 0 { return .timeout(message: "\(what) \(shown): the operation's deadline passed") }
         var cause = last.map { "\($0)" } ?? "no answer"
         if let answer, answer != last { cause += " (last answer from the server: \(answer))" }
-        return .retryLimitExceeded(message: "\(what) \(shown): gave up after \(attempts) attempts within \(policy.deadline): \(cause)")
+        if let note { cause += "; \(note)" }
+        return .retryLimitExceeded(message: "\(what) \(shown): gave up after \(attempts) attempts within the deadline: \(cause)")
     }
 
-    /// One exchange: authorization, request, whole body.
-    private func attempt(_ r: GCSRequest, timeout: Duration, path: String, idempotent: Bool,
-                         accept: (Int) -> Bool) async -> Outcome {
+    /// Whether a failed attempt may still have changed the bucket: no answer at all (a reset, a
+    /// lost response, a timeout) or a server error. A 4xx answer means it did nothing.
+    static func mayHaveActed(status: Int?) -> Bool {
+        guard let status else { return true }
+        return status == 408 || (500...599).contains(status)
+    }
+
+    /// One exchange, bounded as a whole by `limit` (headers and body; a body that stops moving
+    /// for the idle timeout fails sooner, through the client's read timeout). Cancelling the
+    /// calling Task cancels the HTTP request.
+    private func attempt(_ r: GCSRequest, limit: Duration, path: String, idempotent: Bool,
+                         expect: Expect, afterLostAnswer: Bool) async -> Outcome {
+        await withTaskGroup(of: Outcome?.self) { group in
+            group.addTask {
+                await self.exchange(r, limit: limit, path: path, idempotent: idempotent, expect: expect,
+                                    afterLostAnswer: afterLostAnswer)
+            }
+            group.addTask {
+                try? await Task.sleep(for: limit)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            if let first { return first }
+            if Task.isCancelled { return .failed(.cancelled, retryable: false, status: nil, retryAfter: nil) }
+            let e = StorageError.timeout(message: "no complete answer within \(limit)")
+            logger.debug("GCS \(r.method) \(Self.shortURL(r.url)): \(e)")
+            return .failed(e, retryable: idempotent, status: nil, retryAfter: nil)
+        }
+    }
+
+    private func exchange(_ r: GCSRequest, limit: Duration, path: String, idempotent: Bool,
+                          expect: Expect, afterLostAnswer: Bool) async -> Outcome {
         var req = HTTPClientRequest(url: r.url)
         req.method = r.method
         req.headers = r.headers
         do {
-            if let auth = try await tokens.authorization(timeout: timeout) {
+            if let auth = try await tokens.authorization(timeout: limit) {
                 req.headers.replaceOrAdd(name: "Authorization", value: auth)
             }
         } catch {
             // No request was sent: a transient token failure is always safe to retry.
             let e = Self.map(error)
-            return .failed(e, retryable: e.isTransient, status: nil)
+            return .failed(e, retryable: e.isTransient, status: 0, retryAfter: nil)
         }
         if let body = r.body {
             req.body = .bytes(body)
@@ -141,21 +201,47 @@ final class GCSTransport: Sendable {
         let started = ContinuousClock.now
         logger.trace("GCS → \(r.method) \(Self.shortURL(r.url)) \(Self.redacted(req.headers))")
         do {
-            let resp = try await client.execute(req, timeout: TimeAmount.nanoseconds(Self.nanos(timeout)), logger: nil)
+            let resp = try await client.execute(req, timeout: TimeAmount.nanoseconds(Self.nanos(limit)), logger: nil)
             let body = try await resp.body.collect(upTo: maxResponseBytes)
             let status = Int(resp.status.code)
             logger.debug("GCS \(r.method) \(Self.shortURL(r.url)) → \(status) (\(ContinuousClock.now - started))")
-            if (200..<300).contains(status) || accept(status) {
-                return .done(GCSResponse(status: status, headers: resp.headers, body: body))
+            var answer = GCSResponse(status: status, headers: resp.headers, body: body)
+            if let declared = resp.headers.first(name: "Content-Length").flatMap(Int.init), declared != body.readableBytes {
+                let e = StorageError.unknown(status: 0, message: "the body has \(body.readableBytes) bytes; Content-Length said \(declared)")
+                return .failed(e, retryable: idempotent, status: nil, retryAfter: nil)
+            }
+            if afterLostAnswer && expect.doneAfterLostAnswer(status) {
+                answer.afterLostAnswer = true
+                return .done(answer)
+            }
+            if (200..<300).contains(status) || expect.accept(status) {
+                if let e = expect.validate?(answer) {
+                    logger.debug("GCS \(r.method) \(Self.shortURL(r.url)): rejected answer: \(e)")
+                    return .failed(e, retryable: idempotent, status: nil, retryAfter: nil)
+                }
+                return .done(answer)
             }
             let message = Self.errorMessage(body) ?? "HTTP \(status) \(resp.status.reasonPhrase)"
             let e = StorageError.fromHTTP(status: status, message: message, path: path, bucket: bucket)
-            return .failed(e, retryable: idempotent && RetryPolicy.isRetryable(status: status), status: status)
+            return .failed(e, retryable: idempotent && RetryPolicy.isRetryable(status: status), status: status,
+                           retryAfter: resp.headers.first(name: "Retry-After").flatMap(Self.retryAfter))
         } catch {
             let e = Task.isCancelled ? .cancelled : Self.map(error)
             logger.debug("GCS \(r.method) \(Self.shortURL(r.url)) failed: \(e)")
-            return .failed(e, retryable: idempotent && e.isTransient, status: nil)
+            return .failed(e, retryable: idempotent && e.isTransient, status: nil, retryAfter: nil)
         }
+    }
+
+    /// A Retry-After value: seconds, or an HTTP date.
+    static func retryAfter(_ value: String) -> Duration? {
+        let v = value.trimmingCharacters(in: .whitespaces)
+        if let s = Double(v), s >= 0 { return .milliseconds(Int64(s * 1000)) }
+        let f = DateFormatter()
+        f.locale = Locale(identifier: "en_US_POSIX")
+        f.timeZone = TimeZone(identifier: "GMT")
+        f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        guard let d = f.date(from: v) else { return nil }
+        return .milliseconds(Int64(max(0, d.timeIntervalSinceNow) * 1000))
     }
 
     /// False for timeouts and connection trouble (no status from the server).

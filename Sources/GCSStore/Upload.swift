@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import NIOCore
 import NIOHTTP1
@@ -27,9 +28,16 @@ extension GCSStore {
         let url = uploadPath + GCSJSONAPI.query([("uploadType", "multipart")]
             + GCSJSONAPI.preconditionItems(preconditions) + [("fields", GCSJSONAPI.objectFields)])
         let headers: HTTPHeaders = ["Content-Type": "multipart/related; boundary=\(boundary)"]
-        // Repeating an insert is only safe when a precondition makes the second one fail.
+        // Repeating an insert is only safe when a precondition makes the second one fail; a 412
+        // after a lost answer may be the first attempt's own object.
         let r = try await transport.send("upload", path: name, idempotent: RetryPolicy.isGuarded(preconditions),
+                                         expect: Expect(doneAfterLostAnswer: { $0 == 412 }),
                                          GCSRequest(.POST, url, headers: headers, body: body))
+        if r.afterLostAnswer {
+            return try await confirmOwn(name, crc32c: CRC32C.base64(CRC32C.checksum(content)),
+                                        md5: Data(Insecure.MD5.hash(data: content)).base64EncodedString(),
+                                        size: Int64(content.count), notGeneration: preconditions.ifGenerationMatch)
+        }
         return try parseObject(r)
     }
 
@@ -75,7 +83,7 @@ extension GCSStore {
             if mustAsk {
                 do {
                     let r = try await transport.send("upload status", path: name, idempotent: true, deadline: end,
-                                                     accept: { $0 == 308 },
+                                                     expect: Expect(accept: { $0 == 308 }),
                                                      GCSRequest(.PUT, session, headers: ["Content-Range": "bytes */\(size)"]))
                     if r.status != 308 { return try parseObject(r) }
                     committed(GCSJSONAPI.persistedBytes(rangeHeader: r.headers.first(name: "Range")))
@@ -96,7 +104,7 @@ extension GCSStore {
             let range = size == 0 ? "bytes */0" : "bytes \(offset)-\(offset + Int64(length) - 1)/\(size)"
             do {
                 let r = try await transport.send("upload chunk", path: name, idempotent: false, deadline: end,
-                                                 accept: { $0 == 308 },
+                                                 expect: Expect(accept: { $0 == 308 }),
                                                  GCSRequest(.PUT, session, headers: ["Content-Range": range], body: chunk))
                 if r.status != 308 { return try parseObject(r) }
                 let before = offset

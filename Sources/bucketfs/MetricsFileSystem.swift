@@ -77,6 +77,34 @@ final class MetricsFileSystem: FuseFileSystem {
         if let e { count("getxattr", error: e) }
         return e
     }
+    /// The filesystem's scope for each request (its operation deadline) stays in force.
+    func perform<T: Sendable>(_ work: @escaping @Sendable () async throws(Errno) -> T) async throws(Errno) -> T {
+        try await inner.perform(work)
+    }
+    // Answers from cache on the libfuse thread count as operations too; nil (go async) does not.
+    func cachedLookup(parent: UInt64, name: String) -> Result<FuseEntry, Errno>? {
+        let r = inner.cachedLookup(parent: parent, name: name)
+        if let r { count("lookup", error: r.failure) }
+        return r
+    }
+    func cachedGetattr(ino: UInt64) -> (FileAttributes, Double)? {
+        let r = inner.cachedGetattr(ino: ino)
+        if r != nil { count("getattr") }
+        return r
+    }
+    func cachedGetxattr(ino: UInt64, name: String) -> Result<[UInt8], Errno>? {
+        let r = inner.cachedGetxattr(ino: ino, name: name)
+        if let r { count("getxattr", error: r.failure) }
+        return r
+    }
+    func cachedListxattr(ino: UInt64) -> [String]? {
+        let r = inner.cachedListxattr(ino: ino)
+        if r != nil { count("listxattr") }
+        return r
+    }
+    func readdir(ino: UInt64, fh: UInt64, offset: UInt64, limit: Int) async throws(Errno) -> [DirectoryEntry] {
+        try await measure("readdir") { () async throws(Errno) in try await inner.readdir(ino: ino, fh: fh, offset: offset, limit: limit) }
+    }
     func getattr(ino: UInt64) async throws(Errno) -> (FileAttributes, Double) {
         try await measure("getattr") { () async throws(Errno) in try await inner.getattr(ino: ino) }
     }
@@ -146,6 +174,13 @@ final class MetricsFileSystem: FuseFileSystem {
     }
     func removexattr(ino: UInt64, name: String) async throws(Errno) {
         try await measure("removexattr") { () async throws(Errno) in try await inner.removexattr(ino: ino, name: name) }
+    }
+}
+
+extension Result {
+    var failure: Failure? {
+        if case .failure(let e) = self { return e }
+        return nil
     }
 }
 

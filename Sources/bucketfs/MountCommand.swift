@@ -2,6 +2,7 @@ import ArgumentParser
 import BucketFS
 import Foundation
 import FuseKit
+import GCSStore
 import Logging
 import StorageModel
 
@@ -14,6 +15,7 @@ struct Mount: AsyncParsableCommand {
     @Argument var mountpoint: String
     @OptionGroup(title: "Mount") var behaviour: MountBehaviourOptions
     @OptionGroup(title: "Caching and writes") var caching: CachingOptions
+    @OptionGroup(title: "Timeouts and retries") var faults: FaultOptions
     @OptionGroup(title: "Cloud Storage") var gcs: GCSOptions
     @OptionGroup(title: "Logging and metrics") var log: LogOptions
     @OptionGroup(title: "Logging and metrics") var monitoring: MonitoringOptions
@@ -24,12 +26,18 @@ struct Mount: AsyncParsableCommand {
         }
         guard (1...1000).contains(listPageSize) else { throw ValidationError("--list-page-size must be 1…1000") }
         guard metadataTTL >= 0 else { throw ValidationError("--metadata-ttl must be ≥ 0") }
+        guard opTimeout > 0, idleTimeout > 0 else { throw ValidationError("--op-timeout and --idle-timeout must be > 0") }
+        guard uploadRetries >= 0, retryBackoffMax >= 0, failureTTL >= 0 else {
+            throw ValidationError("--upload-retries, --retry-backoff-max and --failure-ttl must be ≥ 0")
+        }
     }
 
     var mountpointPath: String { URL(fileURLWithPath: mountpoint).standardizedFileURL.path }
 
+    /// `--cache-dir`, else one directory per mount point that a later mount finds again.
     var cacheDirectory: String {
-        cacheDir ?? (NSTemporaryDirectory() + "bucketfs-\(getuid())-" + String(mountpointPath.hashValue & 0xffff_ffff, radix: 16))
+        cacheDir.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
+            ?? StagingArea.defaultDirectory(forMountPoint: mountpointPath)
     }
 
     func run() async throws {
@@ -44,7 +52,10 @@ struct Mount: AsyncParsableCommand {
 
     /// Re-runs this command with --foreground in a new session, then waits until the mount answers.
     func startBackground() throws {
-        try FileManager.default.createDirectory(atPath: cacheDirectory, withIntermediateDirectories: true)
+        do { try StagingArea.prepare(cacheDirectory) } catch {
+            FileHandle.standardError.write(Data("bucketfs: \(error)\n".utf8))
+            throw ExitCode(1)
+        }
         let logPath = logFile ?? cacheDirectory + "/bucketfs.log"
         var args = [CommandLine.arguments[0]] + effectiveArguments
         args += ["--foreground", "--source-checked"]
@@ -75,7 +86,10 @@ struct Mount: AsyncParsableCommand {
         let parsed = try Source.parse(source, splitLocal: false)
         var store: any ObjectStore
         do {
-            store = try openStore(parsed, gcs: gcs, logger: logger, prefixMount: true)
+            var tuning = GCSStore.Tuning()
+            tuning.idleTimeout = .milliseconds(Int64(idleTimeout * 1000))
+            store = try openStore(parsed, gcs: gcs, logger: logger, prefixMount: true, tuning: tuning,
+                                  deadline: .milliseconds(Int64(opTimeout * 1000)))
             store = try instrument(store)
         } catch {
             logger.critical("cannot open \(source): \(error)")
@@ -92,7 +106,17 @@ struct Mount: AsyncParsableCommand {
         config.readAheadMax = max(1, readAheadMB) << 20
         config.readAheadInitial = min(1 << 20, config.readAheadMax)
         config.cacheDirectory = cacheDirectory
-        let core = BucketFileSystem(store: store, config: config, logger: logger)
+        config.operationTimeout = opTimeout
+        config.uploadRetries = uploadRetries
+        config.retryBackoffMax = retryBackoffMax
+        config.failureTTL = failureTTL
+        let core: BucketFileSystem
+        do {
+            core = try BucketFileSystem(store: store, config: config, logger: logger)
+        } catch {
+            logger.critical("\(error)")
+            throw ExitCode(1)
+        }
         let fs = try await startMetrics(core, logger: logger)
         var options = ["fsname=bucketfs:" + source, "subtype=bucketfs", "default_permissions"]
         if allowOther { options.append("allow_other") }
@@ -104,6 +128,9 @@ struct Mount: AsyncParsableCommand {
         logger.notice("mounted \(source) at \(point)")
         await FuseMounter.run(session)
         logger.notice("unmounted \(point)")
+        // Files still dirty (a failed upload waiting for its next attempt): one more try each,
+        // bounded; what fails goes to lost+found, logged.
+        await core.shutdown(within: .milliseconds(Int64(opTimeout * 1000)))
     }
 }
 

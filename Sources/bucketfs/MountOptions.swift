@@ -27,6 +27,19 @@ struct CachingOptions: ParsableArguments {
     var listPageSize: Int = 1000
 }
 
+struct FaultOptions: ParsableArguments {
+    @Option(name: .customLong("op-timeout"), help: "Seconds one filesystem operation may take, all its requests and retries included; then EIO.")
+    var opTimeout: Double = 60
+    @Option(name: .customLong("idle-timeout"), help: "Seconds a response may send nothing before it is abandoned and retried.")
+    var idleTimeout: Double = 10
+    @Option(name: .customLong("upload-retries"), help: "Background attempts after a failed upload before its data goes to CACHE_DIR/lost+found.")
+    var uploadRetries: Int = 5
+    @Option(name: .customLong("retry-backoff-max"), help: "Longest pause between background upload attempts, seconds (pauses start at 1 s and double).")
+    var retryBackoffMax: Double = 30
+    @Option(name: .customLong("failure-ttl"), help: "Seconds an object or listing whose request just failed answers EIO at once.")
+    var failureTTL: Double = 5
+}
+
 struct MonitoringOptions: ParsableArguments {
     @Option(name: .customLong("log-file"), help: "Where a background mount logs (default: CACHE_DIR/bucketfs.log).")
     var logFile: String?
@@ -56,6 +69,11 @@ extension Mount {
     var cacheDir: String? { caching.cacheDir }
     var readAheadMB: Int { caching.readAheadMB }
     var listPageSize: Int { caching.listPageSize }
+    var opTimeout: Double { faults.opTimeout }
+    var idleTimeout: Double { faults.idleTimeout }
+    var uploadRetries: Int { faults.uploadRetries }
+    var retryBackoffMax: Double { faults.retryBackoffMax }
+    var failureTTL: Double { faults.failureTTL }
     var logFile: String? { monitoring.logFile }
     var requestLog: String? { monitoring.requestLog }
 

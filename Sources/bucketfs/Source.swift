@@ -55,7 +55,8 @@ struct ValidationErrorText: Error, CustomStringConvertible {
 
 /// Opens the store of a source. For gs:// with a path, `prefixMount` makes the path the store's
 /// prefix (mounting a sub-tree) instead of an object path.
-func openStore(_ source: Source, gcs: GCSOptions, logger: Logger, prefixMount: Bool = false) throws -> any ObjectStore {
+func openStore(_ source: Source, gcs: GCSOptions, logger: Logger, prefixMount: Bool = false,
+               tuning: GCSStore.Tuning = GCSStore.Tuning(), deadline: Duration = .seconds(60)) throws -> any ObjectStore {
     switch source {
     case .embedded(let dir, _):
         return try EmbeddedStore(directory: dir, bucket: "local")
@@ -65,6 +66,7 @@ func openStore(_ source: Source, gcs: GCSOptions, logger: Logger, prefixMount: B
                                              environment: env, explicitEndpoint: gcs.endpoint != nil)
         let endpoint = try SourceCheck.endpoint(option: gcs.endpoint, environment: env)
         return try GCSStore(bucket: bucket, prefix: prefixMount ? path : "", endpoint: endpoint,
-                            credentials: creds, logger: logger)
+                            credentials: creds, logger: logger, requestTimeout: min(.seconds(30), deadline),
+                            deadline: deadline, tuning: tuning)
     }
 }

@@ -62,26 +62,79 @@ import Testing
         await #expect(throws: expected) { try await h2.fs.lookup(parent: Harness.root, name: "d") }
     }
 
-    @Test func aFailedReadDoesNotBreakTheHandle() async throws {
-        let h = Harness()
+    @Test func aFailedReadIsRememberedBrieflyAndDoesNotBreakTheHandle() async throws {
+        let h = Harness { $0.failureTTL = 5 }
         h.store.put("f", "hello world")
         let ino = try await h.ino("f")
         let fh = try await h.fs.open(ino: ino, flags: OpenFlags(O_RDONLY))
         h.store.failNext("read", with: .unknown(status: 503, message: "busy"))
         await #expect(throws: Errno.EIO) { try await h.fs.read(ino: ino, fh: fh, offset: 0, size: 5) }
+        // The kernel's immediate repeat fails at once, with no request (one deadline, not two).
+        let before = h.store.reads.count
+        await #expect(throws: Errno.EIO) { try await h.fs.read(ino: ino, fh: fh, offset: 0, size: 5) }
+        #expect(h.store.reads.count == before)
+        h.clock.advance(5.1)
         #expect(try await h.fs.read(ino: ino, fh: fh, offset: 0, size: 5) == Data("hello".utf8))
         try await h.fs.release(ino: ino, fh: fh)
     }
 
-    @Test func aFailedUploadIsRetriedAtTheNextFlushAndNothingIsLost() async throws {
-        let h = Harness()
+    @Test func aFailedListingIsRememberedBriefly() async throws {
+        let h = Harness { $0.failureTTL = 5 }
+        h.store.put("d/f", "x")
+        h.store.failNext("list", with: .unknown(status: 503, message: "busy"))
+        let fh = try await h.fs.opendir(ino: Harness.root)
+        await #expect(throws: Errno.EIO) { _ = try await h.fs.readdir(ino: Harness.root, fh: fh, offset: 0) }
+        let lists = h.store.lists.count
+        await #expect(throws: Errno.EIO) { _ = try await h.fs.readdir(ino: Harness.root, fh: fh, offset: 0) }
+        #expect(h.store.lists.count == lists, "no second wait for the same failure")
+        h.clock.advance(6)
+        #expect(try await h.fs.readdir(ino: Harness.root, fh: fh, offset: 0).map(\.name) == ["d"])
+    }
+
+    @Test func aFailedUploadIsRetriedInTheBackgroundAndNothingIsLost() async throws {
+        let h = Harness { $0.retryBackoffMax = 0.05; $0.uploadRetries = 3 }
         let (e, fh) = try await h.fs.create(parent: Harness.root, name: "f", mode: 0o644, flags: OpenFlags(O_WRONLY | O_CREAT))
         _ = try await h.fs.write(ino: e.attributes.ino, fh: fh, offset: 0, data: Data("abc".utf8))
         h.store.failNext("write", with: .unknown(status: 503, message: "busy"))
         await #expect(throws: Errno.EIO) { try await h.fs.flush(ino: e.attributes.ino, fh: fh) }
         #expect(h.store.object("f") == nil)
+        // close does not upload again right away (its flush just said EIO)…
         try await h.fs.release(ino: e.attributes.ino, fh: fh)
-        #expect(h.store.data("f") == Data("abc".utf8))
+        #expect(h.store.counts["write"] == 1)
+        // …the background attempt does.
+        try await waitUntil { h.store.data("f") == Data("abc".utf8) }
+        #expect(h.store.counts["write"] == 2)
+        try await waitUntil { (try? FileManager.default.contentsOfDirectory(atPath: h.cacheDirectory).filter { $0.hasPrefix("stage-") }) == [] }
+    }
+
+    @Test func anUploadThatNeverWorksEndsInLostAndFound() async throws {
+        let h = Harness { $0.retryBackoffMax = 0.02; $0.uploadRetries = 2 }
+        let (e, fh) = try await h.fs.create(parent: Harness.root, name: "dir-less.txt", mode: 0o644, flags: OpenFlags(O_WRONLY | O_CREAT))
+        _ = try await h.fs.write(ino: e.attributes.ino, fh: fh, offset: 0, data: Data("precious".utf8))
+        for _ in 0..<3 { h.store.failNext("write", with: .unknown(status: 503, message: "busy")) }
+        await #expect(throws: Errno.EIO) { try await h.fs.flush(ino: e.attributes.ino, fh: fh) }
+        try await h.fs.release(ino: e.attributes.ino, fh: fh)
+        try await waitUntil { !lostFiles(h).isEmpty }
+        #expect(h.store.counts["write"] == 3, "the flush and two background attempts")
+        let kept = lostFiles(h)
+        #expect(kept.count == 1)
+        #expect(kept.first.flatMap { FileManager.default.contents(atPath: h.config.lostAndFound + "/" + $0) } == Data("precious".utf8))
+        #expect(h.store.object("dir-less.txt") == nil)
+        // The file no longer shows content that is not in the bucket.
+        try await waitUntil { (try? await h.fs.lookup(parent: Harness.root, name: "dir-less.txt")) == nil }
+    }
+
+    @Test func aRefusedUploadIsNotRetriedAndItsDataIsKept() async throws {
+        let h = Harness { $0.retryBackoffMax = 0.02 }
+        let (e, fh) = try await h.fs.create(parent: Harness.root, name: "f", mode: 0o644, flags: OpenFlags(O_WRONLY | O_CREAT))
+        _ = try await h.fs.write(ino: e.attributes.ino, fh: fh, offset: 0, data: Data("abc".utf8))
+        h.store.failNext("write", with: .unauthorized(path: "f", message: "denied"))
+        await #expect(throws: Errno.EACCES) { try await h.fs.flush(ino: e.attributes.ino, fh: fh) }
+        await #expect(throws: Errno.EACCES) { try await h.fs.release(ino: e.attributes.ino, fh: fh) }
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(h.store.counts["write"] == 1, "what close said stays true: nothing lands later")
+        #expect(h.store.object("f") == nil)
+        #expect(lostFiles(h).count == 1)
     }
 
     @Test func patchPreconditionFailuresEndAsESTALE() async throws {
@@ -159,4 +212,19 @@ import Testing
         await #expect(throws: Errno.ENOENT) { try await h.fs.getattr(ino: ino) }
         await #expect(throws: Errno.ENOENT) { try await h.fs.open(ino: ino, flags: OpenFlags(O_RDONLY)) }
     }
+}
+
+/// Files (not sidecars) in a harness's lost+found.
+func lostFiles(_ h: Harness) -> [String] {
+    ((try? FileManager.default.contentsOfDirectory(atPath: h.config.lostAndFound)) ?? []).filter { !$0.hasSuffix(".json") }
+}
+
+/// Polls `condition` for up to `seconds` (background work runs on real time).
+func waitUntil(_ seconds: Double = 5, _ condition: () async -> Bool) async throws {
+    let end = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
+    while ContinuousClock.now < end {
+        if await condition() { return }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    Issue.record("condition not met within \(seconds) s")
 }

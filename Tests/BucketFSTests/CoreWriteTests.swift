@@ -104,8 +104,11 @@ import Testing
         await #expect(throws: Errno.ESTALE) { try await h.fs.flush(ino: ino, fh: fh) }
         #expect(h.store.data("shared.txt") == Data("theirs".utf8))
         // Our bytes are kept for the user.
-        let kept = try FileManager.default.contentsOfDirectory(atPath: h.config.lostAndFound)
+        let kept = try FileManager.default.contentsOfDirectory(atPath: h.config.lostAndFound).filter { !$0.hasSuffix(".json") }
         #expect(kept.count == 1)
+        // Beside it, a sidecar names the object.
+        let side = FileManager.default.contents(atPath: h.config.lostAndFound + "/" + kept[0] + ".json") ?? Data()
+        #expect((try? JSONSerialization.jsonObject(with: side) as? [String: Any])?["object"] as? String == "shared.txt")
         #expect(kept.first?.hasPrefix("shared.txt") == true)
         let keptData = FileManager.default.contents(atPath: h.config.lostAndFound + "/" + kept[0])
         #expect(keptData == Data("mine".utf8))
@@ -122,7 +125,7 @@ import Testing
         h.store.put("new.txt", "someone else")
         await #expect(throws: Errno.ESTALE) { try await h.fs.release(ino: e.attributes.ino, fh: fh) }
         #expect(h.store.data("new.txt") == Data("someone else".utf8))
-        #expect(try FileManager.default.contentsOfDirectory(atPath: h.config.lostAndFound).count == 1)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: h.config.lostAndFound).filter { !$0.hasSuffix(".json") }.count == 1)
     }
 
     @Test func appendKeepsTheOldBytes() async throws {

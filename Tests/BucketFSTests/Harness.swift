@@ -36,7 +36,7 @@ final class Harness: @unchecked Sendable {
         c.metadataTTL = 5
         c.now = { clock.now }
         configure(&c)
-        fs = BucketFileSystem(store: store, config: c)
+        fs = try! BucketFileSystem(store: store, config: c)
     }
 
     deinit { try? FileManager.default.removeItem(atPath: cacheDirectory) }

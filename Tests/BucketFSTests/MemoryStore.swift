@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import StorageModel
 
@@ -60,6 +61,9 @@ final class MemoryStore: ObjectStore, @unchecked Sendable {
     private var nextGeneration: Int64 = 1_000_000
     private var _counts: [String: Int] = [:]
     private var faults: [String: [StorageError]] = [:]
+    /// Damage done to the next read answers (as a lying network would): each closure gets the
+    /// right bytes and returns what is answered instead.
+    private var readDamage: [@Sendable (Data) -> Data] = []
     private var _patches: [PatchCall] = []
     private var _writes: [WriteCall] = []
     private var _reads: [ReadCall] = []
@@ -103,6 +107,11 @@ final class MemoryStore: ObjectStore, @unchecked Sendable {
 
     /// The next `times` calls of `op` ("list", "get", "patch", "read", "write", "delete", "copy")
     /// throw `error` (and are counted).
+    /// The next `times` reads answer `damage(rightBytes)` instead of the right bytes.
+    func damageNextReads(times: Int = 1, _ damage: @escaping @Sendable (Data) -> Data) {
+        withLock { readDamage += Array(repeating: damage, count: times) }
+    }
+
     func failNext(_ op: String, times: Int = 1, with error: StorageError) {
         withLock { faults[op, default: []] += Array(repeating: error, count: times) }
     }
@@ -221,7 +230,9 @@ final class MemoryStore: ObjectStore, @unchecked Sendable {
             let size = Int64(bytes.count)
             let lo = min(max(range?.lowerBound ?? 0, 0), size)
             let hi = min(max(range?.upperBound ?? size, lo), size)
-            return bytes.subdata(in: Int(lo)..<Int(hi))
+            let answer = bytes.subdata(in: Int(lo)..<Int(hi))
+            if !readDamage.isEmpty { return readDamage.removeFirst()(answer) }
+            return answer
         }
     }
 
@@ -294,7 +305,7 @@ final class MemoryStore: ObjectStore, @unchecked Sendable {
         nextGeneration += 1
         let info = ObjectInfo(bucket: bucket, name: name, generation: nextGeneration, metageneration: 1,
                               size: Int64(data.count), timeCreated: t, updated: t,
-                              md5Hash: Self.fakeHash(data), crc32c: "AAAAAA==", writable: metadata)
+                              md5Hash: Self.md5(data), crc32c: CRC32C.base64(CRC32C.checksum(data)), writable: metadata)
         objects[name] = Stored(info: info, data: data)
         return info
     }
@@ -309,10 +320,9 @@ final class MemoryStore: ObjectStore, @unchecked Sendable {
     }
 
     /// A stand-in for the base64 MD5 (FNV-1a; only equality matters to the tests).
-    static func fakeHash(_ d: Data) -> String {
-        var h: UInt64 = 0xcbf2_9ce4_8422_2325
-        for b in d { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 }
-        return withUnsafeBytes(of: h.bigEndian) { Data($0) }.base64EncodedString()
+    /// The real checksums, as a bucket reports them: the core verifies reads against them.
+    static func md5(_ d: Data) -> String {
+        Data(Insecure.MD5.hash(data: d)).base64EncodedString()
     }
 
     static func byteLess(_ a: String, _ b: String) -> Bool { a.utf8.lexicographicallyPrecedes(b.utf8) }

@@ -72,6 +72,20 @@ final class GCSTestServer: @unchecked Sendable {
     /// (rounded down to 256 KiB) and the connection is closed without an answer.
     var dropUploadAfterBytes: Int?
     var dropsDone = 0
+    /// How the next `times` media downloads misbehave (SPEC §5 faults).
+    enum MediaFault: Sendable {
+        /// Headers, then nothing (the socket stays open until the client gives up).
+        case stallAfterHeaders
+        /// Headers without Content-Length (close-delimited, HTTP/1.0 framing), `keep` bytes, clean close.
+        case truncateUnframed(keep: Int)
+    }
+    var mediaFault: MediaFault?
+    var mediaFaultTimes = 0
+    /// The next request with this method is carried out, then the connection closes with no answer.
+    var loseAnswerTo: String?
+    /// The next N API requests answer 429 with this Retry-After.
+    var retryAfterNext = 0
+    var retryAfterValue = "1"
     /// Rewrites take this many calls (the first ones answer `done: false` with a rewriteToken).
     var rewriteRounds = 1
 
@@ -153,6 +167,7 @@ final class GCSTestServer: @unchecked Sendable {
             "generation": String(o.generation), "metageneration": String(o.metageneration),
             "size": String(o.data.count), "timeCreated": RFC3339.format(o.timeCreated), "updated": RFC3339.format(o.updated),
             "md5Hash": Data(Insecure.MD5.hash(data: o.data)).base64EncodedString(),
+            "crc32c": CRC32C.base64(CRC32C.checksum(o.data)),
         ]
         for (k, v) in o.props { r[k] = v }
         if !o.metadata.isEmpty { r["metadata"] = o.metadata }
@@ -189,6 +204,22 @@ final class GCSTestServer: @unchecked Sendable {
     // MARK: fault hooks (called on the event loop, mid-body)
 
     /// Whether to drop the connection now, having received `received` body bytes of this request.
+    enum Fault { case lose, media(MediaFault) }
+
+    /// The fault to apply to this answer, if any (counts it down).
+    func takeFault(method: String, uri: String, status: Int) -> Fault? {
+        lock.lock(); defer { lock.unlock() }
+        if let m = loseAnswerTo, m == method {
+            loseAnswerTo = nil
+            return .lose
+        }
+        if uri.contains("alt=media"), (200..<300).contains(status), mediaFaultTimes > 0, let f = mediaFault {
+            mediaFaultTimes -= 1
+            return .media(f)
+        }
+        return nil
+    }
+
     func shouldDrop(method: String, uri: String, headers: HTTPHeaders, received: Data) -> Bool {
         lock.lock(); defer { lock.unlock() }
         guard method == "PUT", let limit = dropUploadAfterBytes, received.count > limit else { return false }
@@ -234,6 +265,12 @@ final class GCSTestServer: @unchecked Sendable {
         }
 
         if let s = alwaysStatus { return .error(s, s == 401 ? "Invalid Credentials" : "injected HTTP \(s)") }
+        if retryAfterNext > 0 {
+            retryAfterNext -= 1
+            var r = Response.error(429, "injected: slow down")
+            r.headers.append(("Retry-After", retryAfterValue))
+            return r
+        }
         if failNext > 0 {
             failNext -= 1
             return .error(503, "injected: backend unavailable")
@@ -338,7 +375,11 @@ final class GCSTestServer: @unchecked Sendable {
         }
         let size = o.data.count
         var headers = [("Content-Type", o.props["contentType"] ?? "application/octet-stream"),
-                       ("x-goog-generation", String(o.generation))]
+                       ("x-goog-generation", String(o.generation)),
+                       // As Cloud Storage does: the whole object's size and checksums.
+                       ("x-goog-stored-content-length", String(o.data.count)),
+                       ("x-goog-hash", "crc32c=\(CRC32C.base64(CRC32C.checksum(o.data)))"),
+                       ("x-goog-hash", "md5=\(Data(Insecure.MD5.hash(data: o.data)).base64EncodedString())")]
         guard let range = hd["range"] else { return Response(status: 200, headers: headers, body: o.data) }
         // bytes=a-b | bytes=a-
         let spec = range.replacingOccurrences(of: "bytes=", with: "").split(separator: "-", omittingEmptySubsequences: false)
@@ -518,6 +559,31 @@ final class GCSTestHandler: ChannelInboundHandler, @unchecked Sendable {
         case .end:
             guard let h = head else { return }
             let r = server.handle(method: h.method.rawValue, uri: h.uri, headers: h.headers, body: body)
+            switch server.takeFault(method: h.method.rawValue, uri: h.uri, status: r.status) {
+            case .lose?:
+                context.close(promise: nil)
+                return
+            case .media(.stallAfterHeaders)?:
+                var headers = HTTPHeaders(r.headers)
+                headers.replaceOrAdd(name: "Content-Length", value: String(r.body.count))
+                let head = HTTPResponseHead(version: h.version, status: HTTPResponseStatus(statusCode: r.status), headers: headers)
+                context.writeAndFlush(wrapOutboundOut(.head(head)), promise: nil)
+                dropped = true  // nothing more, ever
+                return
+            case .media(.truncateUnframed(let keep))?:
+                var headers = HTTPHeaders(r.headers)
+                headers.remove(name: "Content-Length")
+                headers.replaceOrAdd(name: "Connection", value: "close")
+                let channel = context.channel
+                let head = HTTPResponseHead(version: .http1_0, status: HTTPResponseStatus(statusCode: r.status), headers: headers)
+                context.write(wrapOutboundOut(.head(head)), promise: nil)
+                context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: r.body.prefix(keep))))), promise: nil)
+                context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
+                dropped = true
+                return
+            case nil:
+                break
+            }
             var headers = HTTPHeaders(r.headers)
             headers.replaceOrAdd(name: "Content-Length", value: String(r.body.count))
             let keepAlive = h.isKeepAlive

@@ -8,6 +8,10 @@ import uuid
 
 import pytest
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "faults: fault-injection tests through Tests/e2e/faultproxy.py (issue 8)")
+
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -74,19 +78,32 @@ class Mounts:
     def __init__(self, tmp_path):
         self.tmp = tmp_path
         self.points = []
+        self.cache_dirs = {}  # mount point -> the --cache-dir it was given
+        self.logs = {}        # mount point -> its --log-file
 
-    def mount(self, source, *options, name=None):
+    def mount(self, source, *options, name=None, cache_dir=None):
+        """Mounts `source`; the cache dir is `cache_dir` if given (e.g. an earlier mount's, to
+        find its leftovers), else TMP/<mount name>.cache. See cache_dir() and log_path()."""
         mnt = self.tmp / (name or f"mnt-{uuid.uuid4().hex[:6]}")
         mnt.mkdir()
         self.points.append(str(mnt))
         log = self.tmp / f"{mnt.name}.log"
+        cache = str(cache_dir or self.tmp / f"{mnt.name}.cache")
+        self.cache_dirs[str(mnt)] = cache
+        self.logs[str(mnt)] = str(log)
         if source.startswith("gs://") and os.environ.get("BUCKETFS_EMULATOR") and "--endpoint" not in options:
             options = (*options, "--endpoint", "http://" + os.environ["BUCKETFS_EMULATOR"], "--anonymous")
         p = subprocess.run([BIN, "mount", source, str(mnt), "--log-file", str(log), "--log-level", "info",
-                            "--cache-dir", str(self.tmp / f"{mnt.name}.cache"), *map(str, options)],
+                            "--cache-dir", cache, *map(str, options)],
                            capture_output=True, timeout=60)
         assert p.returncode == 0, f"mount failed: {p.stderr.decode(errors='replace')}"
         return str(mnt)
+
+    def cache_dir(self, mnt):
+        return self.cache_dirs[str(mnt)]
+
+    def log_path(self, mnt):
+        return self.logs[str(mnt)]
 
     def unmount(self, mnt):
         subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
@@ -96,7 +113,7 @@ class Mounts:
 
     def cleanup(self):
         for m in self.points:
-            subprocess.run(["fusermount3", "-uz", m], capture_output=True)
+            subprocess.run(["fusermount3", "-uz", m], capture_output=True, timeout=30)
 
 
 @pytest.fixture

@@ -1,0 +1,222 @@
+import Foundation
+import FuseKit
+import StorageModel
+
+/// The metadata cache (SPEC §6): directory listings that fill every child's attributes, their
+/// TTL, and the per-name and per-file revalidation when a listing is missing or expired.
+extension BucketFileSystem {
+    // MARK: - listing
+
+    /// Lists a directory (all pages) and fills the attribute cache of every child. Returns the
+    /// new listing (fresh even with a TTL of 0, for the caller that asked).
+    @discardableResult
+    func loadListing(_ dir: Node) async throws(Errno) -> Listing {
+        let prefix = locked { dir.childPrefix }
+        if let e = failures.check("l:" + prefix) { throw e }
+        var token: String? = nil
+        var dirs: [String] = []
+        var files: [String: ObjectInfo] = [:]
+        var placeholder: ObjectInfo? = nil
+        do {
+            repeat {
+                let page = try await store.list(ListRequest(prefix: prefix, delimiter: "/",
+                                                            maxResults: config.listPageSize, pageToken: token))
+                for p in page.prefixes {
+                    if let name = names.visibleName(p, relativeTo: prefix, isPrefix: true) { dirs.append(name) }
+                }
+                for item in page.items {
+                    if item.name == prefix { placeholder = item; continue }
+                    if let name = names.visibleName(item.name, relativeTo: prefix, isPrefix: false) { files[name] = item }
+                }
+                token = page.nextPageToken
+            } while token != nil
+        } catch {
+            let e = fail(error, "list", prefix)
+            failures.note("l:" + prefix, e)
+            throw e
+        }
+        let t = now
+        return locked {
+            var children: [String: UInt64] = [:]
+            for name in dirs {
+                let n = nodeLocked(path: prefix + name, type: .directory)
+                children[name] = n.ino
+                if files[name] != nil {
+                    names.hiddenLog.warn("'\(prefix + name)' is both an object and a prefix: the directory is shown; the object stays reachable through `bucketfs cat/stat`", key: "clash:" + prefix + name)
+                }
+            }
+            for (name, info) in files where children[name] == nil {
+                let n = nodeLocked(path: prefix + name, type: .regular)
+                n.removed = false
+                if n.staged == nil || !(n.staged!.dirty) { n.info = info }
+                n.infoExpiry = t + config.metadataTTL
+                children[name] = n.ino
+            }
+            // Files created here and not yet uploaded stay visible (even when this directory had
+            // no listing yet when they were created).
+            for ino in pendingNew[dir.path] ?? [] {
+                guard let n = nodes[ino], n.type == .regular, !n.removed, n.staged?.baseGeneration == 0,
+                      StoragePath.parent(n.path) == dir.path else {
+                    pendingNew[dir.path]?.remove(ino)
+                    continue
+                }
+                if children[n.name] == nil { children[n.name] = n.ino }
+            }
+            if dir.ino != Self.rootIno {
+                dir.info = placeholder
+                dir.infoExpiry = t + config.metadataTTL
+            }
+            let listing = Listing(children: children, expiry: t + config.metadataTTL)
+            dir.listing = listing
+            return listing
+        }
+    }
+
+    /// Whether a directory's listing should be refreshed by listing it again (rather than a
+    /// request per name): it was listed before and has expired. With a TTL of 0 every question
+    /// is a request of its own, so a single GET is cheaper.
+    func shouldRelistLocked(_ dir: Node) -> Bool {
+        config.metadataTTL > 0 && dir.listing.map { $0.expiry <= now } == true
+    }
+
+    /// Records a file created here and not yet uploaded, so listings of its directory show it.
+    /// Caller holds `lock`.
+    func notePendingLocked(_ n: Node) {
+        pendingNew[StoragePath.parent(n.path) ?? "", default: []].insert(n.ino)
+    }
+
+    /// A child of a listing, if it is a live node. Caller holds `lock`.
+    func childLocked(_ l: Listing, _ name: String) -> Node? {
+        guard let ino = l.children[name], let n = nodes[ino], !n.removed else { return nil }
+        return n
+    }
+
+    /// lookup with no I/O: from a fresh listing of the parent (a miss there is ENOENT).
+    public func cachedLookup(parent: UInt64, name: String) -> Result<FuseEntry, Errno>? {
+        locked {
+            guard let p = nodes[parent], p.type == .directory, let l = p.listing, l.expiry > now else { return nil }
+            cacheCounters.count(.listing, hit: true)
+            guard let n = childLocked(l, name) else {
+                // Names the rules refuse get their logged error from the async path.
+                return name.utf8.count <= StoragePath.maxSegmentBytes && !name.contains("/") ? .failure(.ENOENT) : nil
+            }
+            n.lookups += 1
+            return .success(stat.entry(n, now: now))
+        }
+    }
+
+    func freshListing(_ dir: Node) -> Listing? {
+        locked { dir.listing.flatMap { $0.expiry > now ? $0 : nil } }
+    }
+
+    /// Resolves one name in a directory: from a fresh listing, else with a get and a one-item list.
+    func resolve(_ parent: Node, _ name: String) async throws(Errno) -> Node {
+        let path = try names.childPath(parent.path, name)
+        if let l = freshListing(parent) {
+            cacheCounters.count(.listing, hit: true)
+            guard let n = locked({ childLocked(l, name) }) else { throw .ENOENT }
+            return n
+        }
+        cacheCounters.count(.listing, hit: false)
+        if locked({ shouldRelistLocked(parent) }) {
+            // Listed before and expired: one listing answers this name and all its siblings.
+            let l = try await loadListing(parent)
+            guard let n = locked({ childLocked(l, name) }) else { throw .ENOENT }
+            return n
+        }
+        if let local = locked({ () -> Node? in
+            guard let ino = byPath["f:" + path], let n = nodes[ino], let s = n.staged, s.baseGeneration == 0, !n.removed else { return nil }
+            return n
+        }) { return local }
+        if StoragePath.mountProblem(path) != nil { throw .ENOENT }
+        if let e = failures.check("s:" + path) { throw e }
+        async let meta: ObjectInfo? = { () async throws -> ObjectInfo? in
+            do { return try await store.getMetadata(path) } catch StorageError.objectNotFound { return nil }
+        }()
+        async let page = store.list(ListRequest(prefix: path + "/", delimiter: "/", maxResults: 1))
+        let info: ObjectInfo?
+        let listed: ListPage
+        do {
+            listed = try await page
+            info = try await meta
+        } catch {
+            let e = fail(error, "lookup", path)
+            failures.note("s:" + path, e)
+            throw e
+        }
+        let t = now
+        return try locked { () throws(Errno) -> Node in
+            if !listed.items.isEmpty || !listed.prefixes.isEmpty {
+                let n = nodeLocked(path: path, type: .directory)
+                n.removed = false
+                if let ph = listed.items.first, ph.name == path + "/" { n.info = ph } else { n.info = nil }
+                n.infoExpiry = t + config.metadataTTL
+                return n
+            }
+            guard let info else { throw .ENOENT }
+            let n = nodeLocked(path: path, type: .regular)
+            n.removed = false
+            if n.staged == nil || !(n.staged!.dirty) { n.info = info }
+            n.infoExpiry = t + config.metadataTTL
+            return n
+        }
+    }
+
+    /// Whether `n`'s metadata must be read before it is shown: its TTL has passed (or `force`).
+    /// A staged file keeps its metadata unless forced (rename and 412 retries must re-read).
+    /// Caller holds `lock`.
+    func needsRefreshLocked(_ n: Node, force: Bool = false) -> Bool {
+        if n.ino == Self.rootIno || n.removed { return false }
+        if n.staged != nil && !force { return false }
+        return force || n.infoExpiry <= now
+    }
+
+    /// The directory holding `n`, when known. Caller holds `lock`.
+    func parentLocked(_ n: Node) -> Node? {
+        StoragePath.parent(n.path).flatMap { byPath["d:" + $0] }.flatMap { nodes[$0] }
+    }
+
+    /// getattr with no I/O: nil when the metadata must be read first.
+    public func cachedGetattr(ino: UInt64) -> (FileAttributes, Double)? {
+        locked {
+            guard let n = nodes[ino], !needsRefreshLocked(n) else { return nil }
+            cacheCounters.count(.attributes, hit: true)
+            return (stat.attributes(n, now: now), config.metadataTTL)
+        }
+    }
+
+    /// Refreshes a file's metadata when its TTL has passed (no request while fresh or staged): by
+    /// listing its directory again when that listing expired too (one request for all siblings),
+    /// else with a GET.
+    func refreshed(_ n: Node, force: Bool = false) async throws(Errno) {
+        let (need, name, relist) = locked { () -> (Bool, String, Node?) in
+            let parent = parentLocked(n)
+            return (needsRefreshLocked(n, force: force), n.path,
+                    !force && n.type == .regular && parent.map(shouldRelistLocked) == true ? parent : nil)
+        }
+        cacheCounters.count(.attributes, hit: !need)
+        guard need else { return }
+        // A directory's attributes and xattrs are those of its `dir/` placeholder.
+        if n.type == .directory { try await reloadPlaceholder(n); return }
+        if let dir = relist {
+            let l = try await loadListing(dir)
+            if locked({ l.children[n.name] == n.ino }) { return }
+            locked { n.removed = true }
+            logger.debug("stat \(name): not found")
+            throw .ENOENT
+        }
+        if let e = failures.check("s:" + name) { throw e }
+        do {
+            let info = try await store.getMetadata(name)
+            locked {
+                n.info = info
+                n.infoExpiry = now + config.metadataTTL
+            }
+        } catch {
+            if case StorageError.objectNotFound = error { locked { n.removed = true } }
+            let e = fail(error, "stat", name)
+            failures.note("s:" + name, e)
+            throw e
+        }
+    }
+}

@@ -1,0 +1,241 @@
+import Foundation
+import FuseKit
+import StorageModel
+
+/// Namespace changes (SPEC §3): mkdir, unlink, rmdir, rename of files and of directories.
+extension BucketFileSystem {
+    // MARK: - namespace changes
+
+    public func mkdir(parent: UInt64, name: String, mode: UInt32) async throws(Errno) -> FuseEntry {
+        if config.readOnly { throw .EROFS }
+        let p = try node(parent)
+        let path = try names.childPath(p.path, name, directory: true)
+        // Only "not found" means we may create it; any other failure (EIO, EACCES) is reported.
+        var exists = false
+        do throws(Errno) {
+            _ = try await resolve(p, name)
+            exists = true
+        } catch {
+            if error != .ENOENT { throw error }
+        }
+        if exists { throw .EEXIST }
+        do {
+            let info = try await store.write(path + "/", from: .data(Data()), metadata: WritableMetadata(),
+                                             preconditions: .doesNotExist)
+            return locked {
+                let n = nodeLocked(path: path, type: .directory)
+                n.removed = false
+                n.info = info
+                n.infoExpiry = now + config.metadataTTL
+                n.listing = Listing(children: [:], expiry: now + config.metadataTTL)
+                n.lookups += 1
+                p.listing?.children[name] = n.ino
+                return stat.entry(n, now: now)
+            }
+        } catch StorageError.preconditionFailed {
+            throw .EEXIST
+        } catch {
+            throw fail(error, "mkdir", path)
+        }
+    }
+
+    public func unlink(parent: UInt64, name: String) async throws(Errno) {
+        if config.readOnly { throw .EROFS }
+        let p = try node(parent)
+        let n = try await resolve(p, name)
+        guard n.type == .regular else { throw .EISDIR }
+        let (info, path) = locked { (n.info, n.path) }
+        if let info {
+            do {
+                try await store.delete(path, preconditions: Preconditions(ifGenerationMatch: info.generation))
+            } catch StorageError.objectNotFound {
+            } catch {
+                throw fail(error, "unlink", path)
+            }
+        }
+        locked {
+            n.removed = true
+            n.info = nil
+            if let s = n.staged {
+                s.dirty = false
+                s.baseGeneration = 0
+                s.retryTask?.cancel()
+            }
+            p.listing?.children.removeValue(forKey: name)
+            byPath.removeValue(forKey: key(n))
+        }
+    }
+
+    public func rmdir(parent: UInt64, name: String) async throws(Errno) {
+        if config.readOnly { throw .EROFS }
+        let p = try node(parent)
+        let n: Node
+        do {
+            n = try await resolve(p, name)
+        } catch where error == .ENOENT {
+            // A prefix-only directory stops existing in the bucket once its last object is
+            // deleted (as `rm -r` does just before this rmdir): a directory this mount has
+            // shown is still removable, and its removal is then only local.
+            let path = try names.childPath(p.path, name)
+            guard let known = locked({ byPath["d:" + path].flatMap { nodes[$0] } }), !known.removed else { throw error }
+            n = known
+        }
+        guard n.type == .directory else { throw .ENOTDIR }
+        let prefix = locked { n.childPrefix }
+        do {
+            let page = try await store.list(ListRequest(prefix: prefix, delimiter: "/", maxResults: 2))
+            if !page.prefixes.isEmpty || page.items.contains(where: { $0.name != prefix }) { throw Errno.ENOTEMPTY }
+            let localChildren = locked { n.listing?.children.values.contains { nodes[$0]?.staged?.baseGeneration == 0 } ?? false }
+            if localChildren { throw Errno.ENOTEMPTY }
+            do { try await store.delete(prefix, preconditions: .none) } catch StorageError.objectNotFound {}
+        } catch let e as Errno {
+            throw e
+        } catch {
+            throw fail(error, "rmdir", prefix)
+        }
+        locked {
+            n.removed = true
+            n.info = nil
+            n.listing = nil
+            p.listing?.children.removeValue(forKey: name)
+            byPath.removeValue(forKey: key(n))
+        }
+    }
+
+    public func rename(parent: UInt64, name: String, newParent: UInt64, newName: String, flags: UInt32) async throws(Errno) {
+        if config.readOnly { throw .EROFS }
+        if flags & 2 != 0 { throw .EINVAL }  // RENAME_EXCHANGE
+        let p = try node(parent)
+        let np = try node(newParent)
+        let src = try await resolve(p, name)
+        let dstPath = try names.childPath(np.path, newName, directory: src.type == .directory)
+        var dst: Node? = nil
+        do { dst = try await resolve(np, newName) } catch where error == .ENOENT {}
+        if let dst, flags & 1 != 0 { _ = dst; throw .EEXIST }  // RENAME_NOREPLACE
+        if src.type == .regular {
+            if dst?.type == .directory { throw .EISDIR }
+            do {
+                try await renameFile(src, to: dstPath, replacing: dst, noReplace: flags & 1 != 0)
+            } catch where error == .EEXIST {
+                // The destination appeared behind our back: forget the listing that hid it, so
+                // the caller's next lookup (mv retries with a plain rename) sees it.
+                locked { np.listing = nil }
+                throw error
+            }
+        } else {
+            if let dst {
+                guard dst.type == .directory else { throw .ENOTDIR }
+                try await rmdir(parent: newParent, name: newName)
+            }
+            try await renameDirectory(src, to: dstPath)
+        }
+        locked {
+            p.listing?.children.removeValue(forKey: name)
+            if let ino = byPath[(src.type == .directory ? "d:" : "f:") + dstPath] {
+                np.listing?.children[newName] = ino
+            }
+        }
+    }
+
+    func renameFile(_ src: Node, to dstPath: String, replacing dst: Node?, noReplace: Bool = false) async throws(Errno) {
+        try await upload(ino: src.ino)
+        let (info, srcPath, staged) = locked { (src.info, src.path, src.staged) }
+        let dstGen = locked { dst?.info?.generation }
+        if let info {
+            do {
+                do {
+                    _ = try await store.copy(from: srcPath, sourceGeneration: info.generation, to: dstPath, metadata: nil,
+                                             preconditions: Preconditions(ifGenerationMatch: dstGen ?? 0))
+                } catch StorageError.preconditionFailed where dstGen == nil {
+                    if noReplace { throw Errno.EEXIST }
+                    // The destination appeared behind this mount's back (within the TTL, so
+                    // unseen): rename(2) replaces it, so replace the generation there now, once.
+                    let there = try await store.getMetadata(dstPath)
+                    _ = try await store.copy(from: srcPath, sourceGeneration: info.generation, to: dstPath, metadata: nil,
+                                             preconditions: Preconditions(ifGenerationMatch: there.generation))
+                }
+                try await store.delete(srcPath, preconditions: Preconditions(ifGenerationMatch: info.generation))
+            } catch {
+                throw fail(error, "rename", srcPath + " → " + dstPath)
+            }
+        } else if staged == nil {
+            throw .ENOENT
+        }
+        locked {
+            if let dst, dst !== src {
+                dst.removed = true
+                byPath.removeValue(forKey: key(dst))
+            }
+            byPath.removeValue(forKey: key(src))
+            src.path = dstPath
+            byPath[key(src)] = src.ino
+            if let s = src.staged, s.recorded { staging.record(s, object: dstPath) }
+            if src.staged?.baseGeneration == 0 { notePendingLocked(src) }
+            src.infoExpiry = 0
+            if let s = src.staged, s.baseGeneration == 0 { src.info = nil }
+        }
+        if info != nil {
+            // The copy has a new generation: read it before the next write or stat.
+            try? await refreshed(src, force: true)
+            locked { if let s = src.staged, let i = src.info { s.baseGeneration = i.generation } }
+        }
+    }
+
+    /// Renames every object under a prefix (copy with `ifGenerationMatch=0`, then delete with the
+    /// source generation). On a failure part way, what was copied stays in both places and the
+    /// error says so; nothing is deleted before its copy exists.
+    func renameDirectory(_ src: Node, to dstPath: String) async throws(Errno) {
+        let srcPrefix = locked { src.path + "/" }
+        let dstPrefix = dstPath + "/"
+        var objects: [ObjectInfo] = []
+        var token: String? = nil
+        do {
+            repeat {
+                let page = try await store.list(ListRequest(prefix: srcPrefix, delimiter: nil, maxResults: 1000, pageToken: token))
+                objects += page.items
+                token = page.nextPageToken
+            } while token != nil
+        } catch {
+            throw fail(error, "rename", srcPrefix)
+        }
+        var done = 0
+        for o in objects {
+            let target = dstPrefix + o.name.dropFirst(srcPrefix.count)
+            do {
+                _ = try await store.copy(from: o.name, sourceGeneration: o.generation, to: target, metadata: nil,
+                                         preconditions: .doesNotExist)
+                try await store.delete(o.name, preconditions: Preconditions(ifGenerationMatch: o.generation))
+                done += 1
+            } catch {
+                logger.error("rename of directory '\(srcPrefix)' to '\(dstPrefix)' stopped after \(done) of \(objects.count) objects at '\(o.name)': \(error); objects before it are moved, the rest are where they were")
+                locked { invalidateLocked(prefix: srcPrefix); invalidateLocked(prefix: dstPrefix) }
+                throw errno(for: error)
+            }
+        }
+        if objects.isEmpty {
+            // A directory known only here (no objects): give the new name a placeholder.
+            _ = try? await store.write(dstPrefix, from: .data(Data()), metadata: WritableMetadata(), preconditions: .doesNotExist)
+        }
+        locked {
+            // Move every known node under the old prefix to the new one.
+            let moved = nodes.values.filter { $0.path == src.path || $0.path.hasPrefix(srcPrefix) }
+            for n in moved { byPath.removeValue(forKey: key(n)) }
+            for n in moved {
+                n.path = dstPath + n.path.dropFirst(src.path.count)
+                if let s = n.staged, s.recorded { staging.record(s, object: n.path) }
+                if n.staged?.baseGeneration == 0 { notePendingLocked(n) }
+                n.infoExpiry = 0
+                n.listing = nil
+                byPath[key(n)] = n.ino
+            }
+        }
+    }
+
+    /// Drops cached listings under a prefix. Caller holds `lock`.
+    func invalidateLocked(prefix: String) {
+        for n in nodes.values where n.path.hasPrefix(prefix) || prefix.hasPrefix(n.childPrefix) {
+            n.listing = nil
+            n.infoExpiry = 0
+        }
+    }
+}

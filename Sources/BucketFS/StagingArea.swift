@@ -1,0 +1,200 @@
+import Crypto
+import Foundation
+import FuseKit
+import Logging
+import StorageModel
+
+/// Why a cache directory cannot be used; the message names the directory and the fix.
+public struct CacheDirectoryError: Error, CustomStringConvertible {
+    public let description: String
+}
+
+/// The mount's cache directory (SPEC §3): the stage files of writes in progress, a sidecar beside
+/// each dirty one that names its object (so a crash leaves nothing anonymous), and `lost+found/`
+/// for data that could not be uploaded. One mount at a time holds it (an flock on `.lock`).
+public final class StagingArea: @unchecked Sendable {
+    let directory: String
+    let bucket: String
+    private let logger: Logger
+    private let now: @Sendable () -> Double
+    private var lockFD: Int32 = -1
+
+    var lostAndFound: String { directory + "/lost+found" }
+
+    /// The default cache directory of a mount point, the same on every run (so a crashed mount's
+    /// data is found again): `$XDG_CACHE_HOME/bucketfs`, else `/var/cache/bucketfs` for root and
+    /// `~/.cache/bucketfs` for others; inside it the mount point's last name and a SHA-256 of its
+    /// whole path.
+    public static func defaultDirectory(forMountPoint mountPoint: String,
+                                        environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        let base: String
+        if let x = environment["XDG_CACHE_HOME"], x.hasPrefix("/") {
+            base = x + "/bucketfs"
+        } else if geteuid() == 0 {
+            base = "/var/cache/bucketfs"
+        } else {
+            base = (environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()) + "/.cache/bucketfs"
+        }
+        let digest = SHA256.hash(data: Data(mountPoint.utf8)).prefix(8).map { String(format: "%02x", $0) }.joined()
+        let last = (mountPoint as NSString).lastPathComponent
+        let safe = String(last.unicodeScalars.map { CharacterSet.alphanumerics.contains($0) || $0 == "-" || $0 == "_" ? Character($0) : "_" }.prefix(40))
+        return "\(base)/\(safe.isEmpty ? "root" : safe)-\(digest)"
+    }
+
+    /// Checks (and creates, 0700) a cache directory: never a symlink, never someone else's.
+    public static func prepare(_ directory: String) throws(CacheDirectoryError) {
+        var st = Glibc.stat()
+        if lstat(directory, &st) != 0 {
+            let parent = (directory as NSString).deletingLastPathComponent
+            do {
+                try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true,
+                                                        attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw CacheDirectoryError(description: "cannot create the cache directory's parent \(parent): \(error.localizedDescription)")
+            }
+            if mkdir(directory, 0o700) != 0 && Glibc.errno != EEXIST {
+                throw CacheDirectoryError(description: "cannot create the cache directory \(directory): \(Errno(Glibc.errno)); choose another with --cache-dir")
+            }
+            guard lstat(directory, &st) == 0 else {
+                throw CacheDirectoryError(description: "cannot use the cache directory \(directory): \(Errno(Glibc.errno))")
+            }
+        }
+        if (st.st_mode & S_IFMT) == S_IFLNK {
+            throw CacheDirectoryError(description: "the cache directory \(directory) is a symbolic link; refusing it (staged data must not go where a link points): remove it or choose another with --cache-dir")
+        }
+        guard (st.st_mode & S_IFMT) == S_IFDIR else {
+            throw CacheDirectoryError(description: "the cache directory \(directory) is not a directory; choose another with --cache-dir")
+        }
+        guard st.st_uid == geteuid() else {
+            throw CacheDirectoryError(description: "the cache directory \(directory) belongs to uid \(st.st_uid), not to you (uid \(geteuid())); refusing it: choose another with --cache-dir")
+        }
+    }
+
+    /// Prepares the directory and takes its lock.
+    init(directory: String, bucket: String, logger: Logger, now: @escaping @Sendable () -> Double) throws(CacheDirectoryError) {
+        self.directory = directory
+        self.bucket = bucket
+        self.logger = logger
+        self.now = now
+        try Self.prepare(directory)
+        let fd = open(directory + "/.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw CacheDirectoryError(description: "cannot open \(directory)/.lock: \(Errno(Glibc.errno))") }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            Glibc.close(fd)
+            throw CacheDirectoryError(description: "the cache directory \(directory) is in use by another running bucketfs mount; give this mount its own --cache-dir")
+        }
+        lockFD = fd
+    }
+
+    deinit { if lockFD >= 0 { Glibc.close(lockFD) } }
+
+    // MARK: stage files
+
+    /// A new, empty stage file.
+    func makeStage(base: Int64, metadata: WritableMetadata, dirty: Bool, object: String) throws(Errno) -> StagedFile {
+        var template = Array((directory + "/stage-XXXXXX").utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        if fd < 0 {
+            logger.error("cannot create a staging file in \(directory): \(Errno(Glibc.errno))")
+            throw .EIO
+        }
+        let path = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let s = StagedFile(fd: fd, path: path, baseGeneration: base, dirty: dirty, size: 0, metadata: metadata)
+        if dirty { record(s, object: object) }
+        return s
+    }
+
+    /// Writes (or rewrites) the sidecar that says which object a stage file holds. Called before
+    /// a stage first becomes dirty and when its object is renamed.
+    func record(_ s: StagedFile, object: String) {
+        let o: [String: Any] = ["bucket": bucket, "object": object, "baseGeneration": s.baseGeneration,
+                                "created": RFC3339.format(Date(timeIntervalSince1970: now()))]
+        guard let d = try? JSONSerialization.data(withJSONObject: o, options: [.sortedKeys]) else { return }
+        let tmp = s.path + ".json.tmp"
+        if FileManager.default.createFile(atPath: tmp, contents: d, attributes: [.posixPermissions: 0o600]) {
+            Glibc.rename(tmp, s.path + ".json")
+        }
+        s.recorded = true
+    }
+
+    /// Closes and deletes a stage file and its sidecar.
+    func discard(_ s: StagedFile) {
+        s.close()
+        unlink(s.path + ".json")
+    }
+
+    // MARK: lost+found
+
+    /// Copies a stage's content into lost+found, under a name that says which object it was, with
+    /// a JSON sidecar (bucket, object, why). Returns the path, or nil when even that failed.
+    func keepLost(_ s: StagedFile, object: String, reason: String) -> String? {
+        keep(fd: s.fd, length: s.size, object: object, reason: reason)
+    }
+
+    private func keep(fd: Int32, length: Int64, object: String, reason: String) -> String? {
+        try? FileManager.default.createDirectory(atPath: lostAndFound, withIntermediateDirectories: true,
+                                                 attributes: [.posixPermissions: 0o700])
+        let dest = "\(lostAndFound)/\(Self.escape(object)).\(Int64(now() * 1000))"
+        let out = open(dest, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard out >= 0 else {
+            logger.critical("cannot create \(dest) to keep the data of '\(object)': \(Errno(Glibc.errno))")
+            return nil
+        }
+        defer { Glibc.close(out) }
+        var buf = [UInt8](repeating: 0, count: 1 << 20)
+        var off: Int64 = 0
+        while off < length {
+            let want = Int(min(Int64(buf.count), length - off))
+            let r = buf.withUnsafeMutableBytes { pread(fd, $0.baseAddress, want, off_t(off)) }
+            if r <= 0 { break }
+            let w = buf.withUnsafeBytes { pwrite(out, $0.baseAddress, r, off_t(off)) }
+            if w != r {
+                logger.critical("cannot write \(dest) to keep the data of '\(object)': \(Errno(Glibc.errno))")
+                return nil
+            }
+            off += Int64(r)
+        }
+        Glibc.fsync(out)
+        let side: [String: Any] = ["bucket": bucket, "object": object, "bytes": off, "reason": reason,
+                                   "kept": RFC3339.format(Date(timeIntervalSince1970: now()))]
+        if let d = try? JSONSerialization.data(withJSONObject: side, options: [.sortedKeys, .prettyPrinted]) {
+            FileManager.default.createFile(atPath: dest + ".json", contents: d, attributes: [.posixPermissions: 0o600])
+        }
+        return dest
+    }
+
+    /// Stage files left by an earlier run that ended without unmounting (a crash, `kill -9`):
+    /// each dirty one moves to lost+found under its object's name and is logged; clean ones go.
+    func recoverOrphans() {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
+        for name in names.sorted() where name.hasPrefix("stage-") && !name.contains(".") {
+            let path = directory + "/" + name
+            let sidecar = path + ".json"
+            defer { unlink(path); unlink(sidecar); unlink(sidecar + ".tmp") }
+            guard let d = FileManager.default.contents(atPath: sidecar),
+                  let o = try? JSONSerialization.jsonObject(with: d) as? [String: Any],
+                  let object = o["object"] as? String else {
+                continue  // never dirty: nothing of the user's is in it
+            }
+            let fd = open(path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { continue }
+            defer { Glibc.close(fd) }
+            var st = Glibc.stat()
+            fstat(fd, &st)
+            if let kept = keep(fd: fd, length: Int64(st.st_size), object: object,
+                               reason: "unsaved data found at mount time: an earlier mount of this cache directory ended without uploading it (crash or kill)") {
+                logger.error("recovered unsaved data of '\(object)' (\(st.st_size) bytes) from an earlier mount that did not finish uploading it: kept in \(kept)")
+            }
+        }
+    }
+
+    /// An object name as one file name: `%` and `/` escaped; long names cut, with a checksum of
+    /// the whole name so different objects never share an entry.
+    static func escape(_ object: String) -> String {
+        let e = object.replacingOccurrences(of: "%", with: "%25").replacingOccurrences(of: "/", with: "%2F")
+        if e.utf8.count <= 200 { return e.isEmpty ? "unnamed" : e }
+        var cut = ""
+        for ch in e { if cut.utf8.count + ch.utf8.count > 180 { break }; cut.append(ch) }
+        return cut + "~" + String(CRC32C.checksum(Data(object.utf8)), radix: 16)
+    }
+}

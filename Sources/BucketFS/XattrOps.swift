@@ -1,0 +1,236 @@
+import Foundation
+import FuseKit
+import StorageModel
+
+/// Extended attributes (SPEC §4): answered from cached metadata, changed with one PATCH each.
+extension BucketFileSystem {
+    // MARK: - extended attributes
+
+    /// `security.*`, `system.*`, `trusted.*`, hidden keys and other namespaces need no request.
+    public func immediateGetxattrError(name: String) -> Errno? {
+        switch XattrName(name) {
+        case .local, .hidden, .emptyKey: return .ENODATA
+        case .unsupported: return .ENOTSUP
+        default: return nil
+        }
+    }
+
+    public func getxattr(ino: UInt64, name: String) async throws(Errno) -> [UInt8] {
+        let x = XattrName(name)
+        switch x {
+        case .local, .hidden, .emptyKey: throw .ENODATA
+        case .unsupported: throw .ENOTSUP
+        default: break
+        }
+        let n = try node(ino)
+        try await refreshed(n)
+        return try locked { () throws(Errno) -> [UInt8] in try xattrValueLocked(n, x) }
+    }
+
+    public func listxattr(ino: UInt64) async throws(Errno) -> [String] {
+        let n = try node(ino)
+        try await refreshed(n)
+        return locked { xattrNamesLocked(n) }
+    }
+
+    /// getxattr with no I/O, on the libfuse thread: nil when the metadata must be read first.
+    public func cachedGetxattr(ino: UInt64, name: String) -> Result<[UInt8], Errno>? {
+        let x = XattrName(name)
+        return locked { () -> Result<[UInt8], Errno>? in
+            guard let n = nodes[ino], !needsRefreshLocked(n) else { return nil }
+            cacheCounters.count(.attributes, hit: true)
+            do throws(Errno) { return .success(try xattrValueLocked(n, x)) } catch { return .failure(error) }
+        }
+    }
+
+    /// listxattr with no I/O: nil when the metadata must be read first.
+    public func cachedListxattr(ino: UInt64) -> [String]? {
+        locked {
+            guard let n = nodes[ino], !needsRefreshLocked(n) else { return nil }
+            cacheCounters.count(.attributes, hit: true)
+            return xattrNamesLocked(n)
+        }
+    }
+
+    /// The value of one attribute from what is cached: a staged file's pending metadata, else the
+    /// object's. Caller holds `lock`.
+    private func xattrValueLocked(_ n: Node, _ x: XattrName) throws(Errno) -> [UInt8] {
+        switch x {
+        case .local, .hidden, .emptyKey: throw .ENODATA
+        case .unsupported: throw .ENOTSUP
+        default: break
+        }
+        if let s = n.staged {
+            switch x {
+            case .writable(let p): if let v = p.get(s.metadata) { return Array(v.utf8) }; throw .ENODATA
+            case .custom(let k): if let v = s.metadata.customMetadata[k] { return Array(v.utf8) }; throw .ENODATA
+            default: break
+            }
+        }
+        guard let info = n.info, let v = x.value(in: info) else { throw .ENODATA }
+        return Array(v.utf8)
+    }
+
+    /// The listed attribute names. Caller holds `lock`.
+    private func xattrNamesLocked(_ n: Node) -> [String] {
+        if let s = n.staged { return XattrName.listed(for: s.metadata) }
+        guard let info = n.info else { return [] }
+        let names = XattrName.listed(for: info.writable)
+        // A placeholder's properties (servers give it a default contentType) mean nothing for a
+        // directory: list only its custom keys, so rsync -aX / cp -a neither copy nor strip them.
+        // They stay readable and settable by name.
+        if n.type == .directory { return names.filter { !$0.hasPrefix("user.storage.") } }
+        return names
+    }
+
+    public func setxattr(ino: UInt64, name: String, value: [UInt8], flags: Int32) async throws(Errno) {
+        let x = XattrName(name)
+        switch x {
+        case .local, .unsupported: throw .ENOTSUP
+        case .emptyKey:
+            throw refused(name, .EINVAL, "an attribute name needs a key after 'user.'")
+        case .hidden, .readOnly: throw .EPERM
+        case .custom(let k):
+            if k.utf8.count > CustomMetadataLimits.maxKeyBytes {
+                throw refused(name, .E2BIG, "the key is \(k.utf8.count) bytes; Cloud Storage allows \(CustomMetadataLimits.maxKeyBytes)")
+            }
+        case .writable: break
+        }
+        if config.readOnly { throw .EROFS }
+        guard let v = String(validating: value, as: UTF8.self) else {
+            throw refused(name, .EINVAL, "the value is not UTF-8 text (object metadata holds strings)")
+        }
+        if v.utf8.count > CustomMetadataLimits.maxValueBytes {
+            throw refused(name, .E2BIG, "the value is \(v.utf8.count) bytes; Cloud Storage allows \(CustomMetadataLimits.maxValueBytes)")
+        }
+        try await changeMetadata(ino: ino, op: "setxattr \(name)") { (m: inout WritableMetadata) throws(Errno) in
+            let existing: String?
+            switch x {
+            case .custom(let k): existing = m.customMetadata[k]
+            case .writable(let p): existing = p.get(m)
+            default: existing = nil
+            }
+            if flags & 1 != 0, existing != nil { throw .EEXIST }   // XATTR_CREATE
+            if flags & 2 != 0, existing == nil { throw .ENODATA }  // XATTR_REPLACE
+            switch x {
+            case .custom(let k): m.customMetadata[k] = v
+            case .writable(let p): p.set(&m, v)
+            default: break
+            }
+        }
+    }
+
+    public func removexattr(ino: UInt64, name: String) async throws(Errno) {
+        let x = XattrName(name)
+        switch x {
+        case .local, .unsupported: throw .ENOTSUP
+        case .emptyKey: throw .EINVAL
+        case .hidden, .readOnly: throw .EPERM
+        default: break
+        }
+        if config.readOnly { throw .EROFS }
+        try await changeMetadata(ino: ino, op: "removexattr \(name)") { (m: inout WritableMetadata) throws(Errno) in
+            switch x {
+            case .custom(let k):
+                guard m.customMetadata.removeValue(forKey: k) != nil else { throw .ENODATA }
+            case .writable(let p):
+                guard p.get(m) != nil else { throw .ENODATA }
+                p.set(&m, nil)
+            default: break
+            }
+        }
+    }
+
+    /// Applies a metadata change: into a staged file's pending upload (no request), or as exactly
+    /// one PATCH with `ifMetagenerationMatch` of the cached metageneration (on 412: re-read,
+    /// re-apply, retry). A prefix-only directory gets its placeholder created.
+    func changeMetadata(ino: UInt64, op: String,
+                        _ edit: (inout WritableMetadata) throws(Errno) -> Void) async throws(Errno) {
+        let n = try node(ino)
+        // Pending content (new or modified): the change rides along with the upload. A file that
+        // is merely open for writing gets a PATCH like any other (and its stage follows it below).
+        if let s = locked({ n.staged.flatMap { $0.dirty || $0.baseGeneration == 0 ? $0 : nil } }) {
+            try locked { () throws(Errno) in
+                var m = s.metadata
+                try edit(&m)
+                try checkTotal(m)
+                s.metadata = m
+                markDirtyLocked(n, s)
+            }
+            return
+        }
+        try await refreshed(n)
+        var attempt = 0
+        while true {
+            attempt += 1
+            let (info, objectName) = locked { (n.info, n.objectName) }
+            guard let info else {
+                guard n.type == .directory else { throw .ENOENT }
+                // A prefix-only directory: create its placeholder carrying the attribute.
+                var m = WritableMetadata()
+                try edit(&m)
+                try checkTotal(m)
+                do {
+                    let created = try await store.write(objectName, from: .data(Data()), metadata: m, preconditions: .doesNotExist)
+                    locked { n.info = created; n.infoExpiry = now + config.metadataTTL }
+                    return
+                } catch StorageError.preconditionFailed where attempt < 3 {
+                    try await reloadPlaceholder(n)
+                    continue
+                } catch {
+                    throw fail(error, op, objectName)
+                }
+            }
+            var m = info.writable
+            try edit(&m)
+            try checkTotal(m)
+            var patch = customMetadataPatch(from: info.customMetadata, to: m.customMetadata)
+            if m.customMetadata == info.customMetadata { patch.customMetadata = [:] }
+            for p in XattrName.WritableProperty.allCases where p.get(m) != p.get(info.writable) {
+                p.change(&patch, p.get(m))
+            }
+            if patch.isEmpty { return }
+            do {
+                let updated = try await store.patchMetadata(objectName, patch,
+                                                            preconditions: Preconditions(ifMetagenerationMatch: info.metageneration))
+                locked {
+                    n.info = updated
+                    n.infoExpiry = now + config.metadataTTL
+                    n.staged?.metadata = updated.writable
+                }
+                return
+            } catch StorageError.preconditionFailed where attempt < 5 {
+                // Changed elsewhere: re-read and apply our edit to what is there now.
+                if n.type == .directory { try await reloadPlaceholder(n) } else { try await refreshed(n, force: true) }
+                continue
+            } catch {
+                throw fail(error, op, objectName)
+            }
+        }
+    }
+
+    func reloadPlaceholder(_ n: Node) async throws(Errno) {
+        let name = locked { n.objectName }
+        do {
+            let info = try await store.getMetadata(name)
+            locked { n.info = info; n.infoExpiry = now + config.metadataTTL }
+        } catch StorageError.objectNotFound {
+            locked { n.info = nil; n.infoExpiry = now + config.metadataTTL }
+        } catch {
+            throw fail(error, "stat", name)
+        }
+    }
+
+    func checkTotal(_ m: WritableMetadata) throws(Errno) {
+        let total = CustomMetadataLimits.totalBytes(m.customMetadata)
+        if total > CustomMetadataLimits.maxTotalBytes {
+            throw refused("user.*", .ENOSPC, "all custom metadata would be \(total) bytes; Cloud Storage allows \(CustomMetadataLimits.maxTotalBytes)")
+        }
+    }
+
+    /// An input check's refusal, logged with what was refused and why (SPEC §5).
+    func refused(_ what: String, _ e: Errno, _ why: String) -> Errno {
+        logger.warning("setxattr '\(what.prefix(200))' refused: \(why) → \(e)")
+        return e
+    }
+}

@@ -1,0 +1,145 @@
+import Foundation
+import GCSStore
+import StorageModel
+import Testing
+
+/// The network lies (SPEC §5): stalled and cut bodies, lost answers, Retry-After, deadlines.
+/// Each case runs the real GCSStore against the in-process server with one fault injected.
+@Suite struct GCSFaultTests {
+    static let payload = Data((0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) })
+
+    static var quickIdle: GCSStore.Tuning {
+        var t = fastTuning
+        t.idleTimeout = .milliseconds(500)
+        return t
+    }
+
+    @Test func stallAfterHeadersIsAbandonedAndRetried() async throws {
+        try await withGCSServer(tuning: Self.quickIdle) { server, store in
+            let info = try await store.write("o", from: .data(Self.payload), metadata: .init(), preconditions: .none)
+            server.configure { $0.mediaFault = .stallAfterHeaders; $0.mediaFaultTimes = 1 }
+            let start = ContinuousClock.now
+            let data = try await store.read("o", generation: info.generation, range: nil)
+            let took = ContinuousClock.now - start
+            #expect(data == Self.payload)
+            #expect(took >= .milliseconds(400), "waited for the idle timeout: \(took)")
+            #expect(took < .seconds(4), "and not much longer: \(took)")
+        }
+    }
+
+    @Test func stalledBodyForeverEndsWithinTheDeadline() async throws {
+        try await withGCSServer(deadline: .seconds(3), tuning: Self.quickIdle) { server, store in
+            let info = try await store.write("o", from: .data(Self.payload), metadata: .init(), preconditions: .none)
+            server.configure { $0.mediaFault = .stallAfterHeaders; $0.mediaFaultTimes = 1000 }
+            let start = ContinuousClock.now
+            let e = await storageError { _ = try await store.read("o", generation: info.generation, range: 0..<1000) }
+            #expect(e != nil)
+            #expect(ContinuousClock.now - start < .seconds(5))
+        }
+    }
+
+    @Test func cancellingAStalledReadEndsItAtOnce() async throws {
+        var t = fastTuning
+        t.idleTimeout = .seconds(60)
+        try await withGCSServer(deadline: .seconds(60), tuning: t) { server, store in
+            let info = try await store.write("o", from: .data(Self.payload), metadata: .init(), preconditions: .none)
+            server.configure { $0.mediaFault = .stallAfterHeaders; $0.mediaFaultTimes = 1 }
+            let task = Task { try await store.read("o", generation: info.generation, range: nil) }
+            try await Task.sleep(for: .milliseconds(300))
+            let start = ContinuousClock.now
+            task.cancel()
+            let result = await task.result
+            #expect(ContinuousClock.now - start < .seconds(2))
+            guard case .failure(let e) = result else { Issue.record("a cancelled read returned data"); return }
+            #expect(e as? StorageError == .cancelled)
+        }
+    }
+
+    @Test func unframedShortBodyIsNeverData() async throws {
+        try await withGCSServer(tuning: Self.quickIdle) { server, store in
+            let info = try await store.write("o", from: .data(Self.payload), metadata: .init(), preconditions: .none)
+            // Once: the retry gets the whole body.
+            server.configure { $0.mediaFault = .truncateUnframed(keep: 1000); $0.mediaFaultTimes = 1 }
+            #expect(try await store.read("o", generation: info.generation, range: 0..<200_000) == Self.payload.prefix(200_000))
+            server.configure { $0.mediaFault = .truncateUnframed(keep: 1000); $0.mediaFaultTimes = 1 }
+            #expect(try await store.read("o", generation: info.generation, range: nil) == Self.payload)
+        }
+        try await withGCSServer(deadline: .seconds(2), tuning: Self.quickIdle) { server, store in
+            let info = try await store.write("o", from: .data(Self.payload), metadata: .init(), preconditions: .none)
+            // Always: an error, never the short bytes.
+            server.configure { $0.mediaFault = .truncateUnframed(keep: 1000); $0.mediaFaultTimes = 1000 }
+            let e = await storageError { _ = try await store.read("o", generation: info.generation, range: 10..<200_000) }
+            #expect(e != nil)
+        }
+    }
+
+    @Test func lostDeleteAnswerIsASuccess() async throws {
+        try await withGCSServer { server, store in
+            let info = try await store.write("d", from: .data(Data("x".utf8)), metadata: .init(), preconditions: .none)
+            server.configure { $0.loseAnswerTo = "DELETE" }
+            try await store.delete("d", preconditions: Preconditions(ifGenerationMatch: info.generation))
+            #expect(server.object("d") == nil)
+            #expect(server.recorded.filter { $0.method == "DELETE" }.count == 2, "the retry found 404")
+            // A plain 404 (no lost answer) is still objectNotFound.
+            let e = await storageError { try await store.delete("d", preconditions: Preconditions(ifGenerationMatch: info.generation)) }
+            #expect(e == .objectNotFound(path: "d"))
+        }
+    }
+
+    @Test func lostUploadAnswerThen412IsOurOwnObject() async throws {
+        try await withGCSServer { server, store in
+            server.configure { $0.loseAnswerTo = "POST" }
+            let info = try await store.write("new", from: .data(Self.payload), metadata: .init(), preconditions: .doesNotExist)
+            #expect(info.size == Int64(Self.payload.count))
+            #expect(server.object("new")?.data == Self.payload)
+            // Someone else's bytes there: a real lost race, even after a lost answer.
+            _ = try await store.write("taken", from: .data(Data("theirs".utf8)), metadata: .init(), preconditions: .none)
+            server.configure { $0.failNext = 1 }
+            let e = await storageError {
+                _ = try await store.write("taken", from: .data(Data("mine".utf8)), metadata: .init(), preconditions: .doesNotExist)
+            }
+            #expect(e == .preconditionFailed(path: "taken"))
+        }
+    }
+
+    @Test func lostCopyAnswerThen412IsOurOwnCopy() async throws {
+        try await withGCSServer { server, store in
+            _ = try await store.write("src", from: .data(Self.payload), metadata: .init(), preconditions: .none)
+            server.configure { $0.loseAnswerTo = "POST" }
+            let info = try await store.copy(from: "src", sourceGeneration: nil, to: "dst", metadata: nil, preconditions: .doesNotExist)
+            #expect(info.name == "dst")
+            #expect(server.object("dst")?.data == Self.payload)
+        }
+    }
+
+    @Test func retryAfterIsHonoured() async throws {
+        try await withGCSServer { server, store in
+            _ = try await store.write("o", from: .data(Data("x".utf8)), metadata: .init(), preconditions: .none)
+            server.configure { $0.retryAfterNext = 1; $0.retryAfterValue = "1" }
+            let start = ContinuousClock.now
+            _ = try await store.getMetadata("o")
+            #expect(ContinuousClock.now - start >= .milliseconds(950), "waited as the server asked")
+        }
+        try await withGCSServer(deadline: .seconds(2)) { server, store in
+            // A Retry-After beyond the deadline: give up at once, saying why.
+            server.configure { $0.retryAfterNext = 1; $0.retryAfterValue = "30" }
+            let start = ContinuousClock.now
+            let e = await storageError { _ = try await store.getMetadata("o") }
+            #expect(ContinuousClock.now - start < .seconds(1))
+            guard case .retryLimitExceeded(let m)? = e else { Issue.record("got \(String(describing: e))"); return }
+            #expect(m.contains("asked to wait"))
+        }
+    }
+
+    @Test func operationDeadlineCapsEveryCall() async throws {
+        try await withGCSServer(deadline: .seconds(60)) { server, store in
+            server.configure { $0.alwaysStatus = 503 }
+            let start = ContinuousClock.now
+            let e = await storageError {
+                try await OperationContext.run(timeout: .seconds(1)) { _ = try await store.getMetadata("x") }
+            }
+            #expect(e != nil)
+            #expect(ContinuousClock.now - start < .seconds(2), "the operation's 1 s, not the store's 60 s")
+        }
+    }
+}

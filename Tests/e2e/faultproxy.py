@@ -1,0 +1,555 @@
+"""A small fault-injecting HTTP proxy for the fault tests (issue 8), run in-process.
+
+    proxy = FaultProxy("127.0.0.1:9323")      # the upstream (gcp-storage-emulator)
+    proxy.start()
+    proxy.endpoint                             # "http://127.0.0.1:PORT", for `--endpoint`
+    rule = proxy.add_rule(method="GET", query_re="alt=media", action="stall_after_headers", times=1)
+    ...
+    rule.fired                                 # how often the rule acted
+    proxy.log                                  # [Entry(method, target, result, t, rule), ...]
+    proxy.release()                            # ends every held (stalled) response
+    proxy.stop()
+
+The client side is HTTP/1.1 with keep-alive (async-http-client); the upstream, the emulator, is
+single-threaded HTTP/1.0, so every forwarded request gets its own upstream connection
+(`Connection: close`) and the whole upstream response is read before anything is sent on, which
+keeps a stalled client from ever blocking the emulator. Responses are passed on faithfully (status,
+reason, headers, body) with HTTP/1.1 framing: `Content-Length` of the body actually sent,
+keep-alive unless the client asked otherwise. Absolute `Location` headers that point at the
+upstream (resumable upload sessions) are rewritten to point at the proxy.
+
+Rules are tried in order; the first that matches and still has `times` left acts, the others are
+not consulted. A request no rule takes is forwarded as it is. Actions (parameters in brackets):
+
+- `stall_after_headers`: upstream's status and headers, then nothing; the socket is held open until
+  `release()`/`stop()` or until the client closes it.
+- `stall_mid_body` [bytes=65536]: headers and the first `bytes` of the body, then held likewise.
+- `short_body_no_cl` [bytes=65536]: no Content-Length, `Connection: close`, only `bytes` of the body,
+  then a clean close (legal HTTP/1.1 framing by close: the client cannot tell it was cut).
+- `reset_mid_body` [bytes=65536]: headers and `bytes` of the body, then RST (SO_LINGER 0).
+- `wrong_content_length` [content_length=int or callable(len) -> int, bytes=None]: Content-Length
+  replaced; the body is sent cut to `bytes` if given, else cut to the new length if that is
+  shorter, else whole; then the connection is closed.
+- `empty_body`: upstream's status and headers, body replaced by nothing (`Content-Length: 0`).
+- `status` [status=503, headers={}, body=None, message=None]: answered by the proxy itself with a
+  JSON API error body; the upstream never sees the request.
+- `lose_response`: the request is forwarded (it takes effect), then the client connection is closed
+  without any response.
+- `delay` [seconds=1]: waits, then forwards normally.
+- `forward`: forwards normally (a rule that only counts or shields later rules).
+"""
+import collections
+import json
+import re
+import select
+import socket
+import struct
+import threading
+import time
+
+ACTIONS = {"stall_after_headers", "stall_mid_body", "short_body_no_cl", "reset_mid_body",
+           "wrong_content_length", "empty_body", "status", "lose_response", "delay", "forward"}
+
+HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"}
+
+REASONS = {200: "OK", 204: "No Content", 206: "Partial Content", 308: "Resume Incomplete",
+           400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+           408: "Request Timeout", 412: "Precondition Failed", 416: "Requested Range Not Satisfiable",
+           429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway",
+           503: "Service Unavailable", 504: "Gateway Timeout"}
+
+Entry = collections.namedtuple("Entry", "method target result t rule")
+Entry.__doc__ = """One request: method, path+query, the status sent (int) or the action's name (str),
+time.time() when the request had been read, and the index of the rule that acted (or None)."""
+
+
+class Rule:
+    def __init__(self, index, method, path_re, query_re, headers, body_re, action, times, skip, params):
+        if action not in ACTIONS:
+            raise ValueError(f"unknown action {action!r}; one of {sorted(ACTIONS)}")
+        self.index = index
+        self.method = method.upper() if method else None
+        self.path_re = re.compile(path_re, re.I) if path_re else None
+        self.query_re = re.compile(query_re, re.I) if query_re else None
+        self.headers = {k.lower(): re.compile(v, re.I) for k, v in (headers or {}).items()}
+        self.body_re = re.compile(body_re if isinstance(body_re, bytes) else body_re.encode(), re.S) if body_re else None
+        self.action = action
+        self.times = times
+        self.skip = skip
+        self.params = params
+        self.matched = 0   # matching requests seen (skipped ones included)
+        self.fired = 0     # times the action was applied
+
+    def matches(self, req):
+        if self.method and req.method != self.method:
+            return False
+        if self.path_re and not self.path_re.search(req.path):
+            return False
+        if self.query_re and not self.query_re.search(req.query):
+            return False
+        for k, rx in self.headers.items():
+            if not rx.search(req.header(k) or ""):
+                return False
+        if self.body_re and not self.body_re.search(req.body):
+            return False
+        return True
+
+    def __repr__(self):
+        return f"Rule#{self.index}({self.action}, fired={self.fired}, times={self.times})"
+
+
+class Request:
+    def __init__(self, method, target, version, headers, body):
+        self.method = method
+        self.target = target
+        self.version = version
+        self.headers = headers  # [(name, value)] as received
+        self.body = body
+        self.path, _, self.query = target.partition("?")
+
+    def header(self, name):
+        name = name.lower()
+        for k, v in self.headers:
+            if k.lower() == name:
+                return v
+        return None
+
+
+class Response:
+    def __init__(self, status, reason, headers, body):
+        self.status = status
+        self.reason = reason
+        self.headers = headers  # [(name, value)]
+        self.body = body
+
+    def header(self, name):
+        name = name.lower()
+        for k, v in self.headers:
+            if k.lower() == name:
+                return v
+        return None
+
+
+class _Closed(Exception):
+    pass
+
+
+class _Conn:
+    """Buffered reading from a socket."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.buf = b""
+
+    def _fill(self):
+        d = self.sock.recv(1 << 16)
+        if not d:
+            raise _Closed()
+        self.buf += d
+
+    def readline(self, limit=1 << 16):
+        while b"\r\n" not in self.buf:
+            if len(self.buf) > limit:
+                raise _Closed()
+            self._fill()
+        line, _, self.buf = self.buf.partition(b"\r\n")
+        return line
+
+    def read(self, n):
+        while len(self.buf) < n:
+            self._fill()
+        d, self.buf = self.buf[:n], self.buf[n:]
+        return d
+
+    def read_to_eof(self):
+        try:
+            while True:
+                self._fill()
+        except (_Closed, ConnectionError):
+            pass
+        d, self.buf = self.buf, b""
+        return d
+
+    def headers(self):
+        out = []
+        while True:
+            line = self.readline()
+            if not line:
+                return out
+            k, _, v = line.decode("latin-1").partition(":")
+            out.append((k.strip(), v.strip()))
+
+    def chunked(self):
+        body = b""
+        while True:
+            size = int(self.readline().split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                while self.readline():  # trailers
+                    pass
+                return body
+            body += self.read(size)
+            self.read(2)
+
+
+def _get(headers, name):
+    name = name.lower()
+    for k, v in headers:
+        if k.lower() == name:
+            return v
+    return None
+
+
+class FaultProxy:
+    def __init__(self, upstream, upstream_timeout=120):
+        """`upstream` is "host:port" (or "http://host:port") of the real server."""
+        upstream = upstream.split("://", 1)[-1].rstrip("/")
+        host, _, port = upstream.rpartition(":")
+        self.upstream = (host, int(port))
+        self.upstream_origin = f"http://{host}:{port}"
+        self.upstream_timeout = upstream_timeout
+        self.rules = []
+        self.log = []
+        self._lock = threading.Lock()
+        self._release = threading.Event()
+        self._stopped = threading.Event()
+        self._clients = set()
+        self._threads = []
+        self._listener = None
+        self.port = None
+
+    # --- API ---------------------------------------------------------------------------------
+
+    @property
+    def endpoint(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", 0))
+        s.listen(64)
+        self._listener = s
+        self.port = s.getsockname()[1]
+        t = threading.Thread(target=self._accept_loop, name=f"faultproxy-{self.port}", daemon=True)
+        t.start()
+        self._threads.append(t)
+        return self
+
+    def add_rule(self, method=None, path_re=None, query_re=None, action="forward", times=None, skip=0,
+                 req_headers=None, body_re=None, **params):
+        """Adds a rule (tried after the ones already there) and returns it. `times`: how often it
+        may act (None: always); `skip`: how many matching requests it lets through first;
+        `req_headers`: {name: regex} the request headers must match; `body_re`: a regex (bytes or str)
+        the request body must match."""
+        with self._lock:
+            r = Rule(len(self.rules), method, path_re, query_re, req_headers, body_re, action, times, skip, params)
+            self.rules.append(r)
+            return r
+
+    def clear(self):
+        """Drops every rule (held responses stay held until `release()`)."""
+        with self._lock:
+            self.rules = []
+
+    def release(self):
+        """Ends every response held by a stall so far (their sockets are closed)."""
+        with self._lock:
+            ev, self._release = self._release, threading.Event()
+        ev.set()
+
+    def stop(self):
+        self._stopped.set()
+        self.release()
+        try:
+            self._listener.close()
+        except OSError:
+            pass
+        with self._lock:
+            clients = list(self._clients)
+        for c in clients:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            try:
+                c.close()
+            except OSError:
+                pass
+        for t in self._threads:
+            t.join(timeout=2)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def entries(self, method=None, path_re=None, query_re=None):
+        """The log entries of requests matching these filters."""
+        p = re.compile(path_re, re.I) if path_re else None
+        q = re.compile(query_re, re.I) if query_re else None
+        out = []
+        for e in list(self.log):
+            path, _, query = e.target.partition("?")
+            if method and e.method != method.upper():
+                continue
+            if p and not p.search(path):
+                continue
+            if q and not q.search(query):
+                continue
+            out.append(e)
+        return out
+
+    def wait_fired(self, rule, count=1, timeout=10):
+        """Waits until `rule` has acted `count` times; returns whether it did."""
+        end = time.time() + timeout
+        while time.time() < end:
+            if rule.fired >= count:
+                return True
+            time.sleep(0.02)
+        return rule.fired >= count
+
+    # --- server ------------------------------------------------------------------------------
+
+    def _accept_loop(self):
+        self._listener.settimeout(0.2)  # a close() does not wake accept(): poll for stop()
+        while not self._stopped.is_set():
+            try:
+                c, _ = self._listener.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            c.settimeout(None)
+            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with self._lock:
+                self._clients.add(c)
+            t = threading.Thread(target=self._serve, args=(c,), daemon=True)
+            t.start()
+            self._threads = [x for x in self._threads if x.is_alive()] + [t]
+
+    def _serve(self, c):
+        conn = _Conn(c)
+        try:
+            while not self._stopped.is_set():
+                req = self._read_request(conn)
+                if req is None:
+                    return
+                keep = self._handle(c, req)
+                if not keep:
+                    return
+        except (_Closed, ConnectionError, OSError, ValueError):
+            return
+        finally:
+            with self._lock:
+                self._clients.discard(c)
+            try:
+                c.close()
+            except OSError:
+                pass
+
+    def _read_request(self, conn):
+        try:
+            line = conn.readline()
+            while not line:  # tolerate stray CRLF between requests
+                line = conn.readline()
+        except (_Closed, ConnectionError, OSError):
+            return None
+        parts = line.decode("latin-1").split(" ")
+        if len(parts) != 3:
+            raise ValueError(f"bad request line {line!r}")
+        method, target, version = parts
+        headers = conn.headers()
+        if (_get(headers, "Expect") or "").lower() == "100-continue":
+            conn.sock.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+        if "chunked" in (_get(headers, "Transfer-Encoding") or "").lower():
+            body = conn.chunked()
+            headers = [(k, v) for k, v in headers if k.lower() != "transfer-encoding"]
+            headers.append(("Content-Length", str(len(body))))
+        else:
+            body = conn.read(int(_get(headers, "Content-Length") or 0))
+        return Request(method.upper(), target, version, headers, body)
+
+    def _pick(self, req):
+        with self._lock:
+            for r in self.rules:
+                if not r.matches(req):
+                    continue
+                if r.times is not None and r.fired >= r.times:
+                    continue
+                r.matched += 1
+                if r.matched <= r.skip:
+                    continue
+                r.fired += 1
+                return r
+        return None
+
+    def _record(self, req, result, t, rule):
+        self.log.append(Entry(req.method, req.target, result, t, rule.index if rule else None))
+
+    def _client_keep_alive(self, req):
+        conn = (req.header("Connection") or "").lower()
+        if req.version.upper() == "HTTP/1.0":
+            return "keep-alive" in conn
+        return "close" not in conn
+
+    def _handle(self, c, req):
+        t = time.time()
+        rule = self._pick(req)
+        action = rule.action if rule else "forward"
+        p = rule.params if rule else {}
+        keep = self._client_keep_alive(req)
+
+        if action == "status":
+            status = int(p.get("status", 503))
+            body = p.get("body")
+            if body is None:
+                msg = p.get("message") or f"injected {status} by the fault proxy"
+                body = json.dumps({"error": {"code": status, "message": msg,
+                                             "errors": [{"message": msg, "domain": "global", "reason": "injected"}]}})
+            if isinstance(body, str):
+                body = body.encode()
+            headers = [("Content-Type", "application/json; charset=UTF-8")] + list((p.get("headers") or {}).items())
+            self._send(c, Response(status, REASONS.get(status, "Error"), headers, body), keep, req)
+            self._record(req, status, t, rule)
+            return keep
+
+        if action == "delay":
+            self._wait(float(p.get("seconds", 1)))
+
+        try:
+            resp = self._forward(req)
+        except Exception as e:  # upstream trouble: tell the client like a gateway would
+            body = json.dumps({"error": {"code": 502, "message": f"fault proxy: upstream failed: {e}"}}).encode()
+            self._send(c, Response(502, "Bad Gateway", [("Content-Type", "application/json")], body), keep, req)
+            self._record(req, 502, t, rule)
+            return keep
+
+        if action in ("forward", "delay"):
+            self._send(c, resp, keep, req)
+            self._record(req, resp.status, t, rule)
+            return keep
+
+        self._record(req, action, t, rule)
+        n = int(p.get("bytes", 65536))
+        if action == "lose_response":
+            return False
+        if action == "empty_body":
+            resp.body = b""
+            self._send(c, resp, keep, req)
+            return keep
+        if action == "stall_after_headers":
+            c.sendall(self._head(resp, keep, len(resp.body)))
+            self._hold(c)
+            return False
+        if action == "stall_mid_body":
+            c.sendall(self._head(resp, keep, len(resp.body)) + resp.body[:n])
+            self._hold(c)
+            return False
+        if action == "short_body_no_cl":
+            c.sendall(self._head(resp, False, None) + resp.body[:n])
+            self._close_cleanly(c)
+            return False
+        if action == "reset_mid_body":
+            c.sendall(self._head(resp, keep, len(resp.body)) + resp.body[:n])
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            c.close()
+            return False
+        if action == "wrong_content_length":
+            cl = p.get("content_length", lambda size: size // 2)
+            cl = cl(len(resp.body)) if callable(cl) else int(cl)
+            cut = p.get("bytes")
+            body = resp.body[:int(cut)] if cut is not None else resp.body[:min(cl, len(resp.body))]
+            c.sendall(self._head(resp, keep, cl) + body)
+            self._close_cleanly(c)
+            return False
+        raise AssertionError(action)
+
+    # --- helpers -----------------------------------------------------------------------------
+
+    def _wait(self, seconds):
+        self._stopped.wait(seconds)
+
+    def _hold(self, c):
+        """Keeps the socket open, sending nothing, until released, stopped or closed by the client."""
+        ev = self._release
+        while not ev.is_set() and not self._stopped.is_set():
+            try:
+                r, _, _ = select.select([c], [], [], 0.2)
+            except (OSError, ValueError):
+                return
+            if r:
+                try:
+                    if not c.recv(1 << 16):
+                        return  # the client gave up
+                except OSError:
+                    return
+
+    @staticmethod
+    def _close_cleanly(c):
+        try:
+            c.shutdown(socket.SHUT_WR)
+            # let the client read everything before the socket goes away
+            c.settimeout(2)
+            while c.recv(1 << 16):
+                pass
+        except OSError:
+            pass
+
+    def _head(self, resp, keep, content_length):
+        lines = [f"HTTP/1.1 {resp.status} {resp.reason}"]
+        for k, v in resp.headers:
+            kl = k.lower()
+            if kl in HOP_BY_HOP or kl == "content-length":
+                continue
+            if kl == "location" and v.startswith(self.upstream_origin):
+                v = self.endpoint + v[len(self.upstream_origin):]
+            lines.append(f"{k}: {v}")
+        if content_length is not None:
+            lines.append(f"Content-Length: {content_length}")
+        lines.append("Connection: keep-alive" if keep else "Connection: close")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+    def _send(self, c, resp, keep, req):
+        no_body = req.method == "HEAD" or resp.status in (204, 304) or 100 <= resp.status < 200
+        if req.method == "HEAD":
+            head = self._head(resp, keep, None)
+            cl = resp.header("Content-Length")
+            if cl is not None:
+                head = head[:-2] + f"Content-Length: {cl}\r\n\r\n".encode()
+            c.sendall(head)
+        else:
+            c.sendall(self._head(resp, keep, None if no_body else len(resp.body)) + (b"" if no_body else resp.body))
+
+    def _forward(self, req):
+        u = socket.create_connection(self.upstream, timeout=self.upstream_timeout)
+        try:
+            lines = [f"{req.method} {req.target} HTTP/1.1"]
+            for k, v in req.headers:
+                if k.lower() in HOP_BY_HOP or k.lower() == "content-length":
+                    continue
+                lines.append(f"{k}: {v}")
+            if req.body or req.method in ("POST", "PUT", "PATCH"):
+                lines.append(f"Content-Length: {len(req.body)}")
+            lines.append("Connection: close")
+            u.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + req.body)
+            conn = _Conn(u)
+            while True:
+                status_line = conn.readline().decode("latin-1")
+                version, _, rest = status_line.partition(" ")
+                code, _, reason = rest.partition(" ")
+                status = int(code)
+                headers = conn.headers()
+                if status >= 200 or status == 101:
+                    break
+            if req.method == "HEAD" or status in (204, 304):
+                body = b""
+            elif "chunked" in (_get(headers, "Transfer-Encoding") or "").lower():
+                body = conn.chunked()
+            elif _get(headers, "Content-Length") is not None:
+                body = conn.read(int(_get(headers, "Content-Length")))
+            else:
+                body = conn.read_to_eof()
+            return Response(status, reason or REASONS.get(status, ""), headers, body)
+        finally:
+            u.close()
