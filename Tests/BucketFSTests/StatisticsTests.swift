@@ -28,8 +28,10 @@ import Testing
         _ = try await h.fs.getattr(ino: ino)
         s = h.fs.statistics()
         #expect(s.misses[.attributes] == 1)
-        #expect(s.cachedListings == 0)
-        #expect(s.cachedAttributes == 1)  // just refreshed
+        // An expired file is refreshed by listing its directory again: all siblings are fresh.
+        #expect(s.cachedListings == 1)
+        #expect(s.cachedAttributes == 2)
+        #expect(h.store.lists.count == 2)
     }
 
     @Test func openFilesReadAheadAndDirtyFiles() async throws {
