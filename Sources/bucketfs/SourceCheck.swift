@@ -73,10 +73,40 @@ enum SourceCheck {
             } catch {
                 try? await g.shutdown()
                 if !mounting, case StorageError.unauthorized = error { return try openStore(source, gcs: gcs, logger: logger, prefixMount: prefixMount) }
-                throw explain(error, bucket: bucket, endpoint: g.endpoint, identity: creds.identity)
+                var cause = error
+                if case StorageError.timeout = error, let refusal = connectProblem(g.endpoint) {
+                    // The HTTP client keeps retrying a refused connection until its deadline: say why.
+                    cause = StorageError.unknown(status: 0, message: refusal)
+                }
+                throw explain(cause, bucket: bucket, endpoint: g.endpoint, identity: creds.identity)
             }
             return g
         }
+    }
+
+    /// Why a TCP connection to the endpoint's host and port cannot be made (within 1 s), or nil
+    /// when it can (then the server accepted and did not answer).
+    static func connectProblem(_ endpoint: String) -> String? {
+        guard let c = URLComponents(string: endpoint), let host = c.host else { return nil }
+        let port = c.port ?? (c.scheme == "https" ? 443 : 80)
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>? = nil
+        let rc = getaddrinfo(host.trimmingCharacters(in: CharacterSet(charactersIn: "[]")), String(port), &hints, &list)
+        guard rc == 0, let first = list else { return "cannot resolve \(host): \(String(cString: gai_strerror(rc)))" }
+        defer { freeaddrinfo(list) }
+        let fd = socket(first.pointee.ai_family, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        if connect(fd, first.pointee.ai_addr, first.pointee.ai_addrlen) == 0 { return nil }
+        guard errno == EINPROGRESS else { return "connection to \(host):\(port) failed: \(String(cString: strerror(errno)))" }
+        var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+        guard poll(&p, 1, 1000) == 1 else { return nil }  // no verdict within 1 s: leave it to the timeout
+        var err: Int32 = 0
+        var len = socklen_t(MemoryLayout<Int32>.size)
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len)
+        return err == 0 ? nil : "connection to \(host):\(port) failed: \(String(cString: strerror(err)))"
     }
 
     static func openEmbedded(_ dir: String) throws -> any ObjectStore {
