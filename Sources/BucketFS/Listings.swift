@@ -35,6 +35,11 @@ extension BucketFileSystem {
             failures.note("l:" + prefix, e)
             throw e
         }
+        if dirs.count + files.count >= 5000 {
+            // The pages of a large listing were parsed into many short-lived objects: give the
+            // freed memory back now rather than keep it as the process's high-water mark.
+            _ = releaseFreedMemory(0)
+        }
         let t = now
         return locked {
             var children: [String: UInt64] = [:]
@@ -220,3 +225,7 @@ extension BucketFileSystem {
         }
     }
 }
+
+/// glibc's `malloc_trim`: returns freed heap memory to the system.
+@_silgen_name("malloc_trim")
+private func releaseFreedMemory(_ pad: Int) -> Int32

@@ -20,6 +20,9 @@ final class Node: @unchecked Sendable {
     var listing: Listing?
     /// Set once the object is gone (unlinked, renamed over).
     var removed = false
+    /// The generation the kernel's page cache holds for this file: the one last opened for
+    /// reading here (nil after an open for writing).
+    var cachedGeneration: Int64?
 
     init(ino: UInt64, path: String, type: FileType) {
         self.ino = ino
@@ -103,6 +106,8 @@ final class Handle: @unchecked Sendable {
     var check: ContentCheck?
     /// Set once the bytes of this generation failed their checksum: every later read fails too.
     var corrupt: StorageError?
+    /// The kernel may keep its cached pages: the same generation was opened for reading before.
+    var keepCache = false
 
     init(ino: UInt64, writable: Bool, info: ObjectInfo?, path: String, window: Int) {
         self.ino = ino

@@ -20,12 +20,24 @@ extension BucketFileSystem {
         return locked {
             if flags.isWrite { n.staged?.openHandles += 1 }
             let h = Handle(ino: ino, writable: flags.isWrite, info: n.info, path: n.path, window: config.readAheadInitial)
+            // Close-to-open: pages cached for the generation opened last stay; any other
+            // generation (or local content being written) drops them.
+            if !flags.isWrite, n.staged == nil, let g = n.info?.generation {
+                h.keepCache = n.cachedGeneration == g
+                n.cachedGeneration = g
+            } else {
+                n.cachedGeneration = nil
+            }
             let fh = nextFh
             nextFh += 1
             handles[fh] = h
             if !flags.isWrite, let s = n.staged { s.openHandles += 1 }
             return fh
         }
+    }
+
+    public func keepsCache(ino: UInt64, fh: UInt64) -> Bool {
+        locked { handles[fh]?.keepCache ?? false }
     }
 
     public func read(ino: UInt64, fh: UInt64, offset: UInt64, size: Int) async throws(Errno) -> Data {

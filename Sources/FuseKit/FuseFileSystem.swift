@@ -128,6 +128,10 @@ public protocol FuseFileSystem: AnyObject, Sendable {
     /// filesystem can give each operation one scope (a deadline, say). Default: runs `work`.
     func perform<T: Sendable>(_ work: @escaping @Sendable () async throws(Errno) -> T) async throws(Errno) -> T
     func getattr(ino: UInt64) async throws(Errno) -> (FileAttributes, Double)
+    /// Asked as `open` is answered: whether the kernel may keep the file's cached pages (the
+    /// content is what it cached before). Without it, open drops them, and waits for any page a
+    /// read still has locked. Default: false.
+    func keepsCache(ino: UInt64, fh: UInt64) -> Bool
     /// Answers from cache with no I/O, on the libfuse thread with no Task: the result, or nil to
     /// call the async method. A returned lookup entry counts as one lookup, as `lookup`'s does.
     /// Defaults: nil.
@@ -169,6 +173,7 @@ public protocol FuseFileSystem: AnyObject, Sendable {
 }
 
 public extension FuseFileSystem {
+    func keepsCache(ino: UInt64, fh: UInt64) -> Bool { false }
     func cachedLookup(parent: UInt64, name: String) -> Result<FuseEntry, Errno>? { nil }
     func cachedGetattr(ino: UInt64) -> (FileAttributes, Double)? { nil }
     func cachedGetxattr(ino: UInt64, name: String) -> Result<[UInt8], Errno>? { nil }

@@ -205,6 +205,7 @@ enum FuseOperations {
         context.serve(req, { () async throws(Errno) in try await fs.open(ino: ino, flags: flags) }) { req, fh in
             var fi = fuse_file_info()
             fi.fh = fh
+            if fs.keepsCache(ino: ino, fh: fh) { fi.keep_cache = 1 }
             let rc = fuse_reply_open(req, &fi)
             if rc != 0 { Task { try? await fs.release(ino: ino, fh: fh) } }
             context.check(rc, "fuse_reply_open")

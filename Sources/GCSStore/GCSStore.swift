@@ -121,18 +121,24 @@ public final class GCSStore: ObjectStore {
             ("fields", GCSJSONAPI.listFields),
         ])
         let r = try await transport.send("list", path: "", idempotent: true, GCSRequest(.GET, url))
-        let o = try r.json()
+        let decoded: ListPageJSON
+        do {
+            decoded = try JSONDecoder().decode(ListPageJSON.self, from: r.data)
+        } catch {
+            throw StorageError.unknown(status: r.status, message: "the server's list answer is not a list page: \(error)")
+        }
         var page = ListPage()
-        for p in (o["prefixes"] as? [String]) ?? [] {
+        for p in decoded.prefixes ?? [] {
             let stripped = p.hasPrefix(prefix) ? String(p.dropFirst(prefix.count)) : p
             if !stripped.isEmpty { page.prefixes.append(stripped) }
         }
-        for case let item as [String: Any] in (o["items"] as? [Any]) ?? [] {
-            let info = try GCSJSONAPI.objectInfo(item, stripPrefix: prefix)
+        page.items.reserveCapacity(decoded.items?.count ?? 0)
+        for item in decoded.items ?? [] {
+            let info = try item.info(stripPrefix: prefix)
             // With a prefix, the `PREFIX/` placeholder itself is the root, not an item.
             if !info.name.isEmpty { page.items.append(info) }
         }
-        if let t = o["nextPageToken"] as? String, !t.isEmpty { page.nextPageToken = t }
+        if let t = decoded.nextPageToken, !t.isEmpty { page.nextPageToken = t }
         return page
     }
 
@@ -155,7 +161,9 @@ public final class GCSStore: ObjectStore {
             return Data()
         }
         let url = objectURL(name) + GCSJSONAPI.query([("alt", "media"), ("generation", generation.map(String.init))])
-        var headers: HTTPHeaders = [:]
+        // Stored bytes as they are: without this, Cloud Storage decompresses objects stored with
+        // Content-Encoding: gzip, and their size and checksums no longer describe what comes.
+        var headers: HTTPHeaders = ["Accept-Encoding": "gzip"]
         if let range { headers.add(name: "Range", value: "bytes=\(range.lowerBound)-\(range.upperBound - 1)") }
         let expect = Expect(accept: { $0 == 416 }, validate: { DownloadCheck.problem(with: $0, range: range) })
         let r = try await transport.send("read", path: name, idempotent: true, expect: expect,

@@ -220,7 +220,7 @@ func lostFiles(_ h: Harness) -> [String] {
 }
 
 /// Polls `condition` for up to `seconds` (background work runs on real time).
-func waitUntil(_ seconds: Double = 5, _ condition: () async -> Bool) async throws {
+func waitUntil(_ seconds: Double = 15, _ condition: () async -> Bool) async throws {
     let end = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
     while ContinuousClock.now < end {
         if await condition() { return }

@@ -23,7 +23,7 @@ import Testing
             let took = ContinuousClock.now - start
             #expect(data == Self.payload)
             #expect(took >= .milliseconds(400), "waited for the idle timeout: \(took)")
-            #expect(took < .seconds(4), "and not much longer: \(took)")
+            #expect(took < .seconds(10), "and not much longer: \(took)")
         }
     }
 
@@ -34,7 +34,7 @@ import Testing
             let start = ContinuousClock.now
             let e = await storageError { _ = try await store.read("o", generation: info.generation, range: 0..<1000) }
             #expect(e != nil)
-            #expect(ContinuousClock.now - start < .seconds(5))
+            #expect(ContinuousClock.now - start < .seconds(10), "the 3 s deadline, not the stall's forever")
         }
     }
 
@@ -49,7 +49,7 @@ import Testing
             let start = ContinuousClock.now
             task.cancel()
             let result = await task.result
-            #expect(ContinuousClock.now - start < .seconds(2))
+            #expect(ContinuousClock.now - start < .seconds(5), "at once, not after the 60 s idle timeout")
             guard case .failure(let e) = result else { Issue.record("a cancelled read returned data"); return }
             #expect(e as? StorageError == .cancelled)
         }
@@ -125,7 +125,7 @@ import Testing
             server.configure { $0.retryAfterNext = 1; $0.retryAfterValue = "30" }
             let start = ContinuousClock.now
             let e = await storageError { _ = try await store.getMetadata("o") }
-            #expect(ContinuousClock.now - start < .seconds(1))
+            #expect(ContinuousClock.now - start < .seconds(5), "at once, not after the 30 s asked for")
             guard case .retryLimitExceeded(let m)? = e else { Issue.record("got \(String(describing: e))"); return }
             #expect(m.contains("asked to wait"))
         }
@@ -139,7 +139,7 @@ import Testing
                 try await OperationContext.run(timeout: .seconds(1)) { _ = try await store.getMetadata("x") }
             }
             #expect(e != nil)
-            #expect(ContinuousClock.now - start < .seconds(2), "the operation's 1 s, not the store's 60 s")
+            #expect(ContinuousClock.now - start < .seconds(8), "the operation's 1 s (plus a busy machine's slack), not the store's 60 s")
         }
     }
 }
