@@ -81,6 +81,7 @@ final class MetricsFileSystem: FuseFileSystem {
     func perform<T: Sendable>(_ work: @escaping @Sendable () async throws(Errno) -> T) async throws(Errno) -> T {
         try await inner.perform(work)
     }
+    func keepsCache(ino: UInt64, fh: UInt64) -> Bool { inner.keepsCache(ino: ino, fh: fh) }
     // Answers from cache on the libfuse thread count as operations too; nil (go async) does not.
     func cachedLookup(parent: UInt64, name: String) -> Result<FuseEntry, Errno>? {
         let r = inner.cachedLookup(parent: parent, name: name)
