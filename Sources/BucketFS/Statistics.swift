@@ -67,9 +67,10 @@ extension BucketFileSystem {
             s.readAheadBytes = handles.values.reduce(0) { $0 + $1.readAheadBytes }
             return s
         }
-        // Each kept file has a JSON sidecar naming its object: count the data files.
+        // Each kept file has a JSON sidecar naming its object: count the data files (not the
+        // sidecars, nor the hidden temporary file Foundation writes a sidecar through).
         let kept = (try? FileManager.default.contentsOfDirectory(atPath: staging.lostAndFound)) ?? []
-        s.lostAndFoundEntries = kept.filter { !$0.hasSuffix(".json") }.count
+        s.lostAndFoundEntries = kept.filter { !$0.hasSuffix(".json") && !$0.hasPrefix(".") }.count
         (s.hits, s.misses) = cacheCounters.snapshot()
         return s
     }
