@@ -17,6 +17,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.25.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
     ],
     targets: [
         // libfuse3 through a tiny C module: header defines FUSE_USE_VERSION, shims are prefixed.
@@ -40,6 +42,7 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),
         // The Cloud Storage JSON API backend.
@@ -54,6 +57,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),
         // The filesystem core: inode table, caches, xattrs, handles. No kernel, no network.
@@ -68,6 +72,11 @@ let package = Package(
                 "StorageModel", "ObjectStores", "GCSStore", "BucketFS", "FuseKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
         .testTarget(
@@ -93,6 +102,8 @@ let package = Package(
         ),
         .testTarget(name: "BucketFSTests", dependencies: ["BucketFS", "FuseKit", "StorageModel", "ObjectStores", "TestSupport",
                                                           .product(name: "Crypto", package: "swift-crypto")]),
+        // The command line's pure parts: source checks, metrics address, log lines, progress, help.
+        .testTarget(name: "CommandTests", dependencies: ["bucketfs", "StorageModel", "ObjectStores", "GCSStore", "FuseKit"]),
         // An in-memory filesystem mounted in the foreground: FuseKitTests drive it from outside.
         .executableTarget(name: "fusekit-demo", dependencies: ["FuseKit"]),
         .testTarget(name: "FuseKitTests", dependencies: ["FuseKit"]),

@@ -25,3 +25,36 @@ fi
 
 echo "setup: building bucketfs"
 swift build -c "${BUCKETFS_BUILD_CONFIG:-debug}" --product bucketfs 2>&1 | tail -n 3
+
+# Shell completion and a man page, generated from the command's own definition by
+# swift-argument-parser, installed under $BUCKETFS_PREFIX (default /usr/local); and bucketfs
+# linked into $BUCKETFS_PREFIX/bin (mount -t fuse.bucketfs and fstab lines need it on PATH; a
+# real file there is never replaced). BUCKETFS_NO_INSTALL=1 skips this step.
+if [ "${BUCKETFS_NO_INSTALL:-0}" != 1 ]; then
+  config="${BUCKETFS_BUILD_CONFIG:-debug}"
+  bin="$(swift build -c "$config" --show-bin-path)/bucketfs"
+  out=.build/share
+  mkdir -p "$out"
+  "$bin" --generate-completion-script bash >"$out/bucketfs.bash"
+  "$bin" --generate-completion-script zsh >"$out/_bucketfs"
+  "$bin" --generate-completion-script fish >"$out/bucketfs.fish"
+  man_page=""
+  if swift package generate-manual --configuration "$config" >"$out/generate-manual.log" 2>&1 \
+      && [ -f .build/plugins/GenerateManual/outputs/bucketfs/bucketfs.1 ]; then
+    cp .build/plugins/GenerateManual/outputs/bucketfs/bucketfs.1 "$out/bucketfs.1"
+    man_page="$out/bucketfs.1"
+  else
+    echo "setup: the man page was not generated (see $out/generate-manual.log)"
+  fi
+  prefix="${BUCKETFS_PREFIX:-/usr/local}"
+  SUDO=""; [ -w "$prefix" ] || [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO install -D -m 644 "$out/bucketfs.bash" "$prefix/share/bash-completion/completions/bucketfs"
+  $SUDO install -D -m 644 "$out/_bucketfs" "$prefix/share/zsh/site-functions/_bucketfs"
+  $SUDO install -D -m 644 "$out/bucketfs.fish" "$prefix/share/fish/vendor_completions.d/bucketfs.fish"
+  [ -z "$man_page" ] || $SUDO install -D -m 644 "$man_page" "$prefix/share/man/man1/bucketfs.1"
+  if [ -L "$prefix/bin/bucketfs" ] || [ ! -e "$prefix/bin/bucketfs" ]; then
+    $SUDO mkdir -p "$prefix/bin"
+    $SUDO ln -sfn "$(cd "$(dirname "$bin")" && pwd)/bucketfs" "$prefix/bin/bucketfs"
+  fi
+  echo "setup: installed completion (bash, zsh, fish)${man_page:+, man page} and $prefix/bin/bucketfs"
+fi

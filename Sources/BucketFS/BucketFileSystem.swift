@@ -35,6 +35,8 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     let staging: StagingArea
     /// Objects and listings that just failed, answered EIO at once for a few seconds.
     let failures: RecentFailures
+    /// Cache hits and misses, for the metrics endpoint (`statistics()`).
+    public let cacheCounters = CacheCounters()
 
     /// Takes the cache directory (refused when it is a symlink, someone else's, or in use by
     /// another mount) and moves what an earlier run left unsaved there into lost+found.

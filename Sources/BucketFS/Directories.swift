@@ -27,7 +27,9 @@ extension BucketFileSystem {
         guard let h = locked({ dirHandles[fh] }) else { throw .EBADF }
         if offset == 0 || locked({ h.entries == nil }) {
             let l: Listing
-            if let fresh = freshListing(dir) { l = fresh } else { l = try await loadListing(dir) }
+            let fresh = freshListing(dir)
+            cacheCounters.count(.listing, hit: fresh != nil)
+            if let fresh { l = fresh } else { l = try await loadListing(dir) }
             let entries = l.sortedNames.map { ($0, l.children[$0]!) }
             locked { h.entries = entries }
         }

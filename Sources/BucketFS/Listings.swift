@@ -103,6 +103,7 @@ extension BucketFileSystem {
     public func cachedLookup(parent: UInt64, name: String) -> Result<FuseEntry, Errno>? {
         locked {
             guard let p = nodes[parent], p.type == .directory, let l = p.listing, l.expiry > now else { return nil }
+            cacheCounters.count(.listing, hit: true)
             guard let n = childLocked(l, name) else {
                 // Names the rules refuse get their logged error from the async path.
                 return name.utf8.count <= StoragePath.maxSegmentBytes && !name.contains("/") ? .failure(.ENOENT) : nil
@@ -120,9 +121,11 @@ extension BucketFileSystem {
     func resolve(_ parent: Node, _ name: String) async throws(Errno) -> Node {
         let path = try names.childPath(parent.path, name)
         if let l = freshListing(parent) {
+            cacheCounters.count(.listing, hit: true)
             guard let n = locked({ childLocked(l, name) }) else { throw .ENOENT }
             return n
         }
+        cacheCounters.count(.listing, hit: false)
         if locked({ shouldRelistLocked(parent) }) {
             // Listed before and expired: one listing answers this name and all its siblings.
             let l = try await loadListing(parent)
@@ -185,6 +188,7 @@ extension BucketFileSystem {
     public func cachedGetattr(ino: UInt64) -> (FileAttributes, Double)? {
         locked {
             guard let n = nodes[ino], !needsRefreshLocked(n) else { return nil }
+            cacheCounters.count(.attributes, hit: true)
             return (stat.attributes(n, now: now), config.metadataTTL)
         }
     }
@@ -198,6 +202,7 @@ extension BucketFileSystem {
             return (needsRefreshLocked(n, force: force), n.path,
                     !force && n.type == .regular && parent.map(shouldRelistLocked) == true ? parent : nil)
         }
+        cacheCounters.count(.attributes, hit: !need)
         guard need else { return }
         // A directory's attributes and xattrs are those of its `dir/` placeholder.
         if n.type == .directory { try await reloadPlaceholder(n); return }

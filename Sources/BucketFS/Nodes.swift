@@ -102,6 +102,8 @@ final class Handle: @unchecked Sendable {
     var bufferStart: Int64 = 0
     var window: Int
     var lastEnd: Int64 = -1
+    /// `buffer.count`, guarded by `BucketFileSystem.lock` (for `statistics()`).
+    var readAheadBytes = 0
     /// The checksum of the bytes fetched in order from 0, checked when they reach the end.
     var check: ContentCheck?
     /// Set once the bytes of this generation failed their checksum: every later read fails too.

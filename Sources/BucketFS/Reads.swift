@@ -74,9 +74,11 @@ extension BucketFileSystem {
                                                              expected: expected, got: got)
                     h.corrupt = e
                     h.buffer = Data()
+                    self.locked { h.readAheadBytes = 0 }
                     throw e
                 }
                 h.buffer = data
+                self.locked { h.readAheadBytes = data.count }
                 h.bufferStart = off
                 h.lastEnd = end
                 return data.prefix(Int(end - off))

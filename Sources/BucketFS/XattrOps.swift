@@ -38,6 +38,7 @@ extension BucketFileSystem {
         let x = XattrName(name)
         return locked { () -> Result<[UInt8], Errno>? in
             guard let n = nodes[ino], !needsRefreshLocked(n) else { return nil }
+            cacheCounters.count(.attributes, hit: true)
             do throws(Errno) { return .success(try xattrValueLocked(n, x)) } catch { return .failure(error) }
         }
     }
@@ -46,6 +47,7 @@ extension BucketFileSystem {
     public func cachedListxattr(ino: UInt64) -> [String]? {
         locked {
             guard let n = nodes[ino], !needsRefreshLocked(n) else { return nil }
+            cacheCounters.count(.attributes, hit: true)
             return xattrNamesLocked(n)
         }
     }

@@ -1,6 +1,7 @@
 import Foundation
 import AsyncHTTPClient
 import Logging
+import Metrics
 import NIOCore
 import NIOHTTP1
 import NIOFoundationCompat
@@ -131,6 +132,7 @@ final class GCSTransport: Sendable {
                              note: retryAfter.map { "the server asked to wait \($0)" })
             }
             logger.debug("GCS \(what) \(path): \(lastError.map { "\($0)" } ?? "error"); retry \(attempts) in \(pause)")
+            Counter(label: "bucketfs_store_retries_total", dimensions: [("operation", what)]).increment()
             do { try await Task.sleep(for: pause) } catch { throw StorageError.cancelled }
         }
     }

@@ -19,6 +19,12 @@ struct BucketFSCommand: AsyncParsableCommand {
             args = ["mount"] + MountHelper.translate(args)
         }
         effectiveArguments = args
+        // `mount --help` ends with examples (ArgumentParser's help has no epilogue).
+        if (args.first == "mount" && args.contains(where: { $0 == "--help" || $0 == "-h" })) || args.prefix(2) == ["help", "mount"] {
+            print(helpMessage(for: Mount.self))
+            print(Mount.examples)
+            return
+        }
         do {
             var command = try parseAsRoot(args)
             if var c = command as? AsyncParsableCommand {
@@ -47,23 +53,6 @@ struct GCSOptions: ParsableArguments {
     var anonymous = false
 }
 
-struct LogOptions: ParsableArguments {
-    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
-    var logLevel: String = "warning"
-
-    func bootstrap() -> Logger {
-        let level = Logger.Level(rawValue: logLevel.lowercased()) ?? .warning
-        LoggingSystem.bootstrap { label in
-            var h = StreamLogHandler.standardError(label: label)
-            h.logLevel = level
-            return h
-        }
-        var logger = Logger(label: "bucketfs")
-        logger.logLevel = level
-        return logger
-    }
-}
-
 /// Translates `SOURCE DIR -o a,b=c` (mount helper form) into `SOURCE DIR --a --b c`.
 enum MountHelper {
     static let flags: Set<String> = ["read-only", "ro", "allow-other", "allow_other", "foreground", "anonymous"]
@@ -78,7 +67,9 @@ enum MountHelper {
                     let name = kv[0].replacingOccurrences(of: "_", with: "-")
                     switch name {
                     case "ro": out.append("--read-only")
-                    case "rw", "dev", "suid", "nodev", "nosuid", "exec", "noexec", "auto", "noauto", "user", "nouser", "defaults", "nofail", "x-systemd.automount": break
+                    case "rw", "dev", "suid", "nodev", "nosuid", "exec", "noexec", "auto", "noauto", "user", "nouser", "users",
+                         "defaults", "nofail", "-netdev", "async", "atime", "noatime", "relatime", "nodiratime": break
+                    case _ where name.hasPrefix("x-") || name.hasPrefix("comment="): break
                     default:
                         if kv.count == 2 { out += ["--" + name, kv[1]] } else { out.append("--" + name) }
                     }

@@ -13,10 +13,12 @@ struct Target: Sendable {
         self.ref = ref
     }
 
-    init(_ spec: String, gcs: GCSOptions, logger: Logger) throws {
+    /// Checks the source first (SourceCheck): a bucket that does not exist, credentials that cannot
+    /// list it or an endpoint that never answers are refused within seconds, in one line.
+    static func open(_ spec: String, gcs: GCSOptions, logger: Logger) async throws -> Target {
         let source = try Source.parse(spec, splitLocal: true)
-        storage = Storage(store: try openStore(source, gcs: gcs, logger: logger))
-        ref = storage.reference().child(source.path)
+        let storage = Storage(store: try await SourceCheck.open(source, gcs: gcs, logger: logger, prefixMount: false, mounting: false))
+        return Target(storage: storage, ref: storage.reference().child(source.path))
     }
 }
 
@@ -53,7 +55,7 @@ struct Ls: AsyncParsableCommand {
     func run() async throws {
         let logger = log.bootstrap()
         do {
-            let t = try Target(target, gcs: gcs, logger: logger)
+            let t = try await Target.open(target, gcs: gcs, logger: logger)
             let result: StorageListResult
             if maxResults != nil || pageToken != nil {
                 result = try await t.ref.list(maxResults: maxResults ?? 1000, pageToken: pageToken)
@@ -88,7 +90,7 @@ struct Stat: AsyncParsableCommand {
     func run() async throws {
         let logger = log.bootstrap()
         do {
-            var t = try Target(target, gcs: gcs, logger: logger)
+            var t = try await Target.open(target, gcs: gcs, logger: logger)
             if let exactName { t = Target(storage: t.storage, ref: t.storage.reference().exactly(exactName)) }
             let m = try await t.ref.getMetadata()
             var fields: [(String, String)] = [
@@ -126,7 +128,7 @@ struct Cat: AsyncParsableCommand {
     func run() async throws {
         let logger = log.bootstrap()
         do {
-            let t = try Target(target, gcs: gcs, logger: logger)
+            let t = try await Target.open(target, gcs: gcs, logger: logger)
             try StoragePath.validateObjectName(t.ref.fullPath)
             let info = try await t.storage.store.getMetadata(t.ref.fullPath)
             var off: Int64 = 0
@@ -162,7 +164,7 @@ struct Put: AsyncParsableCommand {
     func run() async throws {
         let logger = log.bootstrap()
         do {
-            var t = try Target(target, gcs: gcs, logger: logger)
+            var t = try await Target.open(target, gcs: gcs, logger: logger)
             if let exactName { t = Target(storage: t.storage, ref: t.storage.reference().exactly(exactName)) }
             var m = StorageMetadata()
             m.contentType = contentType
@@ -200,15 +202,21 @@ extension Put {
             var isDir: ObjCBool = false
             if FileManager.default.fileExists(atPath: root + "/" + rel, isDirectory: &isDir), !isDir.boolValue { files.append(rel) }
         }
-        try await withThrowingTaskGroup(of: Void.self) { group in
+        let sizes = files.map { (try? UploadSource.file(path: root + "/" + $0).size()) ?? 0 }
+        let progress = TransferProgress(files: files.count, bytes: sizes.reduce(0, +), terminal: isatty(2) == 1)
+        try await withThrowingTaskGroup(of: Int64.self) { group in
             var running = 0
-            for rel in files.sorted() {
-                if running >= 4 { try await group.next(); running -= 1 }
-                group.addTask { _ = try await t.ref.child(rel).putFile(from: root + "/" + rel, metadata: metadata, preconditions: preconditions) }
+            for (rel, size) in zip(files, sizes).sorted(by: { $0.0 < $1.0 }) {
+                if running >= 4, let done = try await group.next() { progress.fileDone(bytes: done); running -= 1 }
+                group.addTask {
+                    _ = try await t.ref.child(rel).putFile(from: root + "/" + rel, metadata: metadata, preconditions: preconditions)
+                    return size
+                }
                 running += 1
             }
-            try await group.waitForAll()
+            while let done = try await group.next() { progress.fileDone(bytes: done) }
         }
+        progress.finish()
         print("\(files.count) files uploaded under \(t.ref.fullPath.isEmpty ? "/" : t.ref.fullPath)")
     }
 }
@@ -222,7 +230,7 @@ struct Rm: AsyncParsableCommand {
     func run() async throws {
         let logger = log.bootstrap()
         do {
-            try await Target(target, gcs: gcs, logger: logger).ref.delete()
+            try await Target.open(target, gcs: gcs, logger: logger).ref.delete()
         } catch {
             throw failed(error, "rm \(target)")
         }
@@ -270,7 +278,7 @@ struct Meta: AsyncParsableCommand {
         func run() async throws {
             let logger = log.bootstrap()
             do {
-                let m = try await Target(target, gcs: gcs, logger: logger).ref.getMetadata()
+                let m = try await Target.open(target, gcs: gcs, logger: logger).ref.getMetadata()
                 let props: [String: String?] = ["contentType": m.contentType, "cacheControl": m.cacheControl,
                                                 "contentDisposition": m.contentDisposition,
                                                 "contentEncoding": m.contentEncoding, "contentLanguage": m.contentLanguage]
@@ -302,7 +310,7 @@ struct Meta: AsyncParsableCommand {
         func run() async throws {
             let logger = log.bootstrap()
             do {
-                _ = try await Target(target, gcs: gcs, logger: logger).ref.updateMetadata(patch: try Meta.patch(key, value))
+                _ = try await Target.open(target, gcs: gcs, logger: logger).ref.updateMetadata(patch: try Meta.patch(key, value))
             } catch {
                 throw failed(error, "meta set \(target)")
             }
@@ -319,7 +327,7 @@ struct Meta: AsyncParsableCommand {
         func run() async throws {
             let logger = log.bootstrap()
             do {
-                _ = try await Target(target, gcs: gcs, logger: logger).ref.updateMetadata(patch: try Meta.patch(key, nil))
+                _ = try await Target.open(target, gcs: gcs, logger: logger).ref.updateMetadata(patch: try Meta.patch(key, nil))
             } catch {
                 throw failed(error, "meta rm \(target)")
             }

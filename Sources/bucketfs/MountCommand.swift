@@ -13,38 +13,12 @@ struct Mount: AsyncParsableCommand {
     @Argument(help: "gs://BUCKET[/PREFIX], file://DIR or a directory (the embedded bucket, created if missing)")
     var source: String
     @Argument var mountpoint: String
-    @Flag(name: .customLong("read-only"), help: "Refuse every change with EROFS.") var readOnly = false
-    @Option(help: "Owner of every file (default: the caller).") var uid: UInt32?
-    @Option(help: "Group of every file (default: the caller's).") var gid: UInt32?
-    @Option(name: .customLong("file-mode"), help: "Permission bits of files, octal.") var fileMode: String = "644"
-    @Option(name: .customLong("dir-mode"), help: "Permission bits of directories, octal.") var dirMode: String = "755"
-    @Option(name: .customLong("metadata-ttl"), help: "Seconds entries, attributes and listings are trusted.")
-    var metadataTTL: Double = 5
-    @Flag(name: .customLong("allow-other"), help: "Let other users see the mount (needs user_allow_other for non-root).")
-    var allowOther = false
-    @Flag(help: "Stay in the foreground (logs go to standard error).") var foreground = false
-    @Option(name: .customLong("cache-dir"), help: "Where writes are staged before upload and failed uploads are kept.")
-    var cacheDir: String?
-    @Option(name: .customLong("read-ahead-mb"), help: "Largest read-ahead window per open file, MiB.")
-    var readAheadMB: Int = 64
-    @Option(name: .customLong("list-page-size"), help: "maxResults of each list call (1…1000).")
-    var listPageSize: Int = 1000
-    @Option(name: .customLong("log-file"), help: "Where a background mount logs (default: CACHE_DIR/bucketfs.log).")
-    var logFile: String?
-    @Option(name: .customLong("request-log"), help: "Append one line per store request to this file (tests, debugging).")
-    var requestLog: String?
-    @Option(name: .customLong("op-timeout"), help: "Seconds one filesystem operation may take, all its requests and retries included; then EIO.")
-    var opTimeout: Double = 60
-    @Option(name: .customLong("idle-timeout"), help: "Seconds a response may send nothing before it is abandoned and retried.")
-    var idleTimeout: Double = 10
-    @Option(name: .customLong("upload-retries"), help: "Background attempts after a failed upload before its data goes to CACHE_DIR/lost+found.")
-    var uploadRetries: Int = 5
-    @Option(name: .customLong("retry-backoff-max"), help: "Longest pause between background upload attempts, seconds (pauses start at 1 s and double).")
-    var retryBackoffMax: Double = 30
-    @Option(name: .customLong("failure-ttl"), help: "Seconds an object or listing whose request just failed answers EIO at once.")
-    var failureTTL: Double = 5
-    @OptionGroup var gcs: GCSOptions
-    @OptionGroup var log: LogOptions
+    @OptionGroup(title: "Mount") var behaviour: MountBehaviourOptions
+    @OptionGroup(title: "Caching and writes") var caching: CachingOptions
+    @OptionGroup(title: "Timeouts and retries") var faults: FaultOptions
+    @OptionGroup(title: "Cloud Storage") var gcs: GCSOptions
+    @OptionGroup(title: "Logging and metrics") var log: LogOptions
+    @OptionGroup(title: "Logging and metrics") var monitoring: MonitoringOptions
 
     func validate() throws {
         guard UInt32(fileMode, radix: 8) != nil, UInt32(dirMode, radix: 8) != nil else {
@@ -72,6 +46,7 @@ struct Mount: AsyncParsableCommand {
             FileHandle.standardError.write(Data("bucketfs: mount point \(mountpointPath) is not a directory\n".utf8))
             throw ExitCode(1)
         }
+        if !monitoring.sourceChecked { try await checkSource() }
         if foreground { try await runForeground() } else { try startBackground() }
     }
 
@@ -83,8 +58,9 @@ struct Mount: AsyncParsableCommand {
         }
         let logPath = logFile ?? cacheDirectory + "/bucketfs.log"
         var args = [CommandLine.arguments[0]] + effectiveArguments
-        args.append("--foreground")
+        args += ["--foreground", "--source-checked"]
         if cacheDir == nil { args += ["--cache-dir", cacheDirectory] }
+        let logStart = (try? FileManager.default.attributesOfItem(atPath: logPath)[.size] as? NSNumber)?.intValue ?? 0
         let pid = try Daemon.spawn(executable: "/proc/self/exe", arguments: args, logPath: logPath)
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
@@ -94,7 +70,7 @@ struct Mount: AsyncParsableCommand {
             }
             var status: Int32 = 0
             if waitpid(pid, &status, WNOHANG) == pid {
-                let tail = (try? String(contentsOfFile: logPath, encoding: .utf8))?.split(separator: "\n").suffix(10).joined(separator: "\n") ?? ""
+                let tail = Daemon.tail(logPath, from: logStart)
                 FileHandle.standardError.write(Data("bucketfs: mount failed (see \(logPath)):\n\(tail)\n".utf8))
                 throw ExitCode(1)
             }
@@ -114,7 +90,7 @@ struct Mount: AsyncParsableCommand {
             tuning.idleTimeout = .milliseconds(Int64(idleTimeout * 1000))
             store = try openStore(parsed, gcs: gcs, logger: logger, prefixMount: true, tuning: tuning,
                                   deadline: .milliseconds(Int64(opTimeout * 1000)))
-            if let requestLog { store = try RequestLogStore(store, path: requestLog) }
+            store = try instrument(store)
         } catch {
             logger.critical("cannot open \(source): \(error)")
             throw ExitCode(1)
@@ -134,13 +110,14 @@ struct Mount: AsyncParsableCommand {
         config.uploadRetries = uploadRetries
         config.retryBackoffMax = retryBackoffMax
         config.failureTTL = failureTTL
-        let fs: BucketFileSystem
+        let core: BucketFileSystem
         do {
-            fs = try BucketFileSystem(store: store, config: config, logger: logger)
+            core = try BucketFileSystem(store: store, config: config, logger: logger)
         } catch {
             logger.critical("\(error)")
             throw ExitCode(1)
         }
+        let fs = try await startMetrics(core, logger: logger)
         var options = ["fsname=bucketfs:" + source, "subtype=bucketfs", "default_permissions"]
         if allowOther { options.append("allow_other") }
         if readOnly { options.append("ro") }
@@ -153,7 +130,7 @@ struct Mount: AsyncParsableCommand {
         logger.notice("unmounted \(point)")
         // Files still dirty (a failed upload waiting for its next attempt): one more try each,
         // bounded; what fails goes to lost+found, logged.
-        await fs.shutdown(within: .milliseconds(Int64(opTimeout * 1000)))
+        await core.shutdown(within: .milliseconds(Int64(opTimeout * 1000)))
     }
 }
 
@@ -192,6 +169,15 @@ enum Daemon {
         let rc = posix_spawn(&pid, executable, &actions, &attr, cargs, environ)
         guard rc == 0 else { throw ValidationErrorText("cannot start the mount process: \(String(cString: strerror(rc)))") }
         return pid
+    }
+
+    /// The last lines this mount's process wrote to its log (written from `offset` on).
+    static func tail(_ path: String, from offset: Int, lines: Int = 10) -> String {
+        guard let h = FileHandle(forReadingAtPath: path) else { return "" }
+        defer { try? h.close() }
+        try? h.seek(toOffset: UInt64(offset))
+        let text = String(decoding: h.readDataToEndOfFile(), as: UTF8.self)
+        return text.split(separator: "\n").suffix(lines).joined(separator: "\n")
     }
 
     /// Whether /proc/self/mountinfo lists a bucketfs mount at `path`.

@@ -64,7 +64,7 @@ func openStore(_ source: Source, gcs: GCSOptions, logger: Logger, prefixMount: B
         let env = ProcessInfo.processInfo.environment
         let creds = CredentialSource.resolve(anonymous: gcs.anonymous, token: gcs.token, keyFile: gcs.keyFile,
                                              environment: env, explicitEndpoint: gcs.endpoint != nil)
-        let endpoint = gcs.endpoint.flatMap(URL.init(string:))
+        let endpoint = try SourceCheck.endpoint(option: gcs.endpoint, environment: env)
         return try GCSStore(bucket: bucket, prefix: prefixMount ? path : "", endpoint: endpoint,
                             credentials: creds, logger: logger, requestTimeout: min(.seconds(30), deadline),
                             deadline: deadline, tuning: tuning)

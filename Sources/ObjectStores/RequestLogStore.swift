@@ -1,4 +1,5 @@
 import Foundation
+import StorageModel
 
 /// A decorator that appends one line per store request to a file (`--request-log`): the
 /// operation and the object name or list prefix. Used by tests and for debugging what a shell

@@ -1,0 +1,77 @@
+import Foundation
+
+/// Which cache answered (or could not answer) a question.
+public enum CacheKind: String, Sendable, CaseIterable {
+    /// A file's or directory's metadata (stat, xattrs) within `--metadata-ttl`.
+    case attributes
+    /// A directory's children within `--metadata-ttl` (lookups and readdir).
+    case listing
+}
+
+/// Hit and miss counts of the core's caches, since the mount started. Thread-safe.
+public final class CacheCounters: @unchecked Sendable {
+    private let lock = NSLock()
+    private var hits: [CacheKind: Int] = [:]
+    private var misses: [CacheKind: Int] = [:]
+
+    public init() {}
+
+    public func count(_ kind: CacheKind, hit: Bool) {
+        lock.withLock {
+            if hit { hits[kind, default: 0] += 1 } else { misses[kind, default: 0] += 1 }
+        }
+    }
+
+    public func snapshot() -> (hits: [CacheKind: Int], misses: [CacheKind: Int]) {
+        lock.withLock { (hits, misses) }
+    }
+}
+
+/// A snapshot of what the core holds, for the metrics endpoint.
+public struct CoreStatistics: Sendable, Equatable {
+    /// Inodes known (they keep their numbers for the life of the mount).
+    public var inodes = 0
+    /// Files and directories whose metadata is cached and fresh.
+    public var cachedAttributes = 0
+    /// Directories whose listing is cached and fresh, and the names those listings hold.
+    public var cachedListings = 0
+    public var cachedListingEntries = 0
+    /// Open file handles.
+    public var openFiles = 0
+    /// Bytes held by read-ahead windows of open files.
+    public var readAheadBytes = 0
+    /// Files with local content (open for writing or created here), and those not yet uploaded.
+    public var stagedFiles = 0
+    public var dirtyFiles = 0
+    /// Files kept in `CACHE_DIR/lost+found/` for the user to recover.
+    public var lostAndFoundEntries = 0
+    public var hits: [CacheKind: Int] = [:]
+    public var misses: [CacheKind: Int] = [:]
+
+    public init() {}
+}
+
+extension BucketFileSystem {
+    /// What the core holds now, for the metrics endpoint. O(inodes), under `lock` once.
+    public func statistics() -> CoreStatistics {
+        var s = locked { () -> CoreStatistics in
+            var s = CoreStatistics()
+            let t = now
+            s.inodes = nodes.count
+            for n in nodes.values {
+                if n.info != nil, n.infoExpiry > t { s.cachedAttributes += 1 }
+                if let l = n.listing, l.expiry > t { s.cachedListings += 1; s.cachedListingEntries += l.children.count }
+                if let st = n.staged { s.stagedFiles += 1; if st.dirty { s.dirtyFiles += 1 } }
+            }
+            s.openFiles = handles.count
+            s.readAheadBytes = handles.values.reduce(0) { $0 + $1.readAheadBytes }
+            return s
+        }
+        // Each kept file has a JSON sidecar naming its object: count the data files (not the
+        // sidecars, nor the hidden temporary file Foundation writes a sidecar through).
+        let kept = (try? FileManager.default.contentsOfDirectory(atPath: staging.lostAndFound)) ?? []
+        s.lostAndFoundEntries = kept.filter { !$0.hasSuffix(".json") && !$0.hasPrefix(".") }.count
+        (s.hits, s.misses) = cacheCounters.snapshot()
+        return s
+    }
+}

@@ -1,0 +1,100 @@
+import Foundation
+import Metrics
+import StorageModel
+
+/// A decorator that counts every store request for the metrics endpoint (`--metrics-address`),
+/// through swift-metrics (the executable bootstraps the backend; unbootstrapped, it costs little):
+///
+/// - `bucketfs_store_requests_total{operation, status}`: `status` is `ok` or the error's kind
+///   (`not_found`, `precondition_failed`, `unauthenticated`, `unauthorized`, `timeout`, …)
+/// - `bucketfs_store_request_duration_seconds{operation}`: a histogram, retries included
+/// - `bucketfs_store_read_bytes_total`, `bucketfs_store_written_bytes_total`
+///
+/// Operations are the `ObjectStore` calls, named as `RequestLogStore` names them: list, get,
+/// patch, read, write, delete, copy.
+public final class MetricsStore: ObjectStore {
+    let inner: any ObjectStore
+    public var bucket: String { inner.bucket }
+    private let timers: [String: Metrics.Timer]
+    private let readBytes = Counter(label: "bucketfs_store_read_bytes_total")
+    private let writtenBytes = Counter(label: "bucketfs_store_written_bytes_total")
+
+    public static let operations = ["list", "get", "patch", "read", "write", "delete", "copy"]
+
+    public init(_ inner: any ObjectStore) {
+        self.inner = inner
+        var t: [String: Metrics.Timer] = [:]
+        for op in Self.operations {
+            t[op] = Metrics.Timer(label: "bucketfs_store_request_duration_seconds", dimensions: [("operation", op)])
+        }
+        timers = t
+    }
+
+    /// The `status` label of an outcome.
+    public static func status(of error: (any Error)?) -> String {
+        guard let error else { return "ok" }
+        guard let e = error as? StorageError else { return error is CancellationError ? "cancelled" : "error" }
+        switch e {
+        case .objectNotFound: return "not_found"
+        case .bucketNotFound: return "bucket_not_found"
+        case .unauthenticated: return "unauthenticated"
+        case .unauthorized: return "unauthorized"
+        case .quotaExceeded: return "quota_exceeded"
+        case .invalidArgument, .pathError, .bucketMismatch: return "invalid_argument"
+        case .retryLimitExceeded: return "retry_limit_exceeded"
+        case .nonMatchingChecksum: return "checksum_mismatch"
+        case .preconditionFailed: return "precondition_failed"
+        case .conflict: return "conflict"
+        case .timeout: return "timeout"
+        case .cancelled: return "cancelled"
+        case .unknown: return "error"
+        }
+    }
+
+    private func measure<T>(_ op: String, _ body: () async throws -> T) async throws -> T {
+        let start = ContinuousClock.now
+        var failure: (any Error)? = nil
+        defer {
+            timers[op]?.recordInterval(since: start)
+            Counter(label: "bucketfs_store_requests_total", dimensions: [("operation", op), ("status", Self.status(of: failure))])
+                .increment()
+        }
+        do { return try await body() } catch {
+            failure = error
+            throw error
+        }
+    }
+
+    public func list(_ r: ListRequest) async throws -> ListPage {
+        try await measure("list") { try await inner.list(r) }
+    }
+    public func getMetadata(_ name: String) async throws -> ObjectInfo {
+        try await measure("get") { try await inner.getMetadata(name) }
+    }
+    public func patchMetadata(_ name: String, _ patch: MetadataPatch, preconditions: Preconditions) async throws -> ObjectInfo {
+        try await measure("patch") { try await inner.patchMetadata(name, patch, preconditions: preconditions) }
+    }
+    public func read(_ name: String, generation: Int64?, range: Range<Int64>?) async throws -> Data {
+        let data = try await measure("read") { try await inner.read(name, generation: generation, range: range) }
+        readBytes.increment(by: Int64(data.count))
+        return data
+    }
+    public func write(_ name: String, from source: UploadSource, metadata: WritableMetadata, preconditions: Preconditions) async throws -> ObjectInfo {
+        let info = try await measure("write") { try await inner.write(name, from: source, metadata: metadata, preconditions: preconditions) }
+        writtenBytes.increment(by: info.size)
+        return info
+    }
+    public func delete(_ name: String, preconditions: Preconditions) async throws {
+        try await measure("delete") { try await inner.delete(name, preconditions: preconditions) }
+    }
+    public func copy(from source: String, sourceGeneration: Int64?, to destination: String, metadata: WritableMetadata?, preconditions: Preconditions) async throws -> ObjectInfo {
+        try await measure("copy") { try await inner.copy(from: source, sourceGeneration: sourceGeneration, to: destination, metadata: metadata, preconditions: preconditions) }
+    }
+}
+
+extension Metrics.Timer {
+    func recordInterval(since start: ContinuousClock.Instant) {
+        let d = (ContinuousClock.now - start).components
+        recordNanoseconds(d.seconds * 1_000_000_000 + d.attoseconds / 1_000_000_000)
+    }
+}

@@ -1,0 +1,168 @@
+import ArgumentParser
+import BucketFS
+import CoreMetrics
+import Foundation
+import FuseKit
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import ObjectStores
+import Prometheus
+import StorageModel
+
+/// `--metrics-address [HOST:]PORT`; HOST defaults to 127.0.0.1 (never all interfaces unless asked).
+struct MetricsAddress: Equatable {
+    var host: String
+    var port: Int
+
+    init(parsing s: String) throws {
+        var host = "127.0.0.1"
+        var portText = s
+        if let colon = s.lastIndex(of: ":") {
+            let h = String(s[..<colon])
+            portText = String(s[s.index(after: colon)...])
+            if !h.isEmpty { host = h.hasPrefix("[") && h.hasSuffix("]") ? String(h.dropFirst().dropLast()) : h }
+        }
+        guard let port = Int(portText), (0...65535).contains(port) else {
+            throw ValidationErrorText("--metrics-address takes [HOST:]PORT, e.g. 127.0.0.1:9101, got '\(s)'")
+        }
+        self.host = host
+        self.port = port
+    }
+}
+
+/// The process's metrics, in Prometheus text format.
+let metricsRegistry = PrometheusCollectorRegistry()
+
+/// What the core holds, read at each scrape: cache sizes, open, staged and dirty files, read-ahead
+/// memory, lost+found entries, and cache hits/misses.
+final class CoreMetricsCollector: @unchecked Sendable {
+    let core: BucketFileSystem
+    private let lock = NSLock()
+    private var seenHits: [CacheKind: Int] = [:]
+    private var seenMisses: [CacheKind: Int] = [:]
+
+    init(core: BucketFileSystem) {
+        self.core = core
+        collect()
+    }
+
+    func collect() {
+        let s = core.statistics()
+        let r = metricsRegistry
+        r.makeGauge(name: "bucketfs_inodes", labels: []).set(Double(s.inodes))
+        r.makeGauge(name: "bucketfs_cache_entries", labels: [("cache", "attributes")]).set(Double(s.cachedAttributes))
+        r.makeGauge(name: "bucketfs_cache_entries", labels: [("cache", "listing")]).set(Double(s.cachedListings))
+        r.makeGauge(name: "bucketfs_cache_listed_names", labels: []).set(Double(s.cachedListingEntries))
+        r.makeGauge(name: "bucketfs_open_files", labels: []).set(Double(s.openFiles))
+        r.makeGauge(name: "bucketfs_read_ahead_bytes", labels: []).set(Double(s.readAheadBytes))
+        r.makeGauge(name: "bucketfs_staged_files", labels: []).set(Double(s.stagedFiles))
+        r.makeGauge(name: "bucketfs_dirty_files", labels: []).set(Double(s.dirtyFiles))
+        r.makeGauge(name: "bucketfs_lost_found_entries", labels: []).set(Double(s.lostAndFoundEntries))
+        lock.withLock {
+            for kind in CacheKind.allCases {
+                let h = s.hits[kind] ?? 0, m = s.misses[kind] ?? 0
+                r.makeCounter(name: "bucketfs_cache_hits_total", labels: [("cache", kind.rawValue)])
+                    .increment(by: Int64(h - (seenHits[kind] ?? 0)))
+                r.makeCounter(name: "bucketfs_cache_misses_total", labels: [("cache", kind.rawValue)])
+                    .increment(by: Int64(m - (seenMisses[kind] ?? 0)))
+                seenHits[kind] = h
+                seenMisses[kind] = m
+            }
+        }
+    }
+}
+
+/// A small HTTP/1.1 server: `GET /metrics` answers the registry's text; anything else 404.
+final class MetricsServer: Sendable {
+    let channel: any Channel
+
+    private init(channel: any Channel) { self.channel = channel }
+
+    var port: Int { channel.localAddress?.port ?? 0 }
+
+    static func start(_ address: MetricsAddress, collect: @escaping @Sendable () -> Void) async throws -> MetricsServer {
+        let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                    try channel.pipeline.syncOperations.addHandler(MetricsHandler(collect: collect))
+                }
+            }
+        return MetricsServer(channel: try await bootstrap.bind(host: address.host, port: address.port).get())
+    }
+}
+
+private final class MetricsHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    let collect: @Sendable () -> Void
+    private var head: HTTPRequestHead?
+
+    init(collect: @escaping @Sendable () -> Void) { self.collect = collect }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let h): head = h
+        case .body: break
+        case .end:
+            guard let h = head else { return }
+            head = nil
+            let path = h.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? h.uri
+            var status = HTTPResponseStatus.ok
+            var body: [UInt8]
+            var type = "text/plain; version=0.0.4; charset=utf-8"
+            if h.method == .GET && path == "/metrics" {
+                collect()
+                body = metricsRegistry.emitToBuffer()
+            } else {
+                status = .notFound
+                type = "text/plain; charset=utf-8"
+                body = Array("bucketfs: metrics are at /metrics\n".utf8)
+            }
+            var headers = HTTPHeaders()
+            headers.add(name: "Content-Type", value: type)
+            headers.add(name: "Content-Length", value: String(body.count))
+            headers.add(name: "Connection", value: "close")
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: h.version, status: status, headers: headers))), promise: nil)
+            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)
+            context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in
+                context.close(promise: nil)
+            }
+        }
+    }
+}
+
+extension Mount {
+    /// Wraps the store with the decorators the options ask for: `--request-log` (one line per
+    /// request) and `--metrics-address` (which also bootstraps swift-metrics with Prometheus, so
+    /// it runs before any metric is made).
+    func instrument(_ store: any ObjectStore) throws -> any ObjectStore {
+        var s = store
+        if let requestLog { s = try RequestLogStore(s, path: requestLog) }
+        if monitoring.metricsAddress != nil {
+            MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: metricsRegistry))
+            s = MetricsStore(s)
+        }
+        return s
+    }
+
+    /// With `--metrics-address`: serves /metrics and returns the filesystem wrapped to count FUSE
+    /// operations. A port that cannot be bound fails the mount before anything is mounted.
+    func startMetrics(_ core: BucketFileSystem, logger: Logger) async throws -> any FuseFileSystem {
+        guard let text = monitoring.metricsAddress else { return core }
+        let address = try MetricsAddress(parsing: text)
+        let collector = CoreMetricsCollector(core: core)
+        do {
+            let server = try await MetricsServer.start(address) { collector.collect() }
+            logger.notice("metrics at http://\(address.host):\(server.port)/metrics")
+        } catch {
+            logger.critical("cannot serve metrics at \(text): \(error)")
+            throw ExitCode(1)
+        }
+        return MetricsFileSystem(core)
+    }
+}

@@ -1,0 +1,96 @@
+import ArgumentParser
+import Foundation
+
+// The options of `bucketfs mount`, in the groups `--help` shows (mount, caching, Cloud Storage,
+// logging and metrics). `Mount` reads them through the forwarding properties at the end.
+
+struct MountBehaviourOptions: ParsableArguments {
+    @Flag(name: .customLong("read-only"), help: "Refuse every change with EROFS.") var readOnly = false
+    @Option(help: "Owner of every file (default: the caller).") var uid: UInt32?
+    @Option(help: "Group of every file (default: the caller's).") var gid: UInt32?
+    @Option(name: .customLong("file-mode"), help: "Permission bits of files, octal.") var fileMode: String = "644"
+    @Option(name: .customLong("dir-mode"), help: "Permission bits of directories, octal.") var dirMode: String = "755"
+    @Flag(name: .customLong("allow-other"), help: "Let other users see the mount (needs user_allow_other for non-root).")
+    var allowOther = false
+    @Flag(help: "Stay in the foreground (logs go to standard error); for systemd units and debugging.")
+    var foreground = false
+}
+
+struct CachingOptions: ParsableArguments {
+    @Option(name: .customLong("metadata-ttl"), help: "Seconds entries, attributes and listings are trusted.")
+    var metadataTTL: Double = 5
+    @Option(name: .customLong("cache-dir"), help: "Where writes are staged before upload and failed uploads are kept (CACHE_DIR/lost+found).")
+    var cacheDir: String?
+    @Option(name: .customLong("read-ahead-mb"), help: "Largest read-ahead window per open file, MiB.")
+    var readAheadMB: Int = 64
+    @Option(name: .customLong("list-page-size"), help: "maxResults of each list call (1…1000).")
+    var listPageSize: Int = 1000
+}
+
+struct FaultOptions: ParsableArguments {
+    @Option(name: .customLong("op-timeout"), help: "Seconds one filesystem operation may take, all its requests and retries included; then EIO.")
+    var opTimeout: Double = 60
+    @Option(name: .customLong("idle-timeout"), help: "Seconds a response may send nothing before it is abandoned and retried.")
+    var idleTimeout: Double = 10
+    @Option(name: .customLong("upload-retries"), help: "Background attempts after a failed upload before its data goes to CACHE_DIR/lost+found.")
+    var uploadRetries: Int = 5
+    @Option(name: .customLong("retry-backoff-max"), help: "Longest pause between background upload attempts, seconds (pauses start at 1 s and double).")
+    var retryBackoffMax: Double = 30
+    @Option(name: .customLong("failure-ttl"), help: "Seconds an object or listing whose request just failed answers EIO at once.")
+    var failureTTL: Double = 5
+}
+
+struct MonitoringOptions: ParsableArguments {
+    @Option(name: .customLong("log-file"), help: "Where a background mount logs (default: CACHE_DIR/bucketfs.log).")
+    var logFile: String?
+    @Option(name: .customLong("request-log"), help: "Append one line per store request to this file (tests, debugging).")
+    var requestLog: String?
+    @Option(name: .customLong("metrics-address"),
+            help: ArgumentHelp("Serve Prometheus metrics at http://HOST:PORT/metrics (HOST defaults to 127.0.0.1). Off by default.",
+                               valueName: "[HOST:]PORT"))
+    var metricsAddress: String?
+    /// Set by a background mount on the process it starts: the source was already checked.
+    @Flag(name: .customLong("source-checked"), help: .hidden) var sourceChecked = false
+
+    func validate() throws {
+        if let metricsAddress { _ = try MetricsAddress(parsing: metricsAddress) }
+    }
+}
+
+extension Mount {
+    var readOnly: Bool { behaviour.readOnly }
+    var uid: UInt32? { behaviour.uid }
+    var gid: UInt32? { behaviour.gid }
+    var fileMode: String { behaviour.fileMode }
+    var dirMode: String { behaviour.dirMode }
+    var allowOther: Bool { behaviour.allowOther }
+    var foreground: Bool { behaviour.foreground }
+    var metadataTTL: Double { caching.metadataTTL }
+    var cacheDir: String? { caching.cacheDir }
+    var readAheadMB: Int { caching.readAheadMB }
+    var listPageSize: Int { caching.listPageSize }
+    var opTimeout: Double { faults.opTimeout }
+    var idleTimeout: Double { faults.idleTimeout }
+    var uploadRetries: Int { faults.uploadRetries }
+    var retryBackoffMax: Double { faults.retryBackoffMax }
+    var failureTTL: Double { faults.failureTTL }
+    var logFile: String? { monitoring.logFile }
+    var requestLog: String? { monitoring.requestLog }
+
+    /// Printed after the options by `bucketfs mount --help`.
+    static let examples = """
+        EXAMPLES:
+          # Try it with no cloud account: an embedded bucket in a local directory
+          bucketfs mount ~/bucket ~/mnt
+
+          # A Cloud Storage (or Firebase) bucket with a service account key, read-only, with metrics
+          bucketfs mount gs://my-project.firebasestorage.app /mnt/storage \\
+              --key-file ~/sa.json --read-only --metrics-address 127.0.0.1:9101
+
+          # The local emulator, in the foreground with JSON logs (as a systemd unit runs it)
+          bucketfs mount gs://bucketfs-test /mnt/test --endpoint http://127.0.0.1:9023 --anonymous \\
+              --foreground --log-format json --log-level info
+
+        Unmount with `bucketfs unmount MOUNTPOINT` (or fusermount3 -u). `man bucketfs` has the rest.
+        """
+}

@@ -1,0 +1,174 @@
+import ArgumentParser
+import Foundation
+import GCSStore
+import Logging
+import ObjectStores
+import StorageModel
+
+/// A source that cannot work, in one line: what is wrong and what to do about it.
+struct SourceProblem: Error, CustomStringConvertible, Equatable {
+    let description: String
+    init(_ s: String) { description = s }
+}
+
+/// The checks made before a mount (and before each library command) starts (SPEC §3): the
+/// endpoint is a URL, the key file is a key, and one list request (maxResults=1, its own short
+/// deadline) shows the bucket exists and the credentials may list it. For the embedded bucket:
+/// the directory is one, or can be made.
+enum SourceCheck {
+    /// Bound on the probe, retries included, whatever the endpoint does.
+    static let probeTimeout: Duration = .seconds(5)
+
+    /// The endpoint from `--endpoint` or STORAGE_EMULATOR_HOST, checked; nil for the public one.
+    static func endpoint(option: String?, environment: [String: String]) throws(SourceProblem) -> URL? {
+        let origin: String
+        let raw: String
+        if let option {
+            (origin, raw) = ("--endpoint \(option)", option)
+        } else if let env = environment["STORAGE_EMULATOR_HOST"], !env.isEmpty {
+            (origin, raw) = ("STORAGE_EMULATOR_HOST=\(env)", env)
+        } else {
+            return nil
+        }
+        let fix = "give scheme://host[:port], e.g. http://127.0.0.1:9023"
+        let full = raw.contains("://") ? raw : "http://" + raw
+        guard let c = URLComponents(string: full), let url = c.url else {
+            throw SourceProblem("\(origin) is not a URL: \(fix)")
+        }
+        guard let scheme = c.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+            throw SourceProblem("\(origin): the scheme must be http or https: \(fix)")
+        }
+        guard let host = c.host, !host.isEmpty else { throw SourceProblem("\(origin) has no host: \(fix)") }
+        if let port = c.port, !(1...65535).contains(port) {
+            throw SourceProblem("\(origin): port \(port) is out of range: \(fix)")
+        }
+        if !(c.path.isEmpty || c.path == "/") || c.query != nil {
+            throw SourceProblem("\(origin) has a path or query; the endpoint is only scheme://host[:port]: \(fix)")
+        }
+        return url
+    }
+
+    /// Checks a source and returns its store, ready to use.
+    static func open(_ source: Source, gcs: GCSOptions, logger: Logger, prefixMount: Bool,
+                     mounting: Bool) async throws -> any ObjectStore {
+        switch source {
+        case .embedded(let dir, _):
+            return try openEmbedded(dir)
+        case .gcs(let bucket, _):
+            let env = ProcessInfo.processInfo.environment
+            let endpoint = try endpoint(option: gcs.endpoint, environment: env)
+            let creds = CredentialSource.resolve(anonymous: gcs.anonymous, token: gcs.token, keyFile: gcs.keyFile,
+                                                 environment: env, explicitEndpoint: gcs.endpoint != nil)
+            if case .serviceAccount(let path) = creds {
+                do { _ = try CredentialSource.checkKeyFile(path) } catch {
+                    let from = (gcs.keyFile ?? "").isEmpty ? "GOOGLE_APPLICATION_CREDENTIALS=\(path)" : "--key-file \(path)"
+                    throw SourceProblem("bad key file (\(from)): \(reason(error)). Download a JSON key for the service "
+                        + "account (console: IAM → Service accounts → Keys) and pass it with --key-file")
+                }
+            }
+            let store = try openStore(source, gcs: gcs, logger: logger, prefixMount: prefixMount)
+            guard let g = store as? GCSStore else { return store }
+            do {
+                try await g.probe(timeout: probeTimeout)
+            } catch {
+                try? await g.shutdown()
+                if !mounting, case StorageError.unauthorized = error { return try openStore(source, gcs: gcs, logger: logger, prefixMount: prefixMount) }
+                var cause = error
+                if case StorageError.timeout = error, let refusal = connectProblem(g.endpoint) {
+                    // The HTTP client keeps retrying a refused connection until its deadline: say why.
+                    cause = StorageError.unknown(status: 0, message: refusal)
+                }
+                throw explain(cause, bucket: bucket, endpoint: g.endpoint, identity: creds.identity)
+            }
+            return g
+        }
+    }
+
+    /// Why a TCP connection to the endpoint's host and port cannot be made (within 1 s), or nil
+    /// when it can (then the server accepted and did not answer).
+    static func connectProblem(_ endpoint: String) -> String? {
+        guard let c = URLComponents(string: endpoint), let host = c.host else { return nil }
+        let port = c.port ?? (c.scheme == "https" ? 443 : 80)
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>? = nil
+        let rc = getaddrinfo(host.trimmingCharacters(in: CharacterSet(charactersIn: "[]")), String(port), &hints, &list)
+        guard rc == 0, let first = list else { return "cannot resolve \(host): \(String(cString: gai_strerror(rc)))" }
+        defer { freeaddrinfo(list) }
+        let fd = socket(first.pointee.ai_family, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        if connect(fd, first.pointee.ai_addr, first.pointee.ai_addrlen) == 0 { return nil }
+        guard errno == EINPROGRESS else { return "connection to \(host):\(port) failed: \(String(cString: strerror(errno)))" }
+        var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+        guard poll(&p, 1, 1000) == 1 else { return nil }  // no verdict within 1 s: leave it to the timeout
+        var err: Int32 = 0
+        var len = socklen_t(MemoryLayout<Int32>.size)
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len)
+        return err == 0 ? nil : "connection to \(host):\(port) failed: \(String(cString: strerror(err)))"
+    }
+
+    static func openEmbedded(_ dir: String) throws -> any ObjectStore {
+        var isDir: ObjCBool = false
+        if FileManager.default.fileExists(atPath: dir, isDirectory: &isDir), !isDir.boolValue {
+            throw SourceProblem("\(dir) is a file, not a directory: an embedded bucket is a directory (created if missing)")
+        }
+        do {
+            return try EmbeddedStore(directory: dir, bucket: "local")
+        } catch {
+            throw SourceProblem("cannot use \(dir) as an embedded bucket: \(reason(error)). Choose a directory you can write")
+        }
+    }
+
+    /// The probe's failure as one line naming the cause and the fix.
+    static func explain(_ error: any Error, bucket: String, endpoint: String, identity: String) -> SourceProblem {
+        guard let e = error as? StorageError else { return SourceProblem("checking gs://\(bucket) at \(endpoint) failed: \(error)") }
+        switch e {
+        case .bucketNotFound:
+            return SourceProblem("bucket '\(bucket)' does not exist at \(endpoint): check the name in gs://BUCKET "
+                + "(Firebase: PROJECT.firebasestorage.app or PROJECT.appspot.com)")
+        case .unauthorized(_, let m):
+            return SourceProblem("\(identity) may not list gs://\(bucket) (HTTP 403: \(m)): grant it "
+                + "roles/storage.objectViewer (read) or roles/storage.objectAdmin (read and write) on the bucket, "
+                + "or use other credentials (--key-file, --token)")
+        case .unauthenticated(let m):
+            return SourceProblem("the credentials were refused (\(identity)): \(m)")
+        case .timeout:
+            return SourceProblem("\(endpoint) did not answer within \(probeTimeout) (a list of gs://\(bucket)): "
+                + "is it the Cloud Storage JSON API? Check --endpoint / STORAGE_EMULATOR_HOST and the network")
+        case .retryLimitExceeded(var m), .unknown(0, var m):
+            // "list gs://b: gave up after N attempts within 60 s: CAUSE" → CAUSE (the probe has its own deadline).
+            if let r = m.range(of: #"gave up after \d+ attempts within [^:]*: "#, options: .regularExpression) { m = String(m[r.upperBound...]) }
+            return SourceProblem("cannot reach \(endpoint): \(m). Is the server running and the address right? "
+                + "(--endpoint / STORAGE_EMULATOR_HOST)")
+        case .invalidArgument(let m):
+            return SourceProblem("\(endpoint) refused gs://\(bucket): \(m). Check the bucket name")
+        case .unknown(let status, let m):
+            return SourceProblem("\(endpoint) answered HTTP \(status) to a list of gs://\(bucket): \(m)")
+        default:
+            return SourceProblem("checking gs://\(bucket) at \(endpoint) failed: \(e)")
+        }
+    }
+
+    static func reason(_ error: any Error) -> String {
+        if case StorageError.unauthenticated(let m) = error { return m }
+        if case StorageError.invalidArgument(let m) = error { return m }
+        return "\(error)"
+    }
+}
+
+extension Mount {
+    /// Refuses a source that cannot work before anything is mounted: prints one line, exits 1.
+    func checkSource() async throws {
+        let quiet = Logger(label: "bucketfs", factory: { _ in SwiftLogNoOpLogHandler() })
+        do {
+            let parsed = try Source.parse(source, splitLocal: false)
+            let store = try await SourceCheck.open(parsed, gcs: gcs, logger: quiet, prefixMount: true, mounting: true)
+            if let g = store as? GCSStore { try? await g.shutdown() }
+        } catch {
+            FileHandle.standardError.write(Data("bucketfs: cannot mount \(source): \(error)\n".utf8))
+            throw ExitCode(1)
+        }
+    }
+}
