@@ -135,12 +135,14 @@ public final class StagingArea: @unchecked Sendable {
         try? FileManager.default.createDirectory(atPath: lostAndFound, withIntermediateDirectories: true,
                                                  attributes: [.posixPermissions: 0o700])
         let dest = "\(lostAndFound)/\(Self.escape(object)).\(Int64(now() * 1000))"
-        let out = open(dest, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        // Both files are written under temporary names beside lost+found and renamed in, sidecar
+        // first: lost+found only ever holds complete entries.
+        let tmp = "\(directory)/.keep-\(UUID().uuidString)"
+        let out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard out >= 0 else {
-            logger.critical("cannot create \(dest) to keep the data of '\(object)': \(Errno(Glibc.errno))")
+            logger.critical("cannot create \(tmp) to keep the data of '\(object)': \(Errno(Glibc.errno))")
             return nil
         }
-        defer { Glibc.close(out) }
         var buf = [UInt8](repeating: 0, count: 1 << 20)
         var off: Int64 = 0
         while off < length {
@@ -149,16 +151,29 @@ public final class StagingArea: @unchecked Sendable {
             if r <= 0 { break }
             let w = buf.withUnsafeBytes { pwrite(out, $0.baseAddress, r, off_t(off)) }
             if w != r {
-                logger.critical("cannot write \(dest) to keep the data of '\(object)': \(Errno(Glibc.errno))")
+                logger.critical("cannot write \(tmp) to keep the data of '\(object)': \(Errno(Glibc.errno))")
+                Glibc.close(out)
+                unlink(tmp)
                 return nil
             }
             off += Int64(r)
         }
         Glibc.fsync(out)
+        Glibc.close(out)
         let side: [String: Any] = ["bucket": bucket, "object": object, "bytes": off, "reason": reason,
                                    "kept": RFC3339.format(Date(timeIntervalSince1970: now()))]
         if let d = try? JSONSerialization.data(withJSONObject: side, options: [.sortedKeys, .prettyPrinted]) {
-            FileManager.default.createFile(atPath: dest + ".json", contents: d, attributes: [.posixPermissions: 0o600])
+            let sideTmp = tmp + ".json"
+            let sfd = open(sideTmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            if sfd >= 0 {
+                _ = d.withUnsafeBytes { Glibc.write(sfd, $0.baseAddress, $0.count) }
+                Glibc.close(sfd)
+                Glibc.rename(sideTmp, dest + ".json")
+            }
+        }
+        guard Glibc.rename(tmp, dest) == 0 else {
+            logger.critical("cannot move \(tmp) into \(dest) (the data of '\(object)' stays at \(tmp)): \(Errno(Glibc.errno))")
+            return tmp
         }
         return dest
     }
@@ -167,6 +182,8 @@ public final class StagingArea: @unchecked Sendable {
     /// each dirty one moves to lost+found under its object's name and is logged; clean ones go.
     func recoverOrphans() {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
+        // A copy into lost+found cut short by the crash: its stage file is still here and is kept again.
+        for name in names where name.hasPrefix(".keep-") { unlink(directory + "/" + name) }
         for name in names.sorted() where name.hasPrefix("stage-") && !name.contains(".") {
             let path = directory + "/" + name
             let sidecar = path + ".json"
