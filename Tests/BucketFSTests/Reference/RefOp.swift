@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 
 /// Bytes of a write, described by size and seed so that a sequence prints as short Swift code.
 struct RefBytes: Equatable, Sendable {
@@ -89,19 +90,6 @@ enum RefOp: Equatable, Sendable {
     }
 }
 
-/// A small fast deterministic generator (SplitMix64): the same seed gives the same sequence on
-/// every machine and toolchain.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 extension RefOp {
     /// A random sequence of up to `maxLength` steps from `seed`.
