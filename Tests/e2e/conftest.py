@@ -208,3 +208,21 @@ def any_bucket(request, tmp_path):
         return b
     em = request.getfixturevalue("emulator")
     return GSBucket(em, f"w-{uuid.uuid4().hex[:10]}")
+
+
+@pytest.fixture
+def on_path():
+    """bucketfs at /usr/local/bin/bucketfs (mount(8) resets PATH) for the test's duration."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to use mount(8) and /usr/local/bin")
+    link = "/usr/local/bin/bucketfs"
+    previous = os.readlink(link) if os.path.islink(link) else None
+    if os.path.exists(link) and previous is None:
+        pytest.skip(f"{link} is a real file; not replacing it")
+    if previous is not None:
+        os.remove(link)
+    os.symlink(BIN, link)
+    yield link
+    os.remove(link)
+    if previous is not None:
+        os.symlink(previous, link)

@@ -98,6 +98,15 @@ class Rule:
         return f"Rule#{self.index}({self.action}, fired={self.fired}, times={self.times})"
 
 
+def _header(headers, name):
+    """The first value of header `name` (case-insensitive) in [(name, value)], or None."""
+    name = name.lower()
+    for k, v in headers:
+        if k.lower() == name:
+            return v
+    return None
+
+
 class Request:
     def __init__(self, method, target, version, headers, body):
         self.method = method
@@ -108,11 +117,7 @@ class Request:
         self.path, _, self.query = target.partition("?")
 
     def header(self, name):
-        name = name.lower()
-        for k, v in self.headers:
-            if k.lower() == name:
-                return v
-        return None
+        return _header(self.headers, name)
 
 
 class Response:
@@ -123,11 +128,7 @@ class Response:
         self.body = body
 
     def header(self, name):
-        name = name.lower()
-        for k, v in self.headers:
-            if k.lower() == name:
-                return v
-        return None
+        return _header(self.headers, name)
 
 
 class _Closed(Exception):

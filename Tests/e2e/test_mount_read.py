@@ -184,32 +184,17 @@ def test_ls_and_getfattr_of_2500_entries_cost_three_lists(bucket, mounts, tmp_pa
     assert lines == ["list", "list", "list"], lines
 
 
-def test_mount_helper_form(bucket, mounts, tmp_path):
+def test_mount_helper_form(bucket, mounts, tmp_path, on_path):
     """`mount -t fuse.bucketfs SOURCE DIR -o ro,metadata_ttl=7` goes through mount.fuse3, which
-    runs `bucketfs SOURCE DIR -o ...` from a standard PATH (mount(8) resets PATH): this test puts
-    the binary under test at /usr/local/bin/bucketfs for its duration."""
-    from conftest import BIN
-    if os.geteuid() != 0:
-        pytest.skip("needs root to use mount(8) and /usr/local/bin")
+    runs `bucketfs SOURCE DIR -o ...` from a standard PATH (mount(8) resets PATH): the `on_path`
+    fixture puts the binary under test at /usr/local/bin/bucketfs for its duration."""
     fill(bucket)
-    link = "/usr/local/bin/bucketfs"
-    previous = os.readlink(link) if os.path.islink(link) else None
-    if os.path.exists(link) and previous is None:
-        pytest.skip(f"{link} is a real file; not replacing it")
-    if previous is not None:
-        os.remove(link)
-    os.symlink(BIN, link)
-    try:
-        mnt = tmp_path / "helper-mnt"
-        mnt.mkdir()
-        mounts.points.append(str(mnt))
-        sh(["mount", "-t", "fuse.bucketfs", bucket.src(), str(mnt), "-o", "ro,metadata_ttl=7"])
-        assert sorted(os.listdir(mnt)) == ["docs", "empty", "hello.txt", "images"]
-        with pytest.raises(OSError) as e:
-            open(mnt / "new.txt", "w")
-        assert e.value.errno == errno.EROFS
-        sh(["fusermount3", "-u", str(mnt)])
-    finally:
-        os.remove(link)
-        if previous is not None:
-            os.symlink(previous, link)
+    mnt = tmp_path / "helper-mnt"
+    mnt.mkdir()
+    mounts.points.append(str(mnt))
+    sh(["mount", "-t", "fuse.bucketfs", bucket.src(), str(mnt), "-o", "ro,metadata_ttl=7"])
+    assert sorted(os.listdir(mnt)) == ["docs", "empty", "hello.txt", "images"]
+    with pytest.raises(OSError) as e:
+        open(mnt / "new.txt", "w")
+    assert e.value.errno == errno.EROFS
+    sh(["fusermount3", "-u", str(mnt)])

@@ -278,24 +278,6 @@ def readme_block(marker):
     return block.split("\n", 1)[1]
 
 
-@pytest.fixture
-def on_path():
-    """bucketfs at /usr/local/bin/bucketfs (mount(8) resets PATH) for the test's duration."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root to use mount(8) and /usr/local/bin")
-    link = "/usr/local/bin/bucketfs"
-    previous = os.readlink(link) if os.path.islink(link) else None
-    if os.path.exists(link) and previous is None:
-        pytest.skip(f"{link} is a real file; not replacing it")
-    if previous is not None:
-        os.remove(link)
-    os.symlink(BIN, link)
-    yield link
-    os.remove(link)
-    if previous is not None:
-        os.symlink(previous, link)
-
-
 def test_readme_fstab_line_mounts_and_unmounts(bucket, tmp_path, on_path):
     bucket.put("hello.txt", "from fstab")
     line = readme_block("fstab").strip()
