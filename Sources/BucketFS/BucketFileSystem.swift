@@ -37,6 +37,10 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     let failures: RecentFailures
     /// Cache hits and misses, for the metrics endpoint (`statistics()`).
     public let cacheCounters = CacheCounters()
+    /// Memory for everything fetched ahead of readers (`readAheadBudget`).
+    let readBudget: ReadBudget
+    /// Small files fetched ahead of a process reading a directory's files in listing order.
+    let walkAhead: WalkAhead
 
     /// Takes the cache directory (refused when it is a symlink, someone else's, or in use by
     /// another mount) and moves what an earlier run left unsaved there into lost+found.
@@ -50,6 +54,8 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         stat = StatMapper(config: config, mountTime: mountTime)
         staging = try StagingArea(directory: config.cacheDirectory, bucket: store.bucket, logger: logger, now: config.now)
         failures = RecentFailures(ttl: config.failureTTL, now: config.now)
+        readBudget = ReadBudget(capacity: config.readAheadBudget)
+        walkAhead = WalkAhead(budget: readBudget, ttl: config.walkAheadTTL, now: config.now)
         staging.recoverOrphans()
         let root = Node(ino: Self.rootIno, path: "", type: .directory)
         root.lookups = 1

@@ -11,9 +11,21 @@ public struct MountConfig: Sendable {
     public var metadataTTL: Double = 5
     /// maxResults of each list call.
     public var listPageSize = 1000
-    /// Sequential reads start with this window and double up to `readAheadMax` per open file.
-    public var readAheadInitial = 1 << 20
-    public var readAheadMax = 64 << 20
+    /// One memory budget for everything fetched ahead of readers, mount-wide (bytes): parts ahead
+    /// of sequential readers and small files ahead of a tree walk.
+    public var readAheadBudget = 128 << 20
+    /// Parts of a sequential read start at `readPartFirst` bytes and double up to `readPartMax`.
+    public var readPartFirst = 1 << 20
+    public var readPartMax = 8 << 20
+    /// Ranged requests in flight or unread ahead of one sequential reader.
+    public var readStreams = 4
+    /// Small files fetched ahead of a process that reads a directory's files whole, in listing
+    /// order (0: off).
+    public var walkAheadFiles = 8
+    /// The largest file fetched ahead of a walk (bytes).
+    public var walkAheadMaxSize = 1 << 20
+    /// How long a file fetched ahead of a walk waits to be opened before it is dropped (seconds).
+    public var walkAheadTTL: Double = 10
     /// Where written files are staged before upload, and where data of failed uploads is kept.
     public var cacheDirectory: String = NSTemporaryDirectory() + "bucketfs-cache"
     /// One deadline per filesystem operation, all its requests and retries included (seconds).

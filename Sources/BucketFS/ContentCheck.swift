@@ -2,16 +2,26 @@ import Crypto
 import Foundation
 import StorageModel
 
-/// A running checksum of an object's bytes read in order from offset 0, compared with what the
-/// object's metadata says once the last byte is in (SPEC §5): crc32c, or md5 when there is none.
+/// A running checksum of an object's bytes, compared with what the object's metadata says once
+/// every byte from 0 to the end has been seen (SPEC §5): crc32c, or md5 when there is none.
+///
+/// Pieces may arrive out of order (parallel parts, the kernel's concurrent read-ahead requests):
+/// a piece beyond the checked prefix keeps only its own crc32c, joined to the prefix with
+/// CRC-32C combination once the gap before it is filled. md5 cannot be combined, so an md5-only
+/// object is checked only when its bytes come in order.
 struct ContentCheck {
     let expectedCRC32C: String?
     let expectedMD5: String?
     let size: Int64
-    private var crc = CRC32C()
+    /// CRC-32C of [0, checkedTo).
+    private var crc: UInt32 = 0
     private var md5: Insecure.MD5?
-    /// Bytes checked so far, from 0; nil once the reads left the sequence (a seek).
+    /// Bytes checked so far, from 0; nil once the check was given up (a seek left a gap that
+    /// cannot be filled, or more pieces waited than `maxWaiting`).
     private(set) var checkedTo: Int64? = 0
+    /// Pieces past `checkedTo`: start → (end, crc32c of the piece).
+    private var waiting: [Int64: (end: Int64, crc: UInt32)] = [:]
+    static let maxWaiting = 256
 
     init(_ info: ObjectInfo) {
         // A server may still hand a gzip-encoded object over decompressed: then neither checksum
@@ -25,25 +35,52 @@ struct ContentCheck {
 
     var canCheck: Bool { expectedCRC32C != nil || expectedMD5 != nil }
 
-    /// Adds bytes that were read at `offset`. Returns a mismatch (expected, got) when they complete
-    /// the object and do not match; nil otherwise.
+    /// Whether every byte has been counted (and compared).
+    var isComplete: Bool { checkedTo.map { $0 >= size } ?? false }
+
+    /// Adds bytes that were read at `offset`. Returns a mismatch (expected, got) when the object
+    /// is complete with them and does not match; nil otherwise.
     mutating func add(_ data: Data, at offset: Int64) -> (expected: String, got: String)? {
-        guard let done = checkedTo, canCheck else { return nil }
+        guard let done = checkedTo, canCheck, done < size else { return nil }
         let end = offset + Int64(data.count)
-        guard offset <= done else { checkedTo = nil; return nil }  // a gap: no longer in order
-        guard end > done else { return nil }                        // already counted
+        guard end > done else { return nil }  // already counted
+        if offset > done {
+            // Ahead of the checked prefix: keep the piece's crc until the gap is filled.
+            guard md5 == nil, waiting.count < Self.maxWaiting else { giveUp(); return nil }
+            if let w = waiting[offset], w.end >= end { return nil }
+            waiting[offset] = (end, CRC32C.checksum(data))
+            return nil
+        }
         let tail = data.dropFirst(Int(done - offset))
-        crc.update(tail)
+        crc = CRC32C.combine(crc, CRC32C.checksum(tail), length: Int64(tail.count))
         md5?.update(data: tail)
-        checkedTo = end
-        guard end >= size else { return nil }
+        var to = end
+        // Waiting pieces that now follow on; those overlapping the prefix cannot be trimmed
+        // (only their crc is kept) and are dropped: their bytes come again or the check waits.
+        while !waiting.isEmpty {
+            if let next = waiting.removeValue(forKey: to) {
+                crc = CRC32C.combine(crc, next.crc, length: next.end - to)
+                to = next.end
+                continue
+            }
+            let stale = waiting.keys.filter { $0 < to }
+            if stale.isEmpty { break }
+            for k in stale { waiting[k] = nil }
+        }
+        checkedTo = to
+        guard to >= size else { return nil }
         return mismatch()
+    }
+
+    private mutating func giveUp() {
+        checkedTo = nil
+        waiting = [:]
     }
 
     /// Compares the finished sums with the metadata.
     func mismatch() -> (expected: String, got: String)? {
         if let e = expectedCRC32C {
-            let got = crc.base64
+            let got = CRC32C.base64(crc)
             return got == e ? nil : ("crc32c \(e)", "crc32c \(got)")
         }
         if let e = expectedMD5, let md5 {

@@ -16,6 +16,7 @@ extension BucketFileSystem {
         var token: String? = nil
         var dirs: [String] = []
         var files: [String: ObjectInfo] = [:]
+        var fileOrder: [String] = []
         var placeholder: ObjectInfo? = nil
         do {
             repeat {
@@ -26,7 +27,10 @@ extension BucketFileSystem {
                 }
                 for item in page.items {
                     if item.name == prefix { placeholder = item; continue }
-                    if let name = names.visibleName(item.name, relativeTo: prefix, isPrefix: false) { files[name] = item }
+                    if let name = names.visibleName(item.name, relativeTo: prefix, isPrefix: false) {
+                        files[name] = item
+                        fileOrder.append(name)
+                    }
                 }
                 token = page.nextPageToken
             } while token != nil
@@ -75,6 +79,7 @@ extension BucketFileSystem {
             }
             var listing = Listing(children: children, expiry: t + config.metadataTTL)
             listing.hiddenFiles = hidden
+            listing.fileOrder = fileOrder
             dir.listing = listing
             return listing
         }

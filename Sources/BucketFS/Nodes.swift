@@ -44,6 +44,9 @@ struct Listing {
     var expiry: Double
     /// Files hidden by a directory of the same name (the directory wins): shown once it goes.
     var hiddenFiles: [String: ObjectInfo] = [:]
+    /// The files' names in the order listed (the bucket's UTF-8 byte order), as of the listing:
+    /// the order a tree walk reads them in, for the walk-ahead (a hint; `children` is the truth).
+    var fileOrder: [String] = []
 
     /// Names in UTF-8 byte order (the bucket's order), for stable readdir offsets.
     var sortedNames: [String] { children.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) } }
@@ -96,29 +99,18 @@ final class Handle: @unchecked Sendable {
     let generation: Int64
     let size: Int64
     let path: String
-    // Read-ahead state, guarded by `readLock`.
-    let readLock = AsyncLock()
-    var buffer = Data()
-    var bufferStart: Int64 = 0
-    var window: Int
-    var lastEnd: Int64 = -1
-    /// `buffer.count`, guarded by `BucketFileSystem.lock` (for `statistics()`).
-    var readAheadBytes = 0
-    /// The checksum of the bytes fetched in order from 0, checked when they reach the end.
-    var check: ContentCheck?
-    /// Set once the bytes of this generation failed their checksum: every later read fails too.
-    var corrupt: StorageError?
+    /// Reads of the generation opened (nil for a file opened for writing or created here).
+    let stream: ReadStream?
     /// The kernel may keep its cached pages: the same generation was opened for reading before.
     var keepCache = false
 
-    init(ino: UInt64, writable: Bool, info: ObjectInfo?, path: String, window: Int) {
+    init(ino: UInt64, writable: Bool, info: ObjectInfo?, path: String, stream: ReadStream?) {
         self.ino = ino
         self.writable = writable
         self.generation = info?.generation ?? 0
         self.size = info?.size ?? 0
         self.path = path
-        self.window = window
-        self.check = info.map(ContentCheck.init)
+        self.stream = stream
     }
 }
 

@@ -17,9 +17,10 @@ extension BucketFileSystem {
             // Known to be gone (a stat saw 404, or unlinked) and not being written here.
             if locked({ n.removed && n.staged == nil }) { throw .ENOENT }
         }
-        return locked {
+        let fh: UInt64 = locked {
             if flags.isWrite { n.staged?.openHandles += 1 }
-            let h = Handle(ino: ino, writable: flags.isWrite, info: n.info, path: n.path, window: config.readAheadInitial)
+            let stream = flags.isWrite || n.staged != nil ? nil : n.info.map { makeStream(n.path, $0) }
+            let h = Handle(ino: ino, writable: flags.isWrite, info: n.info, path: n.path, stream: stream)
             // Close-to-open: pages cached for the generation opened last stay; any other
             // generation (or local content being written) drops them.
             if !flags.isWrite, n.staged == nil, let g = n.info?.generation {
@@ -34,10 +35,30 @@ extension BucketFileSystem {
             if !flags.isWrite, let s = n.staged { s.openHandles += 1 }
             return fh
         }
+        if let h = locked({ handles[fh] }), let stream = h.stream,
+           let ahead = walkAhead.take(h.path, generation: h.generation) {
+            // Fetched ahead of this walk: the open takes the bytes, and the walk moves on.
+            stream.seed(ahead.bytes, reserved: ahead.reserved, from: walkAhead)
+            walkOn(from: n)
+        }
+        return fh
     }
 
     public func keepsCache(ino: UInt64, fh: UInt64) -> Bool {
         locked { handles[fh]?.keepCache ?? false }
+    }
+
+    /// Reads of one generation; a local store reads on demand, anything else with read-ahead.
+    /// Caller holds `lock`.
+    func makeStream(_ path: String, _ info: ObjectInfo) -> ReadStream {
+        var tuning = ReadStream.Tuning(firstPart: config.readPartFirst, maxPart: config.readPartMax,
+                                       streams: config.readStreams)
+        if store.isLocal { tuning.streams = 0 }
+        let generation = info.generation
+        return ReadStream(path: path, info: info, tuning: tuning, budget: readBudget) { [weak self] range in
+            guard let self else { throw StorageError.cancelled }
+            return try await self.fetch(path, generation: generation, range)
+        }
     }
 
     public func read(ino: UInt64, fh: UInt64, offset: UInt64, size: Int) async throws(Errno) -> Data {
@@ -48,46 +69,57 @@ extension BucketFileSystem {
             if r < 0 { throw Errno(Glibc.errno) }
             return Data(buf[0..<r])
         }
-        let off = Int64(offset)
-        if off >= h.size || size == 0 { return Data() }
-        let end = min(h.size, off + Int64(size))
+        guard let stream = h.stream else { return Data() }
         let key = "r:\(h.path)#\(h.generation)"
         if let e = failures.check(key) { throw e }
         do {
-            return try await h.readLock.withLock { () async throws -> Data in
-                if let bad = h.corrupt { throw bad }
-                if off >= h.bufferStart, end <= h.bufferStart + Int64(h.buffer.count) {
-                    h.lastEnd = end
-                    let lo = Int(off - h.bufferStart)
-                    return h.buffer.subdata(in: lo..<(lo + Int(end - off)))
-                }
-                // Sequential reads double the window; a jump starts over.
-                if off == h.lastEnd || (off >= h.bufferStart && off <= h.bufferStart + Int64(h.buffer.count)) {
-                    h.window = min(h.window * 2, self.config.readAheadMax)
-                } else {
-                    h.window = self.config.readAheadInitial
-                }
-                let fetchEnd = min(h.size, max(end, off + Int64(h.window)))
-                let data = try await self.fetch(h.path, generation: h.generation, off..<fetchEnd)
-                if let (expected, got) = h.check?.add(data, at: off) {
-                    let e = StorageError.nonMatchingChecksum(path: "\(h.path) generation \(h.generation) (the bytes read)",
-                                                             expected: expected, got: got)
-                    h.corrupt = e
-                    h.buffer = Data()
-                    self.locked { h.readAheadBytes = 0 }
-                    throw e
-                }
-                h.buffer = data
-                self.locked { h.readAheadBytes = data.count }
-                h.bufferStart = off
-                h.lastEnd = end
-                return data.prefix(Int(end - off))
-            }
+            let (data, whole) = try await stream.read(at: Int64(offset), count: size)
+            if whole { walkOn(from: n) }
+            return data
         } catch {
             let e = fail(error, "read", h.path)
             failures.note(key, e)
             throw e
         }
+    }
+
+    /// A file was read whole (or taken from the walk-ahead): fetch the next small files of its
+    /// directory in listing order.
+    func walkOn(from n: Node) {
+        guard config.walkAheadFiles > 0, !store.isLocal else { return }
+        let (window, dir) = locked { () -> ([WalkAhead.Candidate], String) in
+            let dirPath = StoragePath.parent(n.path) ?? ""
+            guard let d = byPath["d:" + dirPath].flatMap({ nodes[$0] }), let l = d.listing else { return ([], dirPath) }
+            return (walkWindowLocked(after: n.name, in: l, directory: dirPath), dirPath)
+        }
+        if window.isEmpty { return }
+        walkAhead.prefetch(window, in: dir) { [weak self] c in
+            guard let self else { throw StorageError.cancelled }
+            return try await self.fetch(c.path, generation: c.info.generation, 0..<c.info.size)
+        }
+    }
+
+    /// The next small files after `name` in the listing's order: regular, listed, not written
+    /// here. Caller holds `lock`.
+    private func walkWindowLocked(after name: String, in l: Listing, directory: String) -> [WalkAhead.Candidate] {
+        // Binary search: a listing's files come in the bucket's (UTF-8 byte) order.
+        let order = l.fileOrder
+        var lo = 0, hi = order.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if order[mid].utf8.lexicographicallyPrecedes(name.utf8) { lo = mid + 1 } else { hi = mid }
+        }
+        guard lo < order.count, order[lo] == name else { return [] }
+        let at = lo
+        var window: [WalkAhead.Candidate] = []
+        let limit = config.walkAheadFiles
+        for next in l.fileOrder[(at + 1)...].prefix(limit * 4) {
+            guard let c = childLocked(l, next), c.type == .regular, c.staged == nil, let info = c.info,
+                  info.size > 0, info.size <= Int64(config.walkAheadMaxSize) else { continue }
+            window.append(WalkAhead.Candidate(path: c.path, info: info))
+            if window.count == limit { break }
+        }
+        return window
     }
 
     /// Reads exactly `range` of a generation. An answer of another length is a transport fault:

@@ -45,7 +45,7 @@ extension BucketFileSystem {
     private func copyIn(_ info: ObjectInfo, _ path: String, into staged: StagedFile) async throws {
         var check = ContentCheck(info)
         var off: Int64 = 0
-        let chunk = Int64(config.readAheadMax)
+        let chunk = Int64(config.readPartMax)
         while off < info.size {
             let data = try await fetch(path, generation: info.generation, off..<min(info.size, off + chunk))
             let w = data.withUnsafeBytes { pwrite(staged.fd, $0.baseAddress, data.count, off_t(off)) }
@@ -119,7 +119,7 @@ extension BucketFileSystem {
             n.lookups += 1
             p.listing?.children[name] = n.ino
             notePendingLocked(n)
-            let h = Handle(ino: n.ino, writable: true, info: nil, path: path, window: config.readAheadInitial)
+            let h = Handle(ino: n.ino, writable: true, info: nil, path: path, stream: nil)
             let fh = nextFh
             nextFh += 1
             handles[fh] = h

@@ -38,7 +38,7 @@ public struct CoreStatistics: Sendable, Equatable {
     public var cachedListingEntries = 0
     /// Open file handles.
     public var openFiles = 0
-    /// Bytes held by read-ahead windows of open files.
+    /// Bytes reserved for what is fetched ahead of readers (the `--read-ahead-mb` budget in use).
     public var readAheadBytes = 0
     /// Files with local content (open for writing or created here), and those not yet uploaded.
     public var stagedFiles = 0
@@ -54,6 +54,7 @@ public struct CoreStatistics: Sendable, Equatable {
 extension BucketFileSystem {
     /// What the core holds now, for the metrics endpoint. O(inodes), under `lock` once.
     public func statistics() -> CoreStatistics {
+        walkAhead.sweep()
         var s = locked { () -> CoreStatistics in
             var s = CoreStatistics()
             let t = now
@@ -64,7 +65,7 @@ extension BucketFileSystem {
                 if let st = n.staged { s.stagedFiles += 1; if st.dirty { s.dirtyFiles += 1 } }
             }
             s.openFiles = handles.count
-            s.readAheadBytes = handles.values.reduce(0) { $0 + $1.readAheadBytes }
+            s.readAheadBytes = readBudget.inUse
             return s
         }
         // Each kept file has a JSON sidecar naming its object: count the data files (not the

@@ -24,6 +24,7 @@ extension BucketFileSystem {
 
     public func release(ino: UInt64, fh: UInt64) async throws(Errno) {
         guard let h = locked({ handles.removeValue(forKey: fh) }) else { return }
+        h.stream?.close()
         guard let n = locked({ nodes[ino] }) else { return }
         var uploadError: Errno? = nil
         // A file whose upload just failed is in the background attempts' hands: uploading it
@@ -169,6 +170,7 @@ extension BucketFileSystem {
     /// Before the process ends (unmount, SIGTERM): every dirty file gets one more upload attempt,
     /// all within `limit`; what cannot be uploaded goes to lost+found, each logged with its path.
     public func shutdown(within limit: Duration) async {
+        walkAhead.dropAll()
         let staged: [(Node, StagedFile)] = locked { nodes.values.compactMap { n in n.staged.map { (n, $0) } } }
         for (_, s) in staged { locked { s.retryTask }?.cancel() }
         let end = ContinuousClock.now + limit

@@ -55,3 +55,42 @@ uint32_t bucketfs_crc32c(uint32_t crc, const void *data, size_t len) {
 #endif
     return ~crc_soft(c, p, len);
 }
+
+/* CRC combination (zlib's crc32_combine, for the Castagnoli polynomial): appending len2 zero
+   bits is a linear map over GF(2), applied by squaring a 32x32 operator matrix. */
+static uint32_t gf2_times(const uint32_t *mat, uint32_t vec) {
+    uint32_t sum = 0;
+    while (vec) {
+        if (vec & 1) sum ^= *mat;
+        vec >>= 1;
+        mat++;
+    }
+    return sum;
+}
+
+static void gf2_square(uint32_t *square, const uint32_t *mat) {
+    for (int n = 0; n < 32; n++) square[n] = gf2_times(mat, mat[n]);
+}
+
+uint32_t bucketfs_crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2) {
+    uint32_t even[32], odd[32];
+    if (len2 == 0) return crc1;
+    odd[0] = 0x82F63B78u; /* the operator for one zero bit */
+    uint32_t row = 1;
+    for (int n = 1; n < 32; n++) {
+        odd[n] = row;
+        row <<= 1;
+    }
+    gf2_square(even, odd); /* two zero bits */
+    gf2_square(odd, even); /* four zero bits */
+    do {
+        gf2_square(even, odd);
+        if (len2 & 1) crc1 = gf2_times(even, crc1);
+        len2 >>= 1;
+        if (len2 == 0) break;
+        gf2_square(odd, even);
+        if (len2 & 1) crc1 = gf2_times(odd, crc1);
+        len2 >>= 1;
+    } while (len2 != 0);
+    return crc1 ^ crc2;
+}

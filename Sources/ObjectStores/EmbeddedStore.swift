@@ -101,6 +101,8 @@ public final class EmbeddedStore: ObjectStore, @unchecked Sendable {
 
     // MARK: ObjectStore
 
+    public var isLocal: Bool { true }
+
     public func list(_ request: ListRequest) async throws -> ListPage {
         try await run("list") { try self.listNow(request) }
     }

@@ -14,6 +14,7 @@ import StorageModel
 /// patch, read, write, delete, copy.
 public final class MetricsStore: ObjectStore {
     let inner: any ObjectStore
+    public var isLocal: Bool { inner.isLocal }
     public var bucket: String { inner.bucket }
     private let timers: [String: Metrics.Timer]
     private let readBytes = Counter(label: "bucketfs_store_read_bytes_total")

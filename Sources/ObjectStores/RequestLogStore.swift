@@ -6,6 +6,7 @@ import StorageModel
 /// command costs; it never logs credentials (stores see none).
 public final class RequestLogStore: ObjectStore, @unchecked Sendable {
     let inner: any ObjectStore
+    public var isLocal: Bool { inner.isLocal }
     let fd: Int32
     public var bucket: String { inner.bucket }
 

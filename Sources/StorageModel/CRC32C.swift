@@ -25,6 +25,11 @@ public struct CRC32C: Sendable, Equatable {
         Data([UInt8(v >> 24), UInt8((v >> 16) & 0xFF), UInt8((v >> 8) & 0xFF), UInt8(v & 0xFF)]).base64EncodedString()
     }
 
+    /// The checksum of A followed by B, given checksum(A), checksum(B) and B's length.
+    public static func combine(_ a: UInt32, _ b: UInt32, length: Int64) -> UInt32 {
+        bucketfs_crc32c_combine(a, b, UInt64(max(0, length)))
+    }
+
     public static func checksum(_ data: Data) -> UInt32 {
         var c = CRC32C()
         c.update(data)

@@ -98,4 +98,10 @@ public protocol ObjectStore: Sendable {
     /// `metadata` is given.
     func copy(from source: String, sourceGeneration: Int64?, to destination: String,
               metadata: WritableMetadata?, preconditions: Preconditions) async throws -> ObjectInfo
+    /// Objects are files on this machine: a read costs no round trip, so nothing is fetched ahead.
+    var isLocal: Bool { get }
+}
+
+extension ObjectStore {
+    public var isLocal: Bool { false }
 }

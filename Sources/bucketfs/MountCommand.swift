@@ -103,8 +103,9 @@ struct Mount: AsyncParsableCommand {
         config.dirMode = UInt32(dirMode, radix: 8) ?? 0o755
         config.metadataTTL = metadataTTL
         config.listPageSize = listPageSize
-        config.readAheadMax = max(1, readAheadMB) << 20
-        config.readAheadInitial = min(1 << 20, config.readAheadMax)
+        config.readAheadBudget = max(0, readAheadMB) << 20
+        config.readStreams = max(0, readStreams)
+        config.walkAheadFiles = max(0, walkAheadFiles)
         config.cacheDirectory = cacheDirectory
         config.operationTimeout = opTimeout
         config.uploadRetries = uploadRetries

@@ -21,8 +21,12 @@ struct CachingOptions: ParsableArguments {
     var metadataTTL: Double = 5
     @Option(name: .customLong("cache-dir"), help: "Where writes are staged before upload and failed uploads are kept (CACHE_DIR/lost+found).")
     var cacheDir: String?
-    @Option(name: .customLong("read-ahead-mb"), help: "Largest read-ahead window per open file, MiB.")
-    var readAheadMB: Int = 64
+    @Option(name: .customLong("read-ahead-mb"), help: "Memory for everything fetched ahead of readers, all open files together, MiB (0: read on demand only).")
+    var readAheadMB: Int = 128
+    @Option(name: .customLong("read-streams"), help: "Ranged requests in flight ahead of one sequential reader (0: no read-ahead).")
+    var readStreams: Int = 4
+    @Option(name: .customLong("walk-ahead"), help: "Small files (up to 1 MiB) fetched ahead of a process that reads a directory's files in listing order, as tar and rsync do (0: off).")
+    var walkAheadFiles: Int = 8
     @Option(name: .customLong("list-page-size"), help: "maxResults of each list call (1…1000).")
     var listPageSize: Int = 1000
 }
@@ -68,6 +72,8 @@ extension Mount {
     var metadataTTL: Double { caching.metadataTTL }
     var cacheDir: String? { caching.cacheDir }
     var readAheadMB: Int { caching.readAheadMB }
+    var readStreams: Int { caching.readStreams }
+    var walkAheadFiles: Int { caching.walkAheadFiles }
     var listPageSize: Int { caching.listPageSize }
     var opTimeout: Double { faults.opTimeout }
     var idleTimeout: Double { faults.idleTimeout }

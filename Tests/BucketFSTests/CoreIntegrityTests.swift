@@ -39,7 +39,7 @@ import Testing
     }
 
     @Test func wrongBytesFailTheReadThatCompletesTheFile() async throws {
-        let h = Harness { $0.readAheadInitial = 1 << 20; $0.readAheadMax = 1 << 20 }
+        let h = Harness { $0.readPartFirst = 1 << 20; $0.readPartMax = 1 << 20 }
         h.store.put("f", Self.big)
         let ino = try await h.ino("f")
         let fh = try await h.fs.open(ino: ino, flags: OpenFlags(O_RDONLY))

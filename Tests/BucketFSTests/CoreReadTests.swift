@@ -197,7 +197,7 @@ import Testing
         let v1 = h.store.put("f", "version one")
         let ino = try await h.ino("f")
         let fh = try await h.fs.open(ino: ino, flags: OpenFlags(O_RDONLY))
-        // The first read fetches the whole (small) generation into the handle's read-ahead window.
+        // The first read fetches the whole (small) generation into the handle's first read-ahead part.
         #expect(try await h.fs.read(ino: ino, fh: fh, offset: 0, size: 4) == Data("vers".utf8))
         let v2 = h.store.replaceBehind("f", Data("version two!".utf8))
         // The open handle goes on reading generation 1 whatever happens, past the TTL too.
@@ -242,7 +242,7 @@ import Testing
     // MARK: reads
 
     @Test func sequentialReadOfALargeObjectIsFewStoreReads() async throws {
-        let h = Harness { $0.readAheadInitial = 1 << 20; $0.readAheadMax = 64 << 20 }
+        let h = Harness { $0.readPartFirst = 1 << 20; $0.readPartMax = 8 << 20 }
         let content = Data.pattern(20 << 20, seed: 7)
         h.store.put("big.bin", content)
         let ino = try await h.ino("big.bin")
@@ -256,7 +256,7 @@ import Testing
     }
 
     @Test func randomReadsReturnTheRightBytes() async throws {
-        let h = Harness { $0.readAheadInitial = 4096; $0.readAheadMax = 65536 }
+        let h = Harness { $0.readPartFirst = 4096; $0.readPartMax = 65536 }
         let content = Data.pattern(300_000, seed: 3)
         h.store.put("r.bin", content)
         let ino = try await h.ino("r.bin")

@@ -1,0 +1,224 @@
+import Foundation
+import StorageModel
+
+/// Reads of one open file that is not staged here (SPEC §6), pinned to the generation opened.
+///
+/// A sequential reader gets the next parts fetched in the background, several ranged requests at
+/// once, parts growing from `firstPart` to `maxPart`; each part's memory is reserved in the
+/// mount's `ReadBudget`, and what does not fit is read on demand instead. A read elsewhere (a
+/// seek) cancels the parts and reads just what was asked. Every piece, fetched ahead or on demand,
+/// goes through `ContentCheck`: the read that completes the object fails if its checksum differs.
+/// With `streams == 0` (a local store) every read goes straight to the store.
+final class ReadStream: @unchecked Sendable {
+    struct Tuning: Sendable {
+        var firstPart = 1 << 20
+        var maxPart = 8 << 20
+        /// Parts in flight or unread ahead of the reader; 0 reads on demand only.
+        var streams = 4
+    }
+
+    let path: String
+    let generation: Int64
+    let size: Int64
+    private let tuning: Tuning
+    private let budget: ReadBudget
+    private let fetch: @Sendable (Range<Int64>) async throws -> Data
+
+    private final class Part {
+        let range: Range<Int64>
+        let bytes: PendingFetch
+        var reserved: Int
+        var counted = false
+        init(_ range: Range<Int64>, _ bytes: PendingFetch, reserved: Int) {
+            self.range = range
+            self.bytes = bytes
+            self.reserved = reserved
+        }
+    }
+
+    // Guarded by `lock`.
+    private let lock = NSLock()
+    /// Contiguous parts in order, from the one being read on.
+    private var parts: [Part] = []
+    private var nextPartSize: Int
+    /// Parts the reader has moved into in order: how far ahead to fetch.
+    private var streak = 0
+    /// Where the part the reader is in starts.
+    private var currentPart: Int64 = 0
+    private var lastEnd: Int64 = 0
+    /// Bytes served in order from 0 (walk-ahead starts once a file was read whole).
+    private var inOrderTo: Int64 = 0
+    private var check: ContentCheck?
+    private var corrupt: StorageError?
+    private var closed = false
+
+    /// A jump of more than this behind the parts, or a part beyond them, is a seek.
+    private static let slack: Int64 = 4 << 20
+
+    init(path: String, info: ObjectInfo, tuning: Tuning, budget: ReadBudget,
+         fetch: @escaping @Sendable (Range<Int64>) async throws -> Data) {
+        self.path = path
+        generation = info.generation
+        size = info.size
+        self.tuning = tuning
+        self.budget = budget
+        self.fetch = fetch
+        nextPartSize = tuning.firstPart
+        check = ContentCheck(info)
+    }
+
+    /// Starts with the whole object already fetched (by a walk-ahead), its reservation moved here.
+    func seed(_ data: PendingFetch, reserved: Int, from holder: AnyObject) {
+        lock.withLock {
+            budget.transfer(reserved, from: holder, to: self)
+            parts = [Part(0..<size, data, reserved: reserved)]
+        }
+    }
+
+    /// Bytes reserved for parts now (statistics and tests).
+    var reservedBytes: Int { lock.withLock { parts.reduce(0) { $0 + $1.reserved } } }
+    /// The byte ranges of the parts held now (tests).
+    var partRanges: [Range<Int64>] { lock.withLock { parts.map(\.range) } }
+
+    /// The bytes at [off, off + count) (fewer at the end), and whether this read completed a
+    /// reading of the whole object in order from 0 (said once).
+    func read(at off: Int64, count: Int) async throws -> (Data, whole: Bool) {
+        if off >= size || count <= 0 { return (Data(), false) }
+        let end = min(size, off + Int64(count))
+        let plan = try lock.withLock { () throws -> [Part]? in
+            if let corrupt { throw corrupt }
+            return planLocked(off, end)
+        }
+        var pieces: [Data] = []
+        if let plan {
+            for p in plan {
+                let data: Data
+                do {
+                    data = try await p.bytes.value()
+                } catch StorageError.cancelled where !Task.isCancelled {
+                    // The part was dropped (a seek by another read, the budget): read on demand.
+                    let data = try await fetch(off..<end)
+                    try verify(data, at: off)
+                    return (data, false)
+                } catch {
+                    lock.withLock { dropLocked { $0 === p } }
+                    throw error
+                }
+                try countOnce(p, data)
+                let lo = Int(max(off, p.range.lowerBound) - p.range.lowerBound)
+                let hi = Int(min(end, p.range.upperBound) - p.range.lowerBound)
+                pieces.append(data.subdata(in: lo..<hi))
+            }
+        } else {
+            let data = try await fetch(off..<end)
+            try verify(data, at: off)
+            pieces = [data]
+        }
+        let whole = lock.withLock { () -> Bool in
+            guard off <= inOrderTo, end > inOrderTo else { return false }
+            inOrderTo = end
+            return end >= size
+        }
+        if pieces.count == 1 { return (pieces[0], whole) }
+        var joined = Data(capacity: Int(end - off))
+        for p in pieces { joined.append(p) }
+        return (joined, whole)
+    }
+
+    /// Cancels what is still being fetched and gives the budget back.
+    func close() {
+        lock.withLock {
+            closed = true
+            dropLocked { _ in true }
+        }
+    }
+
+    // MARK: - planning (caller holds `lock`)
+
+    /// The parts that hold [off, end), after scheduling more ahead of a sequential reader; nil
+    /// when the range is to be read on demand.
+    private func planLocked(_ off: Int64, _ end: Int64) -> [Part]? {
+        let lo = parts.first?.range.lowerBound ?? lastEnd
+        let hi = parts.last?.range.upperBound ?? lastEnd
+        let sequential = tuning.streams > 0 && off >= lo - Self.slack && off <= hi + Int64(nextPartSize)
+        defer { lastEnd = max(end, sequential ? lastEnd : 0) }
+        guard sequential else {
+            // A seek: what was fetched ahead is for another place.
+            dropLocked { _ in true }
+            nextPartSize = tuning.firstPart
+            streak = 0
+            currentPart = end
+            return nil
+        }
+        if off < lo { return nil }  // a straggler just behind the parts
+        // Parts wholly behind the reader (by a margin, for requests that arrive a little out of
+        // order) are done with.
+        dropLocked { $0.range.upperBound + Int64(tuning.firstPart) <= off }
+        scheduleLocked(from: off)
+        // Each part the reader moves into lets one more be fetched ahead.
+        if let p = parts.first(where: { $0.range.contains(off) }), p.range.lowerBound > currentPart {
+            currentPart = p.range.lowerBound
+            streak += 1
+            scheduleLocked(from: off)
+        }
+        var plan: [Part] = []
+        var at = off
+        for p in parts where p.range.upperBound > at && p.range.lowerBound <= at {
+            plan.append(p)
+            at = p.range.upperBound
+            if at >= end { return plan }
+        }
+        return nil
+    }
+
+    /// Starts parts from the end of the last one (or `off`) while fewer than the streak allows
+    /// are ahead of the reader and the budget takes them.
+    private func scheduleLocked(from off: Int64) {
+        guard !closed else { return }
+        var next = parts.last?.range.upperBound ?? off
+        var ahead = parts.filter { $0.range.upperBound > off }.count
+        let allowed = min(tuning.streams, 1 + streak)
+        while ahead < allowed, next < size {
+            let len = Int(min(Int64(nextPartSize), size - next))
+            guard budget.reserve(len, for: self, floor: tuning.firstPart) else { break }
+            let range = next..<(next + Int64(len))
+            let fetch = self.fetch
+            parts.append(Part(range, PendingFetch { try await fetch(range) }, reserved: len))
+            next = range.upperBound
+            ahead += 1
+            nextPartSize = min(tuning.maxPart, nextPartSize * 2)
+        }
+    }
+
+    private func dropLocked(_ which: (Part) -> Bool) {
+        parts.removeAll { p in
+            guard which(p) else { return false }
+            p.bytes.cancel()
+            budget.release(p.reserved, for: self)
+            p.reserved = 0
+            return true
+        }
+    }
+
+    // MARK: - checking
+
+    private func countOnce(_ p: Part, _ data: Data) throws {
+        let fresh = lock.withLock { () -> Bool in
+            defer { p.counted = true }
+            return !p.counted
+        }
+        if fresh { try verify(data, at: p.range.lowerBound) }
+    }
+
+    private func verify(_ data: Data, at off: Int64) throws {
+        try lock.withLock {
+            if let corrupt { throw corrupt }
+            guard let (expected, got) = check?.add(data, at: off) else { return }
+            let e = StorageError.nonMatchingChecksum(path: "\(path) generation \(generation) (the bytes read)",
+                                                     expected: expected, got: got)
+            corrupt = e
+            dropLocked { _ in true }
+            throw e
+        }
+    }
+}
