@@ -1,4 +1,5 @@
 import Foundation
+import FuseKit
 import StorageModel
 
 /// Reads of one open file that is not staged here (SPEC §6), pinned to the generation opened.
@@ -8,7 +9,8 @@ import StorageModel
 /// mount's `ReadBudget`, and what does not fit is read on demand instead. A read elsewhere (a
 /// seek) cancels the parts and reads just what was asked. Every piece, fetched ahead or on demand,
 /// goes through `ContentCheck`: the read that completes the object fails if its checksum differs.
-/// With `streams == 0` (a local store) every read goes straight to the store.
+/// With `streams == 0` (a local store) every read goes straight to the store, and with a local
+/// file (the embedded bucket's blob of this generation) straight to that file.
 final class ReadStream: @unchecked Sendable {
     struct Tuning: Sendable {
         var firstPart = 1 << 20
@@ -23,6 +25,8 @@ final class ReadStream: @unchecked Sendable {
     private let tuning: Tuning
     private let budget: ReadBudget
     private let fetch: @Sendable (Range<Int64>) async throws -> Data
+    /// The generation's bytes as a file on this machine (closed by `close()`).
+    private var localFile: Int32?
 
     private final class Part {
         let range: Range<Int64>
@@ -56,7 +60,8 @@ final class ReadStream: @unchecked Sendable {
     private static let slack: Int64 = 4 << 20
 
     init(path: String, info: ObjectInfo, tuning: Tuning, budget: ReadBudget,
-         fetch: @escaping @Sendable (Range<Int64>) async throws -> Data) {
+         localFile: Int32? = nil, fetch: @escaping @Sendable (Range<Int64>) async throws -> Data) {
+        self.localFile = localFile
         self.path = path
         generation = info.generation
         size = info.size
@@ -85,6 +90,11 @@ final class ReadStream: @unchecked Sendable {
     func read(at off: Int64, count: Int) async throws -> (Data, whole: Bool) {
         if off >= size || count <= 0 { return (Data(), false) }
         let end = min(size, off + Int64(count))
+        if let fd = lock.withLock({ localFile }) {
+            let data = try Self.read(fd, off..<end, path: path)
+            try verify(data, at: off)
+            return (data, servedLocked(off, end))
+        }
         let plan = try lock.withLock { () throws -> [Part]? in
             if let corrupt { throw corrupt }
             return planLocked(off, end)
@@ -114,11 +124,7 @@ final class ReadStream: @unchecked Sendable {
             try verify(data, at: off)
             pieces = [data]
         }
-        let whole = lock.withLock { () -> Bool in
-            guard off <= inOrderTo, end > inOrderTo else { return false }
-            inOrderTo = end
-            return end >= size
-        }
+        let whole = servedLocked(off, end)
         if pieces.count == 1 { return (pieces[0], whole) }
         var joined = Data(capacity: Int(end - off))
         for p in pieces { joined.append(p) }
@@ -130,7 +136,42 @@ final class ReadStream: @unchecked Sendable {
         lock.withLock {
             closed = true
             dropLocked { _ in true }
+            if let fd = localFile { Glibc.close(fd) }
+            localFile = nil
         }
+    }
+
+    /// Notes bytes served; true when they complete a reading of the whole object from 0.
+    private func servedLocked(_ off: Int64, _ end: Int64) -> Bool {
+        lock.withLock {
+            guard off <= inOrderTo, end > inOrderTo else { return false }
+            inOrderTo = end
+            return end >= size
+        }
+    }
+
+    /// Exactly `range` of a local file; fewer bytes is a fault, never short data.
+    private static func read(_ fd: Int32, _ range: Range<Int64>, path: String) throws -> Data {
+        let count = Int(range.upperBound - range.lowerBound)
+        var data = Data(count: count)
+        var done = 0
+        let failure: Int32? = data.withUnsafeMutableBytes { buf in
+            while done < count {
+                let n = pread(fd, buf.baseAddress! + done, count - done, off_t(range.lowerBound) + off_t(done))
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    return errno
+                }
+                if n == 0 { break }
+                done += n
+            }
+            return nil
+        }
+        if let failure { throw StorageError.unknown(status: 0, message: "read of \(path)'s file: \(Errno(failure))") }
+        if done < count {
+            throw StorageError.retryLimitExceeded(message: "read \(path): asked for \(count) bytes at offset \(range.lowerBound), the file has \(done)")
+        }
+        return data
     }
 
     // MARK: - planning (caller holds `lock`)

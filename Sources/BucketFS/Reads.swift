@@ -17,9 +17,19 @@ extension BucketFileSystem {
             // Known to be gone (a stat saw 404, or unlinked) and not being written here.
             if locked({ n.removed && n.staged == nil }) { throw .ENOENT }
         }
+        // A local store's file of the generation opened: reads go straight to it.
+        var localFile: Int32? = nil
+        if !flags.isWrite, store.isLocal, let (path, info) = locked({ n.staged == nil ? n.info.map { (n.path, $0) } : nil }) {
+            do {
+                localFile = try await store.openLocal(path, generation: info.generation)
+            } catch {
+                throw fail(error, "open", path)
+            }
+        }
         let fh: UInt64 = locked {
             if flags.isWrite { n.staged?.openHandles += 1 }
-            let stream = flags.isWrite || n.staged != nil ? nil : n.info.map { makeStream(n.path, $0) }
+            let stream = flags.isWrite || n.staged != nil ? nil : n.info.map { makeStream(n.path, $0, localFile: localFile) }
+            if stream == nil, let fd = localFile { Glibc.close(fd) }
             let h = Handle(ino: ino, writable: flags.isWrite, info: n.info, path: n.path, stream: stream)
             // Close-to-open: pages cached for the generation opened last stay; any other
             // generation (or local content being written) drops them.
@@ -50,12 +60,12 @@ extension BucketFileSystem {
 
     /// Reads of one generation; a local store reads on demand, anything else with read-ahead.
     /// Caller holds `lock`.
-    func makeStream(_ path: String, _ info: ObjectInfo) -> ReadStream {
+    func makeStream(_ path: String, _ info: ObjectInfo, localFile: Int32? = nil) -> ReadStream {
         var tuning = ReadStream.Tuning(firstPart: config.readPartFirst, maxPart: config.readPartMax,
                                        streams: config.readStreams)
         if store.isLocal { tuning.streams = 0 }
         let generation = info.generation
-        return ReadStream(path: path, info: info, tuning: tuning, budget: readBudget) { [weak self] range in
+        return ReadStream(path: path, info: info, tuning: tuning, budget: readBudget, localFile: localFile) { [weak self] range in
             guard let self else { throw StorageError.cancelled }
             return try await self.fetch(path, generation: generation, range)
         }

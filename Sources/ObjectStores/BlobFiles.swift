@@ -111,6 +111,16 @@ struct BlobFiles: Sendable {
         unlink(path(of: id))
     }
 
+    /// A blob opened for reading; nil when the file is gone.
+    func openForReading(_ id: String) throws -> Int32? {
+        let fd = Glibc.open(path(of: id), O_RDONLY | O_CLOEXEC)
+        if fd < 0 {
+            if errno == ENOENT { return nil }
+            throw Self.posixError("open blob \(id)")
+        }
+        return fd
+    }
+
     /// Reads `range` (already clamped) of a blob; nil when the file is gone.
     func contents(of id: String, range: Range<Int64>) throws -> Data? {
         let fd = open(path(of: id), O_RDONLY | O_CLOEXEC)

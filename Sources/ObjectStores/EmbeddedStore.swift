@@ -151,6 +151,19 @@ public final class EmbeddedStore: ObjectStore, @unchecked Sendable {
         }
     }
 
+    /// The blob file of a generation. Blobs are immutable and an overwrite only unlinks the old
+    /// one, so the descriptor keeps reading the generation it was opened for.
+    public func openLocal(_ name: String, generation: Int64) async throws -> Int32? {
+        try await run("open") {
+            try Self.checkName(name)
+            guard let r = try self.db.read({ try self.fetch($0, name) }), r.info.generation == generation else {
+                throw StorageError.objectNotFound(path: name)
+            }
+            guard let fd = try self.blobs.openForReading(r.blob) else { throw StorageError.objectNotFound(path: name) }
+            return fd
+        }
+    }
+
     public func write(_ name: String, from source: UploadSource, metadata: WritableMetadata,
                       preconditions: Preconditions) async throws -> ObjectInfo {
         try await run("write") {

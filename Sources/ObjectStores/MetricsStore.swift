@@ -15,6 +15,9 @@ import StorageModel
 public final class MetricsStore: ObjectStore {
     let inner: any ObjectStore
     public var isLocal: Bool { inner.isLocal }
+    public func openLocal(_ name: String, generation: Int64) async throws -> Int32? {
+        try await inner.openLocal(name, generation: generation)
+    }
     public var bucket: String { inner.bucket }
     private let timers: [String: Metrics.Timer]
     private let readBytes = Counter(label: "bucketfs_store_read_bytes_total")

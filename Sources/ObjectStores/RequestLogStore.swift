@@ -7,6 +7,9 @@ import StorageModel
 public final class RequestLogStore: ObjectStore, @unchecked Sendable {
     let inner: any ObjectStore
     public var isLocal: Bool { inner.isLocal }
+    public func openLocal(_ name: String, generation: Int64) async throws -> Int32? {
+        try await inner.openLocal(name, generation: generation)
+    }
     let fd: Int32
     public var bucket: String { inner.bucket }
 

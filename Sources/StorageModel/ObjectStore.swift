@@ -100,8 +100,12 @@ public protocol ObjectStore: Sendable {
               metadata: WritableMetadata?, preconditions: Preconditions) async throws -> ObjectInfo
     /// Objects are files on this machine: a read costs no round trip, so nothing is fetched ahead.
     var isLocal: Bool { get }
+    /// A local store's file of one generation's bytes, opened for reading (the caller closes the
+    /// descriptor), so reads go straight to it; nil for a store with no such files.
+    func openLocal(_ name: String, generation: Int64) async throws -> Int32?
 }
 
 extension ObjectStore {
     public var isLocal: Bool { false }
+    public func openLocal(_ name: String, generation: Int64) async throws -> Int32? { nil }
 }
