@@ -52,8 +52,31 @@ struct ContentCheck {
             return nil
         }
         let tail = data.dropFirst(Int(done - offset))
-        crc = CRC32C.combine(crc, CRC32C.checksum(tail), length: Int64(tail.count))
         md5?.update(data: tail)
+        return join(CRC32C.checksum(tail), to: end)
+    }
+
+    /// Adds a piece known only by its crc32c (a part checked as it streamed in). An md5-only
+    /// object cannot be checked this way: its check is given up.
+    mutating func add(crc32c pieceCRC: UInt32, of range: Range<Int64>) -> (expected: String, got: String)? {
+        guard let done = checkedTo, canCheck, done < size, range.upperBound > done else { return nil }
+        guard md5 == nil else { giveUp(); return nil }
+        if range.lowerBound > done {
+            guard waiting.count < Self.maxWaiting else { giveUp(); return nil }
+            if let w = waiting[range.lowerBound], w.end >= range.upperBound { return nil }
+            waiting[range.lowerBound] = (range.upperBound, pieceCRC)
+            return nil
+        }
+        // Overlapping what is counted: a crc cannot be trimmed; the bytes must come again.
+        guard range.lowerBound == done else { return nil }
+        return join(pieceCRC, to: range.upperBound)
+    }
+
+    /// Extends the checked prefix by a piece ending at `end` (its crc32c covering from
+    /// `checkedTo`), then by the waiting pieces that follow on.
+    private mutating func join(_ pieceCRC: UInt32, to end: Int64) -> (expected: String, got: String)? {
+        guard let done = checkedTo else { return nil }
+        crc = CRC32C.combine(crc, pieceCRC, length: end - done)
         var to = end
         // Waiting pieces that now follow on; those overlapping the prefix cannot be trimmed
         // (only their crc is kept) and are dropped: their bytes come again or the check waits.

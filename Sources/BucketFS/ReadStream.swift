@@ -1,5 +1,6 @@
 import Foundation
 import FuseKit
+import Logging
 import StorageModel
 
 /// Reads of one open file that is not staged here (SPEC §6), pinned to the generation opened.
@@ -25,15 +26,18 @@ final class ReadStream: @unchecked Sendable {
     private let tuning: Tuning
     private let budget: ReadBudget
     private let fetch: @Sendable (Range<Int64>) async throws -> Data
+    /// One streamed request for a part: its bytes handed over in order as they arrive.
+    typealias StreamFetch = @Sendable (Range<Int64>, @Sendable (Data) async throws -> Void) async throws -> Void
+    private let streamFetch: StreamFetch
+    private let logger: Logger
     /// The generation's bytes as a file on this machine (closed by `close()`).
     private var localFile: Int32?
 
     private final class Part {
         let range: Range<Int64>
-        let bytes: PendingFetch
+        let bytes: PartBuffer
         var reserved: Int
-        var counted = false
-        init(_ range: Range<Int64>, _ bytes: PendingFetch, reserved: Int) {
+        init(_ range: Range<Int64>, _ bytes: PartBuffer, reserved: Int) {
             self.range = range
             self.bytes = bytes
             self.reserved = reserved
@@ -59,9 +63,12 @@ final class ReadStream: @unchecked Sendable {
     /// A jump of more than this behind the parts, or a part beyond them, is a seek.
     private static let slack: Int64 = 4 << 20
 
-    init(path: String, info: ObjectInfo, tuning: Tuning, budget: ReadBudget,
-         localFile: Int32? = nil, fetch: @escaping @Sendable (Range<Int64>) async throws -> Data) {
+    init(path: String, info: ObjectInfo, tuning: Tuning, budget: ReadBudget, logger: Logger,
+         localFile: Int32? = nil, stream: @escaping StreamFetch,
+         fetch: @escaping @Sendable (Range<Int64>) async throws -> Data) {
         self.localFile = localFile
+        self.logger = logger
+        streamFetch = stream
         self.path = path
         generation = info.generation
         size = info.size
@@ -73,7 +80,7 @@ final class ReadStream: @unchecked Sendable {
     }
 
     /// Starts with the whole object already fetched (by a walk-ahead), its reservation moved here.
-    func seed(_ data: PendingFetch, reserved: Int, from holder: AnyObject) {
+    func seed(_ data: PartBuffer, reserved: Int, from holder: AnyObject) {
         lock.withLock {
             budget.transfer(reserved, from: holder, to: self)
             parts = [Part(0..<size, data, reserved: reserved)]
@@ -93,7 +100,7 @@ final class ReadStream: @unchecked Sendable {
         if let fd = lock.withLock({ localFile }) {
             let data = try Self.read(fd, off..<end, path: path)
             try verify(data, at: off)
-            return (data, servedLocked(off, end))
+            return (data, noteServed(off, end))
         }
         let plan = try lock.withLock { () throws -> [Part]? in
             if let corrupt { throw corrupt }
@@ -102,29 +109,30 @@ final class ReadStream: @unchecked Sendable {
         var pieces: [Data] = []
         if let plan {
             for p in plan {
-                let data: Data
+                let lo = Int(max(off, p.range.lowerBound) - p.range.lowerBound)
+                let hi = Int(min(end, p.range.upperBound) - p.range.lowerBound)
                 do {
-                    data = try await p.bytes.value()
-                } catch StorageError.cancelled where !Task.isCancelled {
-                    // The part was dropped (a seek by another read, the budget): read on demand.
+                    pieces.append(try await p.bytes.bytes(lo..<hi))
+                } catch {
+                    if Task.isCancelled { throw StorageError.cancelled }
+                    if let corrupt = lock.withLock({ corrupt }) { throw corrupt }
+                    lock.withLock { dropLocked { $0 === p } }
+                    // A stream that broke after its first bytes (retrying it would send them
+                    // again), or a part dropped by a seek of another read: these bytes are read
+                    // on demand, with retries. A failure before any byte already had its retries.
+                    if p.bytes.filledCount == 0, (error as? StorageError) != .cancelled { throw error }
+                    logger.debug("part \(p.range) of \(path): \(error); reading on demand")
                     let data = try await fetch(off..<end)
                     try verify(data, at: off)
                     return (data, false)
-                } catch {
-                    lock.withLock { dropLocked { $0 === p } }
-                    throw error
                 }
-                try countOnce(p, data)
-                let lo = Int(max(off, p.range.lowerBound) - p.range.lowerBound)
-                let hi = Int(min(end, p.range.upperBound) - p.range.lowerBound)
-                pieces.append(data.subdata(in: lo..<hi))
             }
         } else {
             let data = try await fetch(off..<end)
             try verify(data, at: off)
             pieces = [data]
         }
-        let whole = servedLocked(off, end)
+        let whole = noteServed(off, end)
         if pieces.count == 1 { return (pieces[0], whole) }
         var joined = Data(capacity: Int(end - off))
         for p in pieces { joined.append(p) }
@@ -142,7 +150,7 @@ final class ReadStream: @unchecked Sendable {
     }
 
     /// Notes bytes served; true when they complete a reading of the whole object from 0.
-    private func servedLocked(_ off: Int64, _ end: Int64) -> Bool {
+    private func noteServed(_ off: Int64, _ end: Int64) -> Bool {
         lock.withLock {
             guard off <= inOrderTo, end > inOrderTo else { return false }
             inOrderTo = end
@@ -223,8 +231,7 @@ final class ReadStream: @unchecked Sendable {
             let len = Int(min(Int64(nextPartSize), size - next))
             guard budget.reserve(len, for: self, floor: tuning.firstPart) else { break }
             let range = next..<(next + Int64(len))
-            let fetch = self.fetch
-            parts.append(Part(range, PendingFetch { try await fetch(range) }, reserved: len))
+            parts.append(Part(range, startPart(range), reserved: len))
             next = range.upperBound
             ahead += 1
             nextPartSize = min(tuning.maxPart, nextPartSize * 2)
@@ -241,25 +248,56 @@ final class ReadStream: @unchecked Sendable {
         }
     }
 
+    /// One streamed request filling a part. Its crc32c is taken as the bytes stream in and added
+    /// to the content check before the last bytes are let through, so a mismatch fails the
+    /// reader before it has the whole object.
+    private func startPart(_ range: Range<Int64>) -> PartBuffer {
+        let streamFetch = self.streamFetch
+        return PartBuffer(capacity: Int(range.upperBound - range.lowerBound)) { [weak self] buf in
+            let running = RunningCRC()
+            let owner = self
+            try await streamFetch(range) { chunk in
+                let crc = running.add(chunk)
+                if buf.filledCount + chunk.count == buf.capacity {
+                    try owner?.verify(crc32c: crc, of: range)
+                }
+                try buf.append(chunk)
+            }
+        }
+    }
+
     // MARK: - checking
 
-    private func countOnce(_ p: Part, _ data: Data) throws {
-        let fresh = lock.withLock { () -> Bool in
-            defer { p.counted = true }
-            return !p.counted
+    private func verify(crc32c: UInt32, of range: Range<Int64>) throws {
+        try lock.withLock {
+            if let corrupt { throw corrupt }
+            guard let (expected, got) = check?.add(crc32c: crc32c, of: range) else { return }
+            try failLocked(expected, got)
         }
-        if fresh { try verify(data, at: p.range.lowerBound) }
+    }
+
+    private func failLocked(_ expected: String, _ got: String) throws {
+        let e = StorageError.nonMatchingChecksum(path: "\(path) generation \(generation) (the bytes read)",
+                                                 expected: expected, got: got)
+        corrupt = e
+        dropLocked { _ in true }
+        throw e
     }
 
     private func verify(_ data: Data, at off: Int64) throws {
         try lock.withLock {
             if let corrupt { throw corrupt }
             guard let (expected, got) = check?.add(data, at: off) else { return }
-            let e = StorageError.nonMatchingChecksum(path: "\(path) generation \(generation) (the bytes read)",
-                                                     expected: expected, got: got)
-            corrupt = e
-            dropLocked { _ in true }
-            throw e
+            try failLocked(expected, got)
         }
+    }
+}
+
+/// A CRC-32C taken chunk by chunk inside a `@Sendable` closure.
+private final class RunningCRC: @unchecked Sendable {
+    private var crc = CRC32C()
+    func add(_ data: Data) -> UInt32 {
+        crc.update(data)
+        return crc.value
     }
 }

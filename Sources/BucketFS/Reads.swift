@@ -65,10 +65,14 @@ extension BucketFileSystem {
                                        streams: config.readStreams)
         if store.isLocal { tuning.streams = 0 }
         let generation = info.generation
-        return ReadStream(path: path, info: info, tuning: tuning, budget: readBudget, localFile: localFile) { [weak self] range in
-            guard let self else { throw StorageError.cancelled }
-            return try await self.fetch(path, generation: generation, range)
-        }
+        let store = self.store
+        return ReadStream(path: path, info: info, tuning: tuning, budget: readBudget, logger: logger, localFile: localFile,
+                          stream: { range, deliver in
+                              try await store.stream(path, generation: generation, range: range, deliver: deliver)
+                          }, fetch: { [weak self] range in
+                              guard let self else { throw StorageError.cancelled }
+                              return try await self.fetch(path, generation: generation, range)
+                          })
     }
 
     public func read(ino: UInt64, fh: UInt64, offset: UInt64, size: Int) async throws(Errno) -> Data {
@@ -105,7 +109,14 @@ extension BucketFileSystem {
         if window.isEmpty { return }
         walkAhead.prefetch(window, in: dir) { [weak self] c in
             guard let self else { throw StorageError.cancelled }
-            return try await self.fetch(c.path, generation: c.info.generation, 0..<c.info.size)
+            let data = try await self.fetch(c.path, generation: c.info.generation, 0..<c.info.size)
+            // Checked whole before anyone can be handed it.
+            var check = ContentCheck(c.info)
+            if let (expected, got) = check.add(data, at: 0) {
+                throw StorageError.nonMatchingChecksum(path: "\(c.path) generation \(c.info.generation) (fetched ahead)",
+                                                       expected: expected, got: got)
+            }
+            return data
         }
     }
 

@@ -17,7 +17,7 @@ final class WalkAhead: @unchecked Sendable {
     private struct Entry {
         let generation: Int64
         let reserved: Int
-        let bytes: PendingFetch
+        let bytes: PartBuffer
         let started: Double
         let directory: String
     }
@@ -57,7 +57,7 @@ final class WalkAhead: @unchecked Sendable {
                 guard entries[c.path] == nil else { return false }
                 guard budget.reserve(size, for: self) else { return false }
                 entries[c.path] = Entry(generation: c.info.generation, reserved: size,
-                                        bytes: PendingFetch { try await fetch(c) }, started: now(), directory: directory)
+                                        bytes: PartBuffer(capacity: size) { buf in try buf.append(try await fetch(c)) }, started: now(), directory: directory)
                 return true
             }
             if !started, lock.withLock({ entries[c.path] == nil }) { break }  // the budget is full
@@ -85,9 +85,9 @@ final class WalkAhead: @unchecked Sendable {
     /// The bytes fetched ahead for this generation of `path` (in flight or done) and the budget
     /// reserved for them, now owned by the caller; nil when there are none. Bytes of another
     /// generation, or a fetch that failed, are dropped.
-    func take(_ path: String, generation: Int64) -> (bytes: PendingFetch, reserved: Int)? {
+    func take(_ path: String, generation: Int64) -> (bytes: PartBuffer, reserved: Int)? {
         guard let e = lock.withLock({ entries.removeValue(forKey: path) }) else { return nil }
-        if e.generation == generation, !(e.bytes.isFinished && e.bytes.ready == nil) {
+        if e.generation == generation, !e.bytes.hasFailed {
             return (e.bytes, e.reserved)
         }
         drop(e)

@@ -232,6 +232,77 @@ final class GCSTransport: Sendable {
         }
     }
 
+    /// A GET whose body is handed to `deliver` as it arrives, never gathered. Retried like any
+    /// idempotent call until its first byte is delivered; after that a fault is thrown (sending
+    /// the bytes again would repeat them) for the caller to read the rest another way. `check`
+    /// sees status and headers before any byte is delivered; a body shorter than its
+    /// Content-Length fails after its last byte.
+    func stream(_ what: String, path: String, _ r: GCSRequest,
+                check: @Sendable (Int, HTTPHeaders) -> StorageError?,
+                deliver: @Sendable (ByteBuffer) async throws -> Void) async throws {
+        let end = OperationContext.deadline(capping: ContinuousClock.now + policy.deadline)
+        let started = StreamProgress()
+        var attempts = 0
+        while true {
+            attempts += 1
+            do {
+                return try await streamOnce(what, path: path, r, end: end, check: check) { chunk in
+                    started.mark()
+                    try await deliver(chunk)
+                }
+            } catch let e as StorageError {
+                guard !started.value, e.isTransient else { throw e }
+                let pause = policy.delay(beforeRetry: attempts, random: Double.random(in: 0...1))
+                if ContinuousClock.now + pause >= end { throw e }
+                Counter(label: "bucketfs_store_retries_total", dimensions: [("operation", what)]).increment()
+                do { try await Task.sleep(for: pause) } catch { throw StorageError.cancelled }
+            }
+        }
+    }
+
+    private func streamOnce(_ what: String, path: String, _ r: GCSRequest, end: ContinuousClock.Instant,
+                            check: @Sendable (Int, HTTPHeaders) -> StorageError?,
+                            deliver: @Sendable (ByteBuffer) async throws -> Void) async throws {
+        let limit = min(policy.requestTimeout, end - ContinuousClock.now)
+        guard limit > .zero else { throw StorageError.timeout(message: "\(what) \(path): the operation's deadline passed") }
+        var req = HTTPClientRequest(url: r.url)
+        req.method = r.method
+        req.headers = r.headers
+        do {
+            if let auth = try await tokens.authorization(timeout: limit) {
+                req.headers.replaceOrAdd(name: "Authorization", value: auth)
+            }
+            let resp = try await client.execute(req, timeout: TimeAmount.nanoseconds(Self.nanos(limit)), logger: nil)
+            let status = Int(resp.status.code)
+            guard (200..<300).contains(status) else {
+                let body = try await resp.body.collect(upTo: 1 << 16)
+                throw StorageError.fromHTTP(status: status, message: Self.errorMessage(body) ?? "HTTP \(status)", path: path, bucket: bucket)
+            }
+            if let e = check(status, resp.headers) { throw e }
+            let declared = resp.headers.first(name: "Content-Length").flatMap(Int.init)
+            var got = 0
+            for try await chunk in resp.body {
+                got += chunk.readableBytes
+                try await deliver(chunk)
+            }
+            if let declared, got != declared {
+                throw StorageError.unknown(status: 0, message: "the body has \(got) bytes; Content-Length said \(declared)")
+            }
+        } catch {
+            let e = Task.isCancelled ? .cancelled : Self.map(error)
+            logger.debug("GCS \(r.method) \(Self.shortURL(r.url)) (streamed) failed: \(e)")
+            throw e
+        }
+    }
+
+    /// Whether a streamed answer has delivered bytes yet.
+    private final class StreamProgress: @unchecked Sendable {
+        private let lock = NSLock()
+        private var started = false
+        func mark() { lock.withLock { started = true } }
+        var value: Bool { lock.withLock { started } }
+    }
+
     /// A Retry-After value: seconds, or an HTTP date.
     static func retryAfter(_ value: String) -> Duration? {
         let v = value.trimmingCharacters(in: .whitespaces)

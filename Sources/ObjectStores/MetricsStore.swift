@@ -18,6 +18,16 @@ public final class MetricsStore: ObjectStore {
     public func openLocal(_ name: String, generation: Int64) async throws -> Int32? {
         try await inner.openLocal(name, generation: generation)
     }
+    public func stream(_ name: String, generation: Int64, range: Range<Int64>,
+                       deliver: @Sendable (Data) async throws -> Void) async throws {
+        let counter = readBytes
+        try await measure("read") {
+            try await inner.stream(name, generation: generation, range: range) { d in
+                counter.increment(by: Int64(d.count))
+                try await deliver(d)
+            }
+        }
+    }
     public var bucket: String { inner.bucket }
     private let timers: [String: Metrics.Timer]
     private let readBytes = Counter(label: "bucketfs_store_read_bytes_total")

@@ -10,6 +10,10 @@ public final class RequestLogStore: ObjectStore, @unchecked Sendable {
     public func openLocal(_ name: String, generation: Int64) async throws -> Int32? {
         try await inner.openLocal(name, generation: generation)
     }
+    public func stream(_ name: String, generation: Int64, range: Range<Int64>,
+                       deliver: @Sendable (Data) async throws -> Void) async throws {
+        note("read", name); try await inner.stream(name, generation: generation, range: range, deliver: deliver)
+    }
     let fd: Int32
     public var bucket: String { inner.bucket }
 

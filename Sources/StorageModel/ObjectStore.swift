@@ -103,9 +103,19 @@ public protocol ObjectStore: Sendable {
     /// A local store's file of one generation's bytes, opened for reading (the caller closes the
     /// descriptor), so reads go straight to it; nil for a store with no such files.
     func openLocal(_ name: String, generation: Int64) async throws -> Int32?
+    /// Hands exactly `range` of a generation to `deliver` in order, as it arrives (the next bytes
+    /// are read once `deliver` returns). One attempt: on a fault it throws, and what was delivered
+    /// stays delivered, for the caller to read the rest another way.
+    func stream(_ name: String, generation: Int64, range: Range<Int64>,
+                deliver: @Sendable (Data) async throws -> Void) async throws
 }
 
 extension ObjectStore {
     public var isLocal: Bool { false }
     public func openLocal(_ name: String, generation: Int64) async throws -> Int32? { nil }
+    /// One `read`, delivered whole.
+    public func stream(_ name: String, generation: Int64, range: Range<Int64>,
+                       deliver: @Sendable (Data) async throws -> Void) async throws {
+        try await deliver(read(name, generation: generation, range: range))
+    }
 }

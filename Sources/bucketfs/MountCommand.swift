@@ -105,6 +105,8 @@ struct Mount: AsyncParsableCommand {
         config.listPageSize = listPageSize
         config.readAheadBudget = max(0, readAheadMB) << 20
         config.readStreams = max(0, readStreams)
+        config.readPartMax = max(1, readPartMB) << 20
+        config.readPartFirst = min(config.readPartFirst, config.readPartMax)
         config.walkAheadFiles = max(0, walkAheadFiles)
         config.cacheDirectory = cacheDirectory
         config.operationTimeout = opTimeout
@@ -127,6 +129,7 @@ struct Mount: AsyncParsableCommand {
         let point = mountpointPath
         let session = try FuseMounter.mount(filesystem: fs, mountpoint: point, options: options, logger: logger)
         logger.notice("mounted \(source) at \(point)")
+        KernelReadAhead.apply(kilobytes: kernelReadAheadKB, mountpoint: point, logger: logger)
         await FuseMounter.run(session)
         logger.notice("unmounted \(point)")
         // Files still dirty (a failed upload waiting for its next attempt): one more try each,

@@ -25,8 +25,12 @@ struct CachingOptions: ParsableArguments {
     var readAheadMB: Int = 128
     @Option(name: .customLong("read-streams"), help: "Ranged requests in flight ahead of one sequential reader (0: no read-ahead).")
     var readStreams: Int = 4
+    @Option(name: .customLong("read-part-mb"), help: "Largest ranged request of a sequential read, MiB (parts start at 1 MiB and double).")
+    var readPartMB: Int = 8
     @Option(name: .customLong("walk-ahead"), help: "Small files (up to 1 MiB) fetched ahead of a process that reads a directory's files in listing order, as tar and rsync do (0: off).")
     var walkAheadFiles: Int = 8
+    @Option(name: .customLong("kernel-read-ahead-kb"), help: "The kernel's read-ahead for this mount, KiB: the size of the read requests a sequential reader sends (needs root; 0 keeps the kernel's 128).")
+    var kernelReadAheadKB: Int = 1024
     @Option(name: .customLong("list-page-size"), help: "maxResults of each list call (1…1000).")
     var listPageSize: Int = 1000
 }
@@ -74,6 +78,8 @@ extension Mount {
     var readAheadMB: Int { caching.readAheadMB }
     var readStreams: Int { caching.readStreams }
     var walkAheadFiles: Int { caching.walkAheadFiles }
+    var readPartMB: Int { caching.readPartMB }
+    var kernelReadAheadKB: Int { caching.kernelReadAheadKB }
     var listPageSize: Int { caching.listPageSize }
     var opTimeout: Double { faults.opTimeout }
     var idleTimeout: Double { faults.idleTimeout }

@@ -73,6 +73,35 @@ import Testing
         }
     }
 
+    /// Collects what a streamed read delivers, and how it ended.
+    final class Received: @unchecked Sendable {
+        private let lock = NSLock()
+        private var bytes = Data()
+        var data: Data { lock.withLock { bytes } }
+        func add(_ d: Data) { lock.withLock { bytes.append(d) } }
+    }
+
+    @Test func aStreamIsRetriedUntilItsFirstByteAndNeverAfter() async throws {
+        try await withGCSServer(tuning: Self.quickIdle) { server, store in
+            let info = try await store.write("o", from: .data(Self.payload), metadata: .init(), preconditions: .none)
+            // A stall before any byte: retried, and the whole range comes.
+            server.configure { $0.mediaFault = .stallAfterHeaders; $0.mediaFaultTimes = 1 }
+            let got = Received()
+            try await store.stream("o", generation: info.generation, range: 1000..<250_000) { got.add($0) }
+            #expect(got.data == Self.payload.subdata(in: 1000..<250_000))
+            // Cut after 1000 bytes with a clean close: those bytes are delivered, then an error —
+            // never a short answer taken as the whole, never the first bytes again.
+            server.configure { $0.mediaFault = .truncateUnframed(keep: 1000); $0.mediaFaultTimes = 1 }
+            let cut = Received()
+            let e = await storageError {
+                try await store.stream("o", generation: info.generation, range: 0..<200_000) { cut.add($0) }
+            }
+            #expect(e != nil)
+            #expect(Self.payload.starts(with: cut.data))
+            #expect(cut.data.count <= 1000)
+        }
+    }
+
     @Test func lostDeleteAnswerIsASuccess() async throws {
         try await withGCSServer { server, store in
             let info = try await store.write("d", from: .data(Data("x".utf8)), metadata: .init(), preconditions: .none)
