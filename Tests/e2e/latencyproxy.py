@@ -6,8 +6,10 @@ the emulator is single-threaded HTTP/1.0), but
 
 - every request waits `delay` seconds before it is forwarded (a fixed round trip added to each
   request; requests in flight at once wait at once, as on a real network);
-- at most `max_upstream` requests are at the emulator at once (it serves one at a time and
-  listens with a backlog of 5: more connections would wait for a 1 s SYN retransmission);
+- if `max_upstream` is given, at most that many requests are at the upstream at once (the stock
+  emulator serves one at a time and listens with a backlog of 5: more connections wait for a 1 s
+  SYN retransmission). Unlimited by default: a client that stops reading one response while it
+  waits for another would deadlock against a limit; the bench's emulator is threaded;
 - media bodies are streamed through as they arrive (Content-Length, Content-Range and X-Goog-*
   headers passed on), never held whole;
 - JSON answers are read whole and every occurrence of the emulator's own address is replaced by
@@ -26,6 +28,7 @@ The counts are also served by the proxy itself: GET /__stats answers them as JSO
     python latencyproxy.py --upstream 127.0.0.1:9501 --port 9541 --delay-ms 20
 """
 import argparse
+import contextlib
 import json
 import re
 import signal
@@ -36,7 +39,8 @@ import time
 from faultproxy import FaultProxy, Response, _get
 
 KINDS = ("list", "metadata", "media", "other")
-_OBJECTS = re.compile(r"^(?:/download)?/storage/v1/b/[^/]+/o(/.*)?$")
+# rclone (the Go client with an endpoint) leaves out /storage/v1; the emulator answers both forms
+_OBJECTS = re.compile(r"^(?:/download)?(?:/storage/v1)?/b/[^/]+/o(/.*)?$")
 
 
 def classify(method, path, query):
@@ -52,10 +56,11 @@ def classify(method, path, query):
 
 
 class LatencyProxy(FaultProxy):
-    def __init__(self, upstream, delay=0.02, max_upstream=4, upstream_timeout=120):
+    def __init__(self, upstream, delay=0.02, max_upstream=None, upstream_timeout=120, log_file=None):
         super().__init__(upstream, upstream_timeout=upstream_timeout)
         self.delay = delay
-        self._upstream_slots = threading.BoundedSemaphore(max_upstream)
+        self.log_file = open(log_file, "a", buffering=1) if log_file else None
+        self._upstream_slots = threading.BoundedSemaphore(max_upstream) if max_upstream else contextlib.nullcontext()
         self._counts = self._zero()
 
     @staticmethod
@@ -91,6 +96,8 @@ class LatencyProxy(FaultProxy):
         with self._lock:
             self._counts["total"] += 1
             self._counts[kind] += 1
+            if self.log_file:
+                self.log_file.write(f"{kind} {req.method} {req.target}\n")
         self._wait(self.delay)
         with self._upstream_slots:
             try:
@@ -141,9 +148,10 @@ def main(argv=None):
     ap.add_argument("--upstream", required=True, help="HOST:PORT of the emulator")
     ap.add_argument("--port", type=int, required=True, help="port to listen on (127.0.0.1)")
     ap.add_argument("--delay-ms", type=float, default=20.0, help="added to every request (default 20)")
-    ap.add_argument("--max-upstream", type=int, default=4, help="requests at the emulator at once (default 4)")
+    ap.add_argument("--log", help="append one line per request (kind, method, target) to this file")
+    ap.add_argument("--max-upstream", type=int, default=None, help="requests at the upstream at once (default: no limit)")
     a = ap.parse_args(argv)
-    proxy = LatencyProxy(a.upstream, delay=a.delay_ms / 1000, max_upstream=a.max_upstream).start(a.port)
+    proxy = LatencyProxy(a.upstream, delay=a.delay_ms / 1000, max_upstream=a.max_upstream, log_file=a.log).start(a.port)
     print(f"latencyproxy: {proxy.endpoint} -> {proxy.upstream_origin}, +{a.delay_ms:g} ms a request", flush=True)
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())

@@ -32,6 +32,8 @@ def test_classify():
     assert classify("GET", "/download/storage/v1/b/bk/o/a%2Fb", "generation=1&alt=media") == "media"
     assert classify("POST", "/upload/storage/v1/b/bk/o", "uploadType=multipart") == "other"
     assert classify("GET", "/storage/v1/b/bk", "") == "other"
+    assert classify("GET", "/b/bk/o", "prefix=a%2F") == "list"  # the Go client's form (rclone)
+    assert classify("GET", "/b/bk/o/a%2Fb", "alt=media") == "media"
 
 
 def test_forwards_counts_delays_and_rewrites_links(emulator, prefix, proxy):
