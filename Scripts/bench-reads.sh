@@ -206,6 +206,8 @@ row "bucketfs vs local disk (dd)" "$(mbps "$MIB" "${RES[rd_bucketfs-embedded]}")
 echo "(4) $PAR_N x $PAR_MIB MiB read at once (parallel cat), emulator"
 row "peak RSS of the mount (VmHWM)" "${RES[par_peak_bucketfs]} MiB" "rclone ${RES[par_peak_rclone]} MiB" "" ""
 row "  RSS before the reads" "${RES[par_before_bucketfs]} MiB" "rclone ${RES[par_before_rclone]} MiB" "" ""
+row "  peak - RSS before (what the reads took)" "$(( ${RES[par_peak_bucketfs]} - ${RES[par_before_bucketfs]} )) MiB" \
+  "rclone $(( ${RES[par_peak_rclone]} - ${RES[par_before_rclone]} )) MiB" "" ""
 row "  read-ahead budget (--read-ahead-mb $BUDGET)" "$BUDGET_ALL MiB" "($BUDGET_NOTE)" "" ""
 row "  peak - budget (fixed overhead)" "$(( ${RES[par_peak_bucketfs]} - BUDGET_ALL )) MiB" "" "" ""
 row "  time for all, aggregate" "${RES[par_s_bucketfs]} s" "rclone ${RES[par_s_rclone]} s" \

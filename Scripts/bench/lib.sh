@@ -1,6 +1,7 @@
 # Shell helpers shared by Scripts/bench*.sh; sourced after `cd` to the repository root.
 # Sets ROOT, PY, BIN (BUCKETFS_BIN, else a release build), WORK (BENCH_DIR, else a fresh temp dir
-# named after $1) and installs the cleanup trap: every mount point WORK/mnt-* is unmounted
+# named after $1) and installs the cleanup trap: every process the script started is killed
+# (its descendants, by pid), every mount point WORK/mnt-* is unmounted
 # (lazily), every process in PIDS and in WORK/pids is killed, WORK is removed unless BENCH_KEEP is
 # set. Mounts are made in command substitutions (subshells), hence the directory and the file
 # rather than shell arrays.
@@ -19,14 +20,18 @@ WORK="${BENCH_DIR:-$(mktemp -d "/tmp/$1.XXXXXX")}"
 mkdir -p "$WORK"
 
 PIDS=()
+descendants() { local c; for c in $(ps -o pid= --ppid "$1"); do descendants "$c"; echo "$c"; done; }
 bench_cleanup() {
   set +e
+  # readers first (a tar or cat left in a subshell keeps a lazily unmounted mount's daemon alive)
+  kill $(descendants $$) 2>/dev/null
   for m in "$WORK"/mnt-*; do [ -d "$m" ] && mountpoint -q "$m" && fusermount3 -uz "$m" 2>/dev/null; done
   [ -f "$WORK/pids" ] && while read -r p; do kill "$p" 2>/dev/null; done <"$WORK/pids"
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
   [ -z "${BENCH_KEEP:-}" ] && rm -rf "$WORK"
 }
 trap bench_cleanup EXIT
+trap 'exit 130' INT TERM  # so that the EXIT trap runs on ^C and kill too
 
 # --- numbers --------------------------------------------------------------------------------------
 now() { date +%s.%N; }
