@@ -196,7 +196,7 @@ for variant in cold listed; do
   r=$(ratio "${RES[tar_rclone_$variant]}" "${RES[tar_bucketfs_$variant]}")
   label="time"; [ "$variant" = listed ] && label="time, listing already cached"
   row "$label" "${RES[tar_bucketfs_$variant]} s" "rclone ${RES[tar_rclone_$variant]} s" "$r" ">= 5: $(target "$r" 5)"
-  row "  requests (list/metadata/media/other)" "$bt ($bl/$bm/$bd/$bo)" "rclone $rt ($rl/$rm/$rd/$ro)" "" ""
+  row "  requests, last run (list/meta/media/other)" "$bt ($bl/$bm/$bd/$bo)" "rclone $rt ($rl/$rm/$rd/$ro)" "" ""
   row "  requests per small file" "$(awk -v t="$bt" -v n="$SMALL_N" 'BEGIN { printf "%.2f", t / n }')" \
     "rclone $(awk -v t="$rt" -v n="$SMALL_N" 'BEGIN { printf "%.2f", t / n }')" "" "1 a file"
 done
