@@ -16,64 +16,20 @@
 # Environment: BUCKETFS_BIN (default: build release), BENCH_REPS (3), BENCH_DIR (a fresh temp dir).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$PWD
 LS_SIZES="${BENCH_LS:-20000 100000}"
 WALK_SIZES="${BENCH_WALK:-10000 20000}"
 REPS="${BENCH_REPS:-3}"
 PORT="${EMULATOR_PORT:-9312}"
 BUCKET=bucketfs-walk
 ENDPOINT="http://127.0.0.1:$PORT"
-PY="$ROOT/.venv/bin/python"
 
 Scripts/setup.sh >/dev/null
 for pkg in bindfs; do dpkg -s "$pkg" >/dev/null 2>&1 || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$pkg" >/dev/null; }; done
-if [ -z "${BUCKETFS_BIN:-}" ]; then
-  echo "bench: building bucketfs (release)" >&2
-  swift build -c release --product bucketfs 2>&1 | tail -n 1 >&2
-  BUCKETFS_BIN="$(swift build -c release --show-bin-path)/bucketfs"
-fi
-BIN="$BUCKETFS_BIN"
-
-WORK="${BENCH_DIR:-$(mktemp -d /tmp/bucketfs-walk.XXXXXX)}"
-mkdir -p "$WORK"
-MOUNTS=(); PIDS=()
-cleanup() {
-  set +e
-  for m in "${MOUNTS[@]}"; do mountpoint -q "$m" && fusermount3 -uz "$m" 2>/dev/null; done
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-  [ -z "${BENCH_KEEP:-}" ] && rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-now() { date +%s.%N; }
-elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
-median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
-drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true; }
-unmount() { fusermount3 -u "$1" 2>/dev/null || fusermount3 -uz "$1"; for _ in $(seq 1 100); do mountpoint -q "$1" || break; sleep 0.05; done; }
-mount_bfs() {  # SOURCE [options...] -> mount point
-  local src="$1"; shift
-  local mnt; mnt="$(mktemp -d "$WORK/mnt-bfs.XXXX")"; MOUNTS+=("$mnt")
-  "$BIN" mount "$src" "$mnt" --cache-dir "$mnt.cache" --log-file "$mnt.log" "$@" >&2
-  echo "$mnt"
-}
-mount_pid() { pgrep -f -- "mount .* $1 " | head -1; }
-RCLONE_CONF="$WORK/rclone.conf"
-printf '[emu]\ntype = google cloud storage\nendpoint = %s\nanonymous = true\nno_check_bucket = true\nbucket_policy_only = true\n' "$ENDPOINT" >"$RCLONE_CONF"
-mount_rclone() {  # PATH-IN-BUCKET -> mount point
-  local mnt; mnt="$(mktemp -d "$WORK/mnt-rclone.XXXX")"; MOUNTS+=("$mnt")
-  rclone --config "$RCLONE_CONF" mount "emu:$BUCKET/$1" "$mnt" --read-only --log-file "$mnt.log" >/dev/null 2>&1 &
-  PIDS+=("$!")
-  for _ in $(seq 1 400); do mountpoint -q "$mnt" && break; sleep 0.05; done
-  mountpoint -q "$mnt" || { echo "bench: rclone mount failed" >&2; return 1; }
-  echo "$mnt"
-}
+. Scripts/bench/lib.sh bucketfs-walk
+rclone_remote emu "$ENDPOINT"
 
 # --- data ------------------------------------------------------------------------------------------
-curl -s -o /dev/null "$ENDPOINT/" && { echo "bench: something answers on $ENDPOINT; set EMULATOR_PORT" >&2; exit 1; }
-"$PY" Scripts/bench/emulator.py start --host=127.0.0.1 --port="$PORT" --in-memory --default-bucket="$BUCKET" >"$WORK/emulator.log" 2>&1 &
-PIDS+=("$!")
-for _ in $(seq 1 100); do curl -s -o /dev/null "$ENDPOINT/" && break; sleep 0.1; done
+start_emulator "$PORT" "$BUCKET"
 for n in $LS_SIZES; do
   echo "bench: filling ls$n/ ($n objects)" >&2
   "$PY" Scripts/bench/fill.py "$ENDPOINT" "$BUCKET" "ls$n" "$n" 0 --metadata k=v
@@ -87,8 +43,8 @@ for n in $LS_SIZES; do
   for kind in bucketfs rclone; do
     runs=()
     for _ in $(seq 1 "$REPS"); do
-      if [ "$kind" = bucketfs ]; then mnt=$(mount_bfs "gs://$BUCKET" --endpoint "$ENDPOINT" --anonymous --metadata-ttl 60)
-      else mnt=$(mount_rclone ""); fi
+      if [ "$kind" = bucketfs ]; then mnt=$(mount_bucketfs "gs://$BUCKET" --endpoint "$ENDPOINT" --anonymous --metadata-ttl 60)
+      else mnt=$(mount_rclone "emu:$BUCKET"); fi
       drop_caches
       t0=$(now); lines=$(ls -l "$mnt/ls$n" | wc -l); t1=$(now)
       [ "$lines" -eq $((n + 1)) ] || { echo "bench: $kind listed $((lines - 1)) of $n" >&2; exit 1; }
@@ -123,8 +79,8 @@ PYEOF
   for kind in bucketfs bindfs; do
     runs=()
     for _ in $(seq 1 "$REPS"); do
-      if [ "$kind" = bucketfs ]; then mnt=$(mount_bfs "$emb" --metadata-ttl 60)
-      else mnt="$(mktemp -d "$WORK/mnt-bindfs.XXXX")"; MOUNTS+=("$mnt"); bindfs "$tree" "$mnt"; fi
+      if [ "$kind" = bucketfs ]; then mnt=$(mount_bucketfs "$emb" --metadata-ttl 60)
+      else mnt="$(mktemp -d "$WORK/mnt-bindfs.XXXX")"; bindfs "$tree" "$mnt"; fi
       drop_caches
       t0=$(now)
       ls -lR "$mnt" >/dev/null
@@ -142,7 +98,7 @@ done
 
 # --- (c) tar after the TTL: requests per file -------------------------------------------------------
 log="$WORK/tar-requests.log"
-mnt=$(mount_bfs "gs://$BUCKET" --endpoint "$ENDPOINT" --anonymous --metadata-ttl 2 --request-log "$log")
+mnt=$(mount_bucketfs "gs://$BUCKET" --endpoint "$ENDPOINT" --anonymous --metadata-ttl 2 --request-log "$log")
 ls -l "$mnt/tar" >/dev/null
 sleep 3
 : >"$log"

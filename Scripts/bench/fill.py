@@ -1,6 +1,8 @@
 """Fills an emulator bucket fast, with plain HTTP (one multipart upload per object, a few threads):
    fill.py ENDPOINT BUCKET PREFIX N SIZE [--metadata k=v]
--> N objects PREFIX/fNNNNNN of SIZE bytes (custom metadata k=v), uploaded as any client would."""
+-> N objects PREFIX/fNNNNNN of SIZE random bytes (custom metadata k=v), uploaded as any client would.
+   fill.py ENDPOINT BUCKET PREFIX --from DIR [--metadata k=v]
+-> every file under DIR as PREFIX/its path relative to DIR."""
 import json
 import os
 import sys
@@ -8,7 +10,14 @@ import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
-endpoint, bucket, prefix, n, size = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+endpoint, bucket, prefix = sys.argv[1], sys.argv[2], sys.argv[3]
+if sys.argv[4] == "--from":
+    src = sys.argv[5]
+    files = sorted(os.path.relpath(os.path.join(d, f), src) for d, _, fs in os.walk(src) for f in fs)
+    jobs = [(f"{prefix}/{rel}", os.path.join(src, rel)) for rel in files]
+else:
+    n, size = int(sys.argv[4]), int(sys.argv[5])
+    jobs = [(f"{prefix}/f{i:06d}", size) for i in range(n)]
 meta = {}
 if "--metadata" in sys.argv:
     k, _, v = sys.argv[sys.argv.index("--metadata") + 1].partition("=")
@@ -16,9 +25,13 @@ if "--metadata" in sys.argv:
 url = f"{endpoint}/upload/storage/v1/b/{urllib.parse.quote(bucket, safe='')}/o?uploadType=multipart"
 
 
-def put(i):
-    name = f"{prefix}/f{i:06d}"
-    body = os.urandom(size) if size else b""
+def put(job):
+    name, what = job
+    if isinstance(what, str):
+        with open(what, "rb") as f:
+            body = f.read()
+    else:
+        body = os.urandom(what) if what else b""
     resource = json.dumps({"name": name, "metadata": meta, "contentType": "application/octet-stream"}).encode()
     b = b"bucketfs-fill"
     data = (b"--" + b + b"\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n" + resource
@@ -29,4 +42,4 @@ def put(i):
 
 
 with ThreadPoolExecutor(4) as pool:  # the emulator serves one at a time; threads hide client latency
-    list(pool.map(put, range(n)))
+    list(pool.map(put, jobs))

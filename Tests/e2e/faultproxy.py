@@ -224,10 +224,11 @@ class FaultProxy:
     def endpoint(self):
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self):
+    def start(self, port=0):
+        """Listens on 127.0.0.1:`port` (0: a free port, see `.port`) and serves in threads."""
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind(("127.0.0.1", 0))
+        s.bind(("127.0.0.1", port))
         s.listen(64)
         self._listener = s
         self.port = s.getsockname()[1]
@@ -523,6 +524,16 @@ class FaultProxy:
             c.sendall(self._head(resp, keep, None if no_body else len(resp.body)) + (b"" if no_body else resp.body))
 
     def _forward(self, req):
+        u, conn, status, reason, headers = self._upstream(req)
+        try:
+            return Response(status, reason, headers, self._upstream_body(conn, req, status, headers))
+        finally:
+            u.close()
+
+    def _upstream(self, req):
+        """Sends `req` upstream on a new connection (`Connection: close`) and reads the status line
+        and headers. Returns (socket, _Conn, status, reason, headers); the body is still to be read
+        from the _Conn (see `_upstream_body`) and the caller closes the socket."""
         u = socket.create_connection(self.upstream, timeout=self.upstream_timeout)
         try:
             lines = [f"{req.method} {req.target} HTTP/1.1"]
@@ -543,14 +554,18 @@ class FaultProxy:
                 headers = conn.headers()
                 if status >= 200 or status == 101:
                     break
-            if req.method == "HEAD" or status in (204, 304):
-                body = b""
-            elif "chunked" in (_get(headers, "Transfer-Encoding") or "").lower():
-                body = conn.chunked()
-            elif _get(headers, "Content-Length") is not None:
-                body = conn.read(int(_get(headers, "Content-Length")))
-            else:
-                body = conn.read_to_eof()
-            return Response(status, reason or REASONS.get(status, ""), headers, body)
-        finally:
+            return u, conn, status, reason or REASONS.get(status, ""), headers
+        except BaseException:
             u.close()
+            raise
+
+    @staticmethod
+    def _upstream_body(conn, req, status, headers):
+        """The whole body of an upstream response whose head `_upstream` has read."""
+        if req.method == "HEAD" or status in (204, 304):
+            return b""
+        if "chunked" in (_get(headers, "Transfer-Encoding") or "").lower():
+            return conn.chunked()
+        if _get(headers, "Content-Length") is not None:
+            return conn.read(int(_get(headers, "Content-Length")))
+        return conn.read_to_eof()

@@ -1,0 +1,136 @@
+# Shell helpers shared by Scripts/bench*.sh; sourced after `cd` to the repository root.
+# Sets ROOT, PY, BIN (BUCKETFS_BIN, else a release build), WORK (BENCH_DIR, else a fresh temp dir
+# named after $1) and installs the cleanup trap: every process the script started is killed
+# (its descendants, by pid), every mount point WORK/mnt-* is unmounted
+# (lazily), every process in PIDS and in WORK/pids is killed, WORK is removed unless BENCH_KEEP is
+# set. Mounts are made in command substitutions (subshells), hence the directory and the file
+# rather than shell arrays.
+#
+#   . Scripts/bench/lib.sh NAME
+
+ROOT=$PWD
+PY="$ROOT/.venv/bin/python"
+if [ -z "${BUCKETFS_BIN:-}" ]; then
+  echo "bench: building bucketfs (release)" >&2
+  swift build -c release --product bucketfs 2>&1 | tail -n 1 >&2
+  BUCKETFS_BIN="$(swift build -c release --show-bin-path)/bucketfs"
+fi
+BIN="$BUCKETFS_BIN"
+WORK="${BENCH_DIR:-$(mktemp -d "/tmp/$1.XXXXXX")}"
+mkdir -p "$WORK"
+
+PIDS=()
+descendants() { local c; for c in $(ps -o pid= --ppid "$1"); do descendants "$c"; echo "$c"; done; }
+bench_cleanup() {
+  set +e
+  # readers first (a tar or cat left in a subshell keeps a lazily unmounted mount's daemon alive)
+  kill $(descendants $$) 2>/dev/null
+  for m in "$WORK"/mnt-*; do [ -d "$m" ] && mountpoint -q "$m" && fusermount3 -uz "$m" 2>/dev/null; done
+  [ -f "$WORK/pids" ] && while read -r p; do kill "$p" 2>/dev/null; done <"$WORK/pids"
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
+  [ -z "${BENCH_KEEP:-}" ] && rm -rf "$WORK"
+}
+trap bench_cleanup EXIT
+trap 'exit 130' INT TERM  # so that the EXIT trap runs on ^C and kill too
+
+# --- numbers --------------------------------------------------------------------------------------
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+mbps() { awk -v m="$1" -v s="$2" 'BEGIN { printf "%.1f", m * 1048576 / s / 1e6 }'; }  # MIB SECONDS -> MB/s
+DROP_FAILED=  # set when the page cache cannot be dropped (drop_caches often runs in a subshell)
+{ echo 1 >/proc/sys/vm/drop_caches; } 2>/dev/null || DROP_FAILED=1
+drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || DROP_FAILED=1; }
+
+# --- the emulator ---------------------------------------------------------------------------------
+# The emulator Scripts/emulator.sh runs (same package, flags and in-memory store), started through
+# Scripts/bench/emulator.py, which only skips the stock emulator's O(N) re-serialisation after every
+# insert (see there). Adds it to PIDS.
+start_emulator() {  # PORT BUCKET
+  local endpoint="http://127.0.0.1:$1"
+  if curl -s -o /dev/null "$endpoint/"; then
+    echo "bench: something already answers on $endpoint; set EMULATOR_PORT" >&2; exit 1
+  fi
+  "$PY" "$ROOT/Scripts/bench/emulator.py" start --host=127.0.0.1 --port="$1" --in-memory \
+    --default-bucket="$2" >"$WORK/emulator-$1.log" 2>&1 &
+  PIDS+=("$!")
+  for _ in $(seq 1 100); do curl -s -o /dev/null "$endpoint/" && break; sleep 0.1; done
+  curl -s -o /dev/null "$endpoint/" || { echo "bench: the emulator did not start" >&2; tail "$WORK/emulator-$1.log" >&2; exit 1; }
+}
+
+# --- mounts ---------------------------------------------------------------------------------------
+mount_bucketfs() {  # SOURCE [options...] -> prints the mount point (bucketfs daemonizes)
+  local src="$1"; shift
+  local mnt; mnt="$(mktemp -d "$WORK/mnt-bfs.XXXX")"
+  # BENCH_BFS_OPTS: extra mount options to try (word-split), e.g. "--read-ahead-mb 128"
+  # shellcheck disable=SC2086
+  "$BIN" mount "$src" "$mnt" --cache-dir "$mnt.cache" --log-file "$mnt.log" "$@" ${BENCH_BFS_OPTS:-} >&2
+  echo "$mnt"
+}
+mount_pid() { pgrep -f -- "mount .* $1 " | head -1; }  # MOUNTPOINT -> pid of the bucketfs daemon serving it
+rclone_remote() {  # NAME ENDPOINT: adds a [NAME] remote for the emulator at ENDPOINT to RCLONE_CONF
+  RCLONE_CONF="$WORK/rclone.conf"
+  printf '[%s]\ntype = google cloud storage\nendpoint = %s\nanonymous = true\nno_check_bucket = true\nbucket_policy_only = true\n\n' \
+    "$1" "$2" >>"$RCLONE_CONF"
+}
+mount_rclone() {  # REMOTE:BUCKET/PATH -> prints the mount point (read-only, default VFS settings)
+  local mnt; mnt="$(mktemp -d "$WORK/mnt-rclone.XXXX")"
+  rclone --config "$RCLONE_CONF" mount "$1" "$mnt" --read-only --log-file "$mnt.log" >/dev/null 2>&1 &
+  echo "$!" >>"$WORK/pids"
+  for _ in $(seq 1 400); do mountpoint -q "$mnt" && break; sleep 0.05; done
+  mountpoint -q "$mnt" || { echo "bench: rclone mount failed; see $mnt.log" >&2; tail -5 "$mnt.log" >&2; return 1; }
+  echo "$mnt"
+}
+unmount() { fusermount3 -u "$1" 2>/dev/null || fusermount3 -uz "$1"; for _ in $(seq 1 100); do mountpoint -q "$1" || break; sleep 0.05; done; }
+
+# --- cold sequential reads ------------------------------------------------------------------------
+read_secs() {  # FILE -> seconds for a cold sequential read (dd, 1 MiB blocks)
+  drop_caches
+  local t0 t1
+  t0=$(now)
+  dd if="$1" of=/dev/null bs=1M status=none
+  t1=$(now)
+  elapsed "$t0" "$t1"
+}
+curl_secs() {  # URL -> seconds for a download to /dev/null
+  drop_caches
+  local t0 t1
+  t0=$(now)
+  curl -sf -o /dev/null "$1"
+  t1=$(now)
+  elapsed "$t0" "$t1"
+}
+check_md5() {  # FILE MD5 -> fails unless FILE reads back with that md5 (untimed)
+  local sum; sum=$(md5sum <"$1" | cut -d' ' -f1)
+  [ "$sum" = "$2" ] || { echo "bench: $1 read back with md5 $sum, want $2" >&2; exit 1; }
+}
+
+# The read rows of bench.sh (b) and bench-reads.sh (1, 3), on one layout: the file BIG (md5
+# BIG_MD5) on local disk, as read/big.bin in the embedded bucket EMB, at BFS_GCS/read/big.bin
+# (bucketfs source; mount options in the array GS), RCLONE_GCS/read/big.bin (rclone remote path)
+# and BIG_URL (its alt=media URL).
+read_kind() {  # KIND FIRST -> seconds (fresh mount per run; the first run also checks the md5)
+  local mnt s
+  case "$1" in
+    local) read_secs "$BIG"; return ;;
+    curl-gcs) [ "$2" = 1 ] && { curl -sf "$BIG_URL" >"$WORK/curl.bin"; check_md5 "$WORK/curl.bin" "$BIG_MD5"; rm -f "$WORK/curl.bin"; }
+              curl_secs "$BIG_URL"; return ;;
+    bucketfs-embedded) mnt="$(mount_bucketfs "$EMB" --read-only)" ;;
+    bucketfs-gcs) mnt="$(mount_bucketfs "$BFS_GCS" "${GS[@]}" --read-only)" ;;
+    rclone-gcs) mnt="$(mount_rclone "$RCLONE_GCS")" ;;
+  esac
+  s=$(read_secs "$mnt/read/big.bin")
+  [ "$2" = 1 ] && check_md5 "$mnt/read/big.bin" "$BIG_MD5"
+  unmount "$mnt"
+  echo "$s"
+}
+read_rows() {  # KIND... -> RES[rd_KIND] = median of REPS runs (RES: an associative array)
+  local kind i runs
+  for kind in "$@"; do
+    runs=()
+    for i in $(seq 1 "$REPS"); do runs+=("$(read_kind "$kind" "$i")"); done
+    RES[rd_$kind]=$(median "${runs[@]}")
+    echo "bench: read $kind runs (s): ${runs[*]}" >&2
+  done
+}
