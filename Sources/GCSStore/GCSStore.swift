@@ -35,7 +35,7 @@ public final class GCSStore: ObjectStore {
         /// Uploads larger than this go resumable; smaller ones multipart.
         public var resumableThreshold: Int64 = 8 << 20
         /// HTTP/1.1 connections kept per host (the emulator is single-threaded HTTP/1.0: keep this small).
-        public var maxConnectionsPerHost: Int = 4
+        public var maxConnectionsPerHost: Int = 16
         /// A response (headers or body) that sends no bytes for this long is abandoned and retried.
         public var idleTimeout: Duration = .seconds(10)
         public init() {}

@@ -88,6 +88,7 @@ struct Mount: AsyncParsableCommand {
         do {
             var tuning = GCSStore.Tuning()
             tuning.idleTimeout = .milliseconds(Int64(idleTimeout * 1000))
+            tuning.maxConnectionsPerHost = max(1, maxConnections)
             store = try openStore(parsed, gcs: gcs, logger: logger, prefixMount: true, tuning: tuning,
                                   deadline: .milliseconds(Int64(opTimeout * 1000)))
             store = try instrument(store)

@@ -29,6 +29,8 @@ struct CachingOptions: ParsableArguments {
     var readPartMB: Int = 8
     @Option(name: .customLong("walk-ahead"), help: "Small files (up to 1 MiB) fetched ahead of a process that reads a directory's files in listing order, as tar and rsync do (0: off).")
     var walkAheadFiles: Int = 8
+    @Option(name: .customLong("max-connections"), help: "HTTP connections to Cloud Storage at once (requests beyond wait for one).")
+    var maxConnections: Int = 16
     @Option(name: .customLong("kernel-read-ahead-kb"), help: "The kernel's read-ahead for this mount, KiB: the size of the read requests a sequential reader sends (needs root; 0 keeps the kernel's 128).")
     var kernelReadAheadKB: Int = 1024
     @Option(name: .customLong("list-page-size"), help: "maxResults of each list call (1…1000).")
@@ -80,6 +82,7 @@ extension Mount {
     var walkAheadFiles: Int { caching.walkAheadFiles }
     var readPartMB: Int { caching.readPartMB }
     var kernelReadAheadKB: Int { caching.kernelReadAheadKB }
+    var maxConnections: Int { caching.maxConnections }
     var listPageSize: Int { caching.listPageSize }
     var opTimeout: Double { faults.opTimeout }
     var idleTimeout: Double { faults.idleTimeout }
