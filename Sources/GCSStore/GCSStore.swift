@@ -185,30 +185,16 @@ public final class GCSStore: ObjectStore {
         guard !range.isEmpty else { return }
         let url = objectURL(name) + GCSJSONAPI.query([("alt", "media"), ("generation", String(generation))])
         let headers: HTTPHeaders = ["Accept-Encoding": "gzip", "Range": "bytes=\(range.lowerBound)-\(range.upperBound - 1)"]
-        let counted = ByteCount()
-        try await transport.stream("read", path: name, GCSRequest(.GET, url, headers: headers), check: { status, headers in
+        try await transport.stream("read", path: name, GCSRequest(.GET, url, headers: headers),
+                                   length: Int(range.upperBound - range.lowerBound), check: { status, headers in
             guard status == 206, let (a, b, _) = headers.first(name: "Content-Range").flatMap(DownloadCheck.parse),
                   a == range.lowerBound, b + 1 == range.upperBound else {
                 return .unknown(status: 0, message: "download answer rejected: HTTP \(status), Content-Range \(headers.first(name: "Content-Range") ?? "none") for bytes \(range.lowerBound)-\(range.upperBound - 1)")
             }
             return nil
         }, deliver: { buffer in
-            counted.add(buffer.readableBytes)
             try await deliver(Data(buffer: buffer, byteTransferStrategy: .noCopy))
         })
-        // A body without Content-Length ends at a clean close: only its length tells it was cut.
-        let got = counted.total
-        if got != Int(range.upperBound - range.lowerBound) {
-            throw StorageError.unknown(status: 0, message: "download of \(name) cut: \(got) of bytes \(range.lowerBound)-\(range.upperBound - 1) came")
-        }
-    }
-
-    /// Bytes a streamed answer has delivered.
-    private final class ByteCount: @unchecked Sendable {
-        private let lock = NSLock()
-        private var n = 0
-        func add(_ k: Int) { lock.withLock { n += k } }
-        var total: Int { lock.withLock { n } }
     }
 
     public func write(_ name: String, from source: UploadSource, metadata: WritableMetadata,

@@ -237,7 +237,7 @@ final class GCSTransport: Sendable {
     /// the bytes again would repeat them) for the caller to read the rest another way. `check`
     /// sees status and headers before any byte is delivered; a body shorter than its
     /// Content-Length fails after its last byte.
-    func stream(_ what: String, path: String, _ r: GCSRequest,
+    func stream(_ what: String, path: String, _ r: GCSRequest, length: Int,
                 check: @Sendable (Int, HTTPHeaders) -> StorageError?,
                 deliver: @Sendable (ByteBuffer) async throws -> Void) async throws {
         let end = OperationContext.deadline(capping: ContinuousClock.now + policy.deadline)
@@ -246,13 +246,15 @@ final class GCSTransport: Sendable {
         while true {
             attempts += 1
             do {
-                return try await streamOnce(what, path: path, r, end: end, check: check) { chunk in
+                return try await streamOnce(what, path: path, r, length: length, end: end, check: check) { chunk in
                     started.mark()
                     try await deliver(chunk)
                 }
-            } catch let e as StorageError {
+            } catch let f as StreamFailure {
+                let e = f.error
                 guard !started.value, e.isTransient else { throw e }
-                let pause = policy.delay(beforeRetry: attempts, random: Double.random(in: 0...1))
+                var pause = policy.delay(beforeRetry: attempts, random: Double.random(in: 0...1))
+                if let after = f.retryAfter, after > pause { pause = after }
                 if ContinuousClock.now + pause >= end { throw e }
                 Counter(label: "bucketfs_store_retries_total", dimensions: [("operation", what)]).increment()
                 do { try await Task.sleep(for: pause) } catch { throw StorageError.cancelled }
@@ -260,11 +262,19 @@ final class GCSTransport: Sendable {
         }
     }
 
-    private func streamOnce(_ what: String, path: String, _ r: GCSRequest, end: ContinuousClock.Instant,
+    /// A streamed attempt's failure, with the server's Retry-After.
+    private struct StreamFailure: Error {
+        let error: StorageError
+        var retryAfter: Duration? = nil
+    }
+
+    private func streamOnce(_ what: String, path: String, _ r: GCSRequest, length: Int, end: ContinuousClock.Instant,
                             check: @Sendable (Int, HTTPHeaders) -> StorageError?,
                             deliver: @Sendable (ByteBuffer) async throws -> Void) async throws {
         let limit = min(policy.requestTimeout, end - ContinuousClock.now)
-        guard limit > .zero else { throw StorageError.timeout(message: "\(what) \(path): the operation's deadline passed") }
+        guard limit > .zero else {
+            throw StreamFailure(error: .timeout(message: "\(what) \(path): the operation's deadline passed"))
+        }
         var req = HTTPClientRequest(url: r.url)
         req.method = r.method
         req.headers = r.headers
@@ -276,9 +286,13 @@ final class GCSTransport: Sendable {
             let status = Int(resp.status.code)
             guard (200..<300).contains(status) else {
                 let body = try await resp.body.collect(upTo: 1 << 16)
-                throw StorageError.fromHTTP(status: status, message: Self.errorMessage(body) ?? "HTTP \(status)", path: path, bucket: bucket)
+                let after = resp.headers.first(name: "Retry-After").flatMap(Self.retryAfter)
+                // Ranges are asked inside the object only: a 416 is a fault of the answer.
+                if status == 416 { throw StreamFailure(error: .unknown(status: 0, message: "download answer rejected: 416 for a range inside the object")) }
+                throw StreamFailure(error: .fromHTTP(status: status, message: Self.errorMessage(body) ?? "HTTP \(status)", path: path, bucket: bucket),
+                                    retryAfter: after)
             }
-            if let e = check(status, resp.headers) { throw e }
+            if let e = check(status, resp.headers) { throw StreamFailure(error: e) }
             let declared = resp.headers.first(name: "Content-Length").flatMap(Int.init)
             var got = 0
             for try await chunk in resp.body {
@@ -286,12 +300,19 @@ final class GCSTransport: Sendable {
                 try await deliver(chunk)
             }
             if let declared, got != declared {
-                throw StorageError.unknown(status: 0, message: "the body has \(got) bytes; Content-Length said \(declared)")
+                throw StreamFailure(error: .unknown(status: 0, message: "the body has \(got) bytes; Content-Length said \(declared)"))
             }
+            // A body without Content-Length ends at a clean close: only its length tells it was cut.
+            if got != length {
+                throw StreamFailure(error: .unknown(status: 0, message: "download cut: \(got) of \(length) bytes came"))
+            }
+        } catch let f as StreamFailure {
+            logger.debug("GCS \(r.method) \(Self.shortURL(r.url)) (streamed) failed: \(f.error)")
+            throw f
         } catch {
             let e = Task.isCancelled ? .cancelled : Self.map(error)
             logger.debug("GCS \(r.method) \(Self.shortURL(r.url)) (streamed) failed: \(e)")
-            throw e
+            throw StreamFailure(error: e)
         }
     }
 

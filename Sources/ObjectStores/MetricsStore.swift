@@ -15,8 +15,10 @@ import StorageModel
 public final class MetricsStore: ObjectStore {
     let inner: any ObjectStore
     public var isLocal: Bool { inner.isLocal }
+    /// A local store's reads of an open file count as one read request (its file, opened); the
+    /// bytes then go from that file to the reader and are counted by the FUSE read metrics only.
     public func openLocal(_ name: String, generation: Int64) async throws -> Int32? {
-        try await inner.openLocal(name, generation: generation)
+        try await measure("read") { try await inner.openLocal(name, generation: generation) }
     }
     public func stream(_ name: String, generation: Int64, range: Range<Int64>,
                        deliver: @Sendable (Data) async throws -> Void) async throws {

@@ -7,8 +7,9 @@ import StorageModel
 public final class RequestLogStore: ObjectStore, @unchecked Sendable {
     let inner: any ObjectStore
     public var isLocal: Bool { inner.isLocal }
+    /// A local store's reads of an open file are one "read" (its file, opened).
     public func openLocal(_ name: String, generation: Int64) async throws -> Int32? {
-        try await inner.openLocal(name, generation: generation)
+        note("read", name); return try await inner.openLocal(name, generation: generation)
     }
     public func stream(_ name: String, generation: Int64, range: Range<Int64>,
                        deliver: @Sendable (Data) async throws -> Void) async throws {
