@@ -26,6 +26,7 @@ struct Mount: AsyncParsableCommand {
         }
         guard (1...1000).contains(listPageSize) else { throw ValidationError("--list-page-size must be 1…1000") }
         guard metadataTTL >= 0 else { throw ValidationError("--metadata-ttl must be ≥ 0") }
+        guard maxCachedEntries >= 1 else { throw ValidationError("--max-cached-entries must be ≥ 1") }
         guard opTimeout > 0, idleTimeout > 0 else { throw ValidationError("--op-timeout and --idle-timeout must be > 0") }
         guard uploadRetries >= 0, retryBackoffMax >= 0, failureTTL >= 0 else {
             throw ValidationError("--upload-retries, --retry-backoff-max and --failure-ttl must be ≥ 0")
@@ -103,6 +104,7 @@ struct Mount: AsyncParsableCommand {
         config.dirMode = UInt32(dirMode, radix: 8) ?? 0o755
         config.metadataTTL = metadataTTL
         config.listPageSize = listPageSize
+        config.maxCachedEntries = maxCachedEntries
         config.readAheadMax = max(1, readAheadMB) << 20
         config.readAheadInitial = min(1 << 20, config.readAheadMax)
         config.cacheDirectory = cacheDirectory
