@@ -52,10 +52,14 @@ extension BucketFileSystem {
     }
 
     public func releasedir(ino: UInt64, fh: UInt64) {
-        locked {
-            guard let h = dirHandles.removeValue(forKey: fh) else { return }
+        let released = locked { () -> Int in
+            guard let h = dirHandles.removeValue(forKey: fh) else { return 0 }
+            let count = h.entries?.count ?? 0
             unpinLocked(h)
+            return count
         }
+        // A large snapshot held metadata the cache had already evicted: that memory is free now.
+        if released >= 5000 { releaseFreedMemory() }
     }
 
     /// Takes a directory handle's snapshot of `l`: each child node (pinned in the table, so the

@@ -83,6 +83,12 @@ struct Mount: AsyncParsableCommand {
     }
 
     func runForeground() async throws {
+        // Large allocations (a list page, its decoded arrays, the inode tables) always get their
+        // own mappings, returned to the system when freed. glibc's default raises its mmap
+        // threshold after the first large free (up to 32 MiB), after which such buffers come
+        // from the heap and their freed pages stay resident: measured after `ls -l` of 100,000
+        // objects, 152–204 MB resident with the default, 121 MB with this (issue 9).
+        _ = setMallocOption(mallocMmapThreshold, 128 << 10)
         let logger = log.bootstrap()
         let parsed = try Source.parse(source, splitLocal: false)
         var store: any ObjectStore
@@ -193,3 +199,8 @@ enum Daemon {
         return false
     }
 }
+
+/// glibc's `mallopt` (malloc.h is not part of the Glibc module) and its `M_MMAP_THRESHOLD`.
+@_silgen_name("mallopt")
+private func setMallocOption(_ param: Int32, _ value: Int32) -> Int32
+private let mallocMmapThreshold: Int32 = -3
