@@ -7,9 +7,31 @@ import StorageModel
 /// FuseKit's `FuseFileSystem`, so tests drive the very entry points the kernel adapter calls,
 /// with an injected store and clock and no kernel.
 ///
-/// Locking: one lock, `lock`, guards `nodes`, `byPath`, `handles`, `dirHandles`, `nextIno`,
-/// `nextFh`, `pendingNew` and every field of every `Node` and `StagedFile`. It is never held across an `await`.
-/// `StagedFile.uploadLock` (async) is taken before `lock`, never while holding it.
+/// ## Locks: what each guards, and the order they are taken in
+///
+/// - `lock` (NSLock, the core's one lock) guards the inode table and everything hanging off it:
+///   `nodes`, `byPath`, `nextIno`, `handles`, `dirHandles`, `nextFh`, `pendingNew`, `cache` (the
+///   eviction queue and counts of MetadataCache.swift); every field of every `Node` (including
+///   its `listing`); every field of every `StagedFile` except `fd`'s bytes; `DirHandle.entries`;
+///   and `Handle.readAheadBytes`. It is held for short, synchronous stretches only: never across
+///   an `await`, and no store request is made under it (local file work is: `ftruncate` of a
+///   stage file, the sidecar `markDirtyLocked` writes). Methods named `…Locked` expect the
+///   caller to hold it.
+/// - `StagedFile.uploadLock` (AsyncLock) serialises the uploads of one file. Taken before
+///   `lock`, never while holding it; the upload itself runs with only `uploadLock` held.
+/// - `Handle.readLock` (AsyncLock) guards a handle's read-ahead state (`buffer`, `bufferStart`,
+///   `window`, `lastEnd`, `check`, `corrupt`). Taken before `lock` (which it takes briefly to
+///   publish `readAheadBytes`), never while holding it; never together with an `uploadLock`.
+/// - An AsyncLock may be held across `await`s, `lock` never; no two AsyncLocks are held at once.
+/// - Leaf locks, which may be taken while holding `lock` and under which nothing else is taken:
+///   the private NSLocks of `CacheCounters`, `RecentFailures` and `WarnOnce` (the hidden-name
+///   log). `StagingArea` has no lock of its own: its `.lock` flock only keeps other mounts out
+///   of the cache directory.
+///
+/// So the order is: an AsyncLock (`uploadLock` or `readLock`, at most one) → `lock` → a leaf lock.
+///
+/// Immutable after `init` (no lock): `store`, `config`, `logger`, `names`, `stat`, `mountTime`,
+/// `staging`, `failures`, `cacheCounters`, and `Node.ino`/`type`, `Handle`'s `let`s.
 public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     public static let rootIno: UInt64 = 1
 
@@ -21,8 +43,9 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
 
     let lock = NSLock()
     var nodes: [UInt64: Node] = [:]
-    /// "d:" / "f:" + path → inode, so a path keeps its number for the life of the mount.
-    var byPath: [String: UInt64] = [:]
+    /// (path, is a directory) → inode, so a path keeps its number while the kernel holds it. The
+    /// key shares the node's path string (no second copy).
+    var byPath: [PathKey: UInt64] = [:]
     var nextIno: UInt64 = 2
     var handles: [UInt64: Handle] = [:]
     var dirHandles: [UInt64: DirHandle] = [:]
@@ -30,6 +53,8 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     /// Files created here and not yet uploaded, by directory path: listings of that directory
     /// include them (an index, so a listing never scans every inode).
     var pendingNew: [String: Set<UInt64>] = [:]
+    /// The bounded metadata cache's queue and counts (MetadataCache.swift).
+    var cache = CacheOrder()
     let mountTime: Double
     /// The cache directory: stage files, their sidecars, lost+found.
     let staging: StagingArea
@@ -60,7 +85,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         let root = Node(ino: Self.rootIno, path: "", type: .directory)
         root.lookups = 1
         nodes[Self.rootIno] = root
-        byPath["d:"] = Self.rootIno
+        byPath[PathKey(path: "", isDirectory: true)] = Self.rootIno
     }
 
     @inline(__always)
@@ -88,8 +113,9 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     // MARK: - inode table
 
     /// Returns the inode for a path and type, creating it if needed. Caller holds `lock`.
+    /// Pass a path string that lives on anyway (a listed object's name) so the node shares it.
     func nodeLocked(path: String, type: FileType) -> Node {
-        let key = (type == .directory ? "d:" : "f:") + path
+        let key = PathKey(path: path, isDirectory: type == .directory)
         if let ino = byPath[key], let n = nodes[ino] { return n }
         let n = Node(ino: nextIno, path: path, type: type)
         nextIno += 1
@@ -103,7 +129,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         return n
     }
 
-    func key(_ n: Node) -> String { (n.type == .directory ? "d:" : "f:") + n.path }
+    func key(_ n: Node) -> PathKey { PathKey(path: n.path, isDirectory: n.type == .directory) }
 
     // MARK: - errors
 
@@ -122,10 +148,12 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     public func lookup(parent: UInt64, name: String) async throws(Errno) -> FuseEntry {
         let p = try node(parent)
         guard p.type == .directory else { throw .ENOTDIR }
-        let n = try await resolve(p, name)
+        let found = try await resolve(p, name)
+        let info = try await shownInfo(found)
         return locked {
+            let n = attachLocked(found)
             n.lookups += 1
-            return stat.entry(n, now: now)
+            return stat.entry(n, info: n.info ?? info, now: now)
         }
     }
 
@@ -133,8 +161,11 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         locked {
             guard ino != Self.rootIno, let n = nodes[ino] else { return }
             n.lookups = n.lookups > nlookup ? n.lookups - nlookup : 0
-            // The number stays bound to its path for the life of the mount; only state is dropped.
-            if n.lookups == 0, n.staged == nil { n.listing = nil }
+            guard n.lookups == 0 else { return }
+            // The kernel no longer knows this number: its listing goes, and the node too unless
+            // something else holds it (MetadataCache.swift).
+            if n.staged == nil { dropListingLocked(n) }
+            dropIfUnusedLocked(n)
         }
     }
 
@@ -145,8 +176,8 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
 
     public func getattr(ino: UInt64) async throws(Errno) -> (FileAttributes, Double) {
         let n = try node(ino)
-        try await refreshed(n)
-        return locked { (stat.attributes(n, now: now), config.metadataTTL) }
+        let box = try await refreshed(n)
+        return locked { (stat.attributes(n, info: n.info ?? box?.info, now: now), config.metadataTTL) }
     }
 
     public func statfs(ino: UInt64) async throws(Errno) -> StatFS {
@@ -155,4 +186,11 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         return s
     }
 
+}
+
+/// A key of `byPath`: a path and whether it names a directory (a file and a directory of the same
+/// name are different inodes).
+struct PathKey: Hashable {
+    let path: String
+    let isDirectory: Bool
 }

@@ -11,6 +11,11 @@ public struct MountConfig: Sendable {
     public var metadataTTL: Double = 5
     /// maxResults of each list call.
     public var listPageSize = 1000
+    /// The bound on cached metadata: files' and directories' metadata count one each, and each
+    /// name in a cached directory listing one; past it the oldest are evicted (read again when
+    /// next needed). Inodes the kernel holds keep their numbers whatever is evicted.
+    public var maxCachedEntries = MountConfig.defaultMaxCachedEntries
+    public static let defaultMaxCachedEntries = 100_000
     /// One memory budget for everything fetched ahead of readers, mount-wide (bytes): parts ahead
     /// of sequential readers and small files ahead of a tree walk.
     public var readAheadBudget = 128 << 20

@@ -26,21 +26,25 @@ extension BucketFileSystem {
         let dir = try node(ino)
         guard let h = locked({ dirHandles[fh] }) else { throw .EBADF }
         if offset == 0 || locked({ h.entries == nil }) {
-            let l: Listing
-            let fresh = freshListing(dir)
-            cacheCounters.count(.listing, hit: fresh != nil)
-            if let fresh { l = fresh } else { l = try await loadListing(dir) }
-            let entries = l.sortedNames.map { ($0, l.children[$0]!) }
-            locked { h.entries = entries }
+            // From a fresh cached listing whose children's metadata is all cached too; else
+            // listed again (an evicted child would have nothing to show).
+            let hit = locked { () -> Bool in
+                guard let l = dir.listing, l.expiry > now,
+                      !l.children.values.contains(where: { nodes[$0].map(lacksInfoLocked) ?? true }) else { return false }
+                snapshotLocked(h, l)
+                return true
+            }
+            cacheCounters.count(.listing, hit: hit)
+            if !hit { try await loadListing(dir, into: h) }
         }
         return locked {
             let entries = h.entries ?? []
             var out: [DirectoryEntry] = []
             var i = Int(offset)
             while i < entries.count, out.count < limit {
-                if let n = nodes[entries[i].ino] {
-                    out.append(DirectoryEntry(name: entries[i].name, offset: UInt64(i + 1), entry: stat.entry(n, now: now)))
-                }
+                let e = entries[i]
+                out.append(DirectoryEntry(name: e.name, offset: UInt64(i + 1),
+                                          entry: stat.entry(e.node, info: e.node.info ?? e.box?.info, now: now)))
                 i += 1
             }
             return out
@@ -48,6 +52,38 @@ extension BucketFileSystem {
     }
 
     public func releasedir(ino: UInt64, fh: UInt64) {
-        _ = locked { dirHandles.removeValue(forKey: fh) }
+        let released = locked { () -> Int in
+            guard let h = dirHandles.removeValue(forKey: fh) else { return 0 }
+            let count = h.entries?.count ?? 0
+            unpinLocked(h)
+            return count
+        }
+        // A large snapshot held metadata the cache had already evicted: that memory is free now.
+        if released >= 5000 { releaseFreedMemory() }
+    }
+
+    /// Takes a directory handle's snapshot of `l`: each child node (pinned in the table, so the
+    /// numbers it hands out stay valid) with the metadata it has now (evictions do not change
+    /// it). Caller holds `lock`.
+    func snapshotLocked(_ h: DirHandle, _ l: Listing) {
+        var entries: [SnapshotEntry] = []
+        entries.reserveCapacity(l.children.count)
+        for name in l.sortedNames {
+            guard let n = nodes[l.children[name]!] else { continue }
+            n.snapshotPins += 1
+            entries.append(SnapshotEntry(name: name, node: n, box: n.box))
+        }
+        unpinLocked(h)
+        h.entries = entries
+    }
+
+    /// Releases a snapshot's nodes: those nothing else holds now leave the table. Caller holds `lock`.
+    private func unpinLocked(_ h: DirHandle) {
+        guard let entries = h.entries else { return }
+        h.entries = nil
+        for e in entries {
+            e.node.snapshotPins -= 1
+            if e.node.snapshotPins == 0, e.node.lookups == 0 { dropIfUnusedLocked(e.node) }
+        }
     }
 }

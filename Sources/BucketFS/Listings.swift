@@ -8,15 +8,16 @@ extension BucketFileSystem {
     // MARK: - listing
 
     /// Lists a directory (all pages) and fills the attribute cache of every child. Returns the
-    /// new listing (fresh even with a TTL of 0, for the caller that asked).
+    /// new listing (fresh even with a TTL of 0, for the caller that asked). With `handle`, that
+    /// directory handle's snapshot is taken from it at once, before anything can be evicted.
     @discardableResult
-    func loadListing(_ dir: Node) async throws(Errno) -> Listing {
+    func loadListing(_ dir: Node, into handle: DirHandle? = nil) async throws(Errno) -> Listing {
         let prefix = locked { dir.childPrefix }
         if let e = failures.check("l:" + prefix) { throw e }
         var token: String? = nil
         var dirs: [String] = []
-        var files: [String: ObjectInfo] = [:]
-        var fileOrder: [String] = []
+        // In the bucket's order, so the cache's FIFO keeps the end of a listing it cannot hold.
+        var files: [(name: String, info: ObjectInfo)] = []
         var placeholder: ObjectInfo? = nil
         do {
             repeat {
@@ -27,10 +28,7 @@ extension BucketFileSystem {
                 }
                 for item in page.items {
                     if item.name == prefix { placeholder = item; continue }
-                    if let name = names.visibleName(item.name, relativeTo: prefix, isPrefix: false) {
-                        files[name] = item
-                        fileOrder.append(name)
-                    }
+                    if let name = names.visibleName(item.name, relativeTo: prefix, isPrefix: false) { files.append((name, item)) }
                 }
                 token = page.nextPageToken
             } while token != nil
@@ -39,28 +37,33 @@ extension BucketFileSystem {
             failures.note("l:" + prefix, e)
             throw e
         }
-        if dirs.count + files.count >= 5000 {
-            // The pages of a large listing were parsed into many short-lived objects: give the
-            // freed memory back now rather than keep it as the process's high-water mark.
-            _ = releaseFreedMemory(0)
-        }
         let t = now
+        let big = dirs.count + files.count >= 5000
+        defer {
+            if big {
+                // The pages of a large listing were parsed into many short-lived objects, and the
+                // metadata it brought may have evicted as much again: give the freed memory back
+                // now rather than keep it as the process's high-water mark.
+                releaseFreedMemory()
+            }
+        }
         return locked {
             var children: [String: UInt64] = [:]
+            children.reserveCapacity(dirs.count + files.count)
             var hidden: [String: ObjectInfo] = [:]
             for name in dirs {
                 let n = nodeLocked(path: prefix + name, type: .directory)
                 children[name] = n.ino
-                if let clash = files[name] {
-                    hidden[name] = clash
-                    names.hiddenLog.warn("'\(prefix + name)' is both an object and a prefix: the directory is shown; the object stays reachable through `bucketfs cat/stat`", key: "clash:" + prefix + name)
-                }
             }
-            for (name, info) in files where children[name] == nil {
-                let n = nodeLocked(path: prefix + name, type: .regular)
+            for (name, info) in files {
+                if children[name] != nil {
+                    hidden[name] = info
+                    names.hiddenLog.warn("'\(prefix + name)' is both an object and a prefix: the directory is shown; the object stays reachable through `bucketfs cat/stat`", key: "clash:" + prefix + name)
+                    continue
+                }
+                // The object's name is the node's path: a new node shares that string.
+                let n = nodeLocked(path: info.name, type: .regular)
                 n.removed = false
-                if n.staged == nil || !(n.staged!.dirty) { n.info = info }
-                n.infoExpiry = t + config.metadataTTL
                 children[name] = n.ino
             }
             // Files created here and not yet uploaded stay visible (even when this directory had
@@ -73,14 +76,30 @@ extension BucketFileSystem {
                 }
                 if children[n.name] == nil { children[n.name] = n.ino }
             }
-            if dir.ino != Self.rootIno {
-                dir.info = placeholder
-                dir.infoExpiry = t + config.metadataTTL
-            }
             var listing = Listing(children: children, expiry: t + config.metadataTTL)
             listing.hiddenFiles = hidden
-            listing.fileOrder = fileOrder
-            dir.listing = listing
+            // The listing is queued before the metadata it brings, so under pressure it goes
+            // first: the files' metadata answers stat and getxattr without it, not it without
+            // them. One larger than the whole cache is answered from but not kept.
+            listing.fileOrder = files.map { $0.name }
+            if children.count <= config.maxCachedEntries, isTabledLocked(dir) {
+                setListingLocked(dir, listing)
+            } else {
+                dropListingLocked(dir)
+            }
+            for (name, info) in files {
+                guard let ino = children[name], let n = nodes[ino], n.type == .regular else { continue }
+                if n.staged == nil || !(n.staged!.dirty) {
+                    setInfoLocked(n, info, expiry: t + config.metadataTTL)
+                } else {
+                    n.infoExpiry = t + config.metadataTTL
+                }
+            }
+            if dir.ino != Self.rootIno {
+                setInfoLocked(dir, placeholder, expiry: t + config.metadataTTL)
+            }
+            if let handle { snapshotLocked(handle, listing) }
+            trimCacheLocked()
             return listing
         }
     }
@@ -113,6 +132,8 @@ extension BucketFileSystem {
                 // Names the rules refuse get their logged error from the async path.
                 return name.utf8.count <= StoragePath.maxSegmentBytes && !name.contains("/") ? .failure(.ENOENT) : nil
             }
+            // Its metadata was evicted: the async path reads it again.
+            if lacksInfoLocked(n) { return nil }
             n.lookups += 1
             return .success(stat.entry(n, now: now))
         }
@@ -138,7 +159,8 @@ extension BucketFileSystem {
             return n
         }
         if let local = locked({ () -> Node? in
-            guard let ino = byPath["f:" + path], let n = nodes[ino], let s = n.staged, s.baseGeneration == 0, !n.removed else { return nil }
+            guard let ino = byPath[PathKey(path: path, isDirectory: false)], let n = nodes[ino], let s = n.staged,
+                  s.baseGeneration == 0, !n.removed else { return nil }
             return n
         }) { return local }
         if StoragePath.mountProblem(path) != nil { throw .ENOENT }
@@ -159,18 +181,22 @@ extension BucketFileSystem {
         }
         let t = now
         return try locked { () throws(Errno) -> Node in
+            defer { trimCacheLocked() }
             if !listed.items.isEmpty || !listed.prefixes.isEmpty {
                 let n = nodeLocked(path: path, type: .directory)
                 n.removed = false
-                if let ph = listed.items.first, ph.name == path + "/" { n.info = ph } else { n.info = nil }
-                n.infoExpiry = t + config.metadataTTL
+                let ph = listed.items.first.flatMap { $0.name == path + "/" ? $0 : nil }
+                setInfoLocked(n, ph, expiry: t + config.metadataTTL)
                 return n
             }
             guard let info else { throw .ENOENT }
-            let n = nodeLocked(path: path, type: .regular)
+            let n = nodeLocked(path: info.name == path ? info.name : path, type: .regular)
             n.removed = false
-            if n.staged == nil || !(n.staged!.dirty) { n.info = info }
-            n.infoExpiry = t + config.metadataTTL
+            if n.staged == nil || !(n.staged!.dirty) {
+                setInfoLocked(n, info, expiry: t + config.metadataTTL)
+            } else {
+                n.infoExpiry = t + config.metadataTTL
+            }
             return n
         }
     }
@@ -186,7 +212,7 @@ extension BucketFileSystem {
 
     /// The directory holding `n`, when known. Caller holds `lock`.
     func parentLocked(_ n: Node) -> Node? {
-        StoragePath.parent(n.path).flatMap { byPath["d:" + $0] }.flatMap { nodes[$0] }
+        StoragePath.parent(n.path).flatMap { byPath[PathKey(path: $0, isDirectory: true)] }.flatMap { nodes[$0] }
     }
 
     /// getattr with no I/O: nil when the metadata must be read first.
@@ -200,30 +226,38 @@ extension BucketFileSystem {
 
     /// Refreshes a file's metadata when its TTL has passed (no request while fresh or staged): by
     /// listing its directory again when that listing expired too (one request for all siblings),
-    /// else with a GET.
-    func refreshed(_ n: Node, force: Bool = false) async throws(Errno) {
-        let (need, name, relist) = locked { () -> (Bool, String, Node?) in
+    /// else with a GET. Returns the metadata it ended with, which the caller shows even if the
+    /// cache evicts it from the node meanwhile.
+    @discardableResult
+    func refreshed(_ n: Node, force: Bool = false) async throws(Errno) -> InfoBox? {
+        let (need, name, relist, box) = locked { () -> (Bool, String, Node?, InfoBox?) in
             let parent = parentLocked(n)
             return (needsRefreshLocked(n, force: force), n.path,
-                    !force && n.type == .regular && parent.map(shouldRelistLocked) == true ? parent : nil)
+                    !force && n.type == .regular && parent.map(shouldRelistLocked) == true ? parent : nil, n.box)
         }
         cacheCounters.count(.attributes, hit: !need)
-        guard need else { return }
+        guard need else { return box }
         // A directory's attributes and xattrs are those of its `dir/` placeholder.
-        if n.type == .directory { try await reloadPlaceholder(n); return }
+        if n.type == .directory { return try await reloadPlaceholder(n) }
         if let dir = relist {
             let l = try await loadListing(dir)
-            if locked({ l.children[n.name] == n.ino }) { return }
-            locked { n.removed = true }
-            logger.debug("stat \(name): not found")
-            throw .ENOENT
+            let (listed, box) = locked { (l.children[n.name] == n.ino, n.box) }
+            // (A listing larger than the cache may have evicted this very info: read it alone.)
+            if listed, box != nil { return box }
+            if !listed {
+                locked { n.removed = true }
+                logger.debug("stat \(name): not found")
+                throw .ENOENT
+            }
         }
         if let e = failures.check("s:" + name) { throw e }
         do {
             let info = try await store.getMetadata(name)
-            locked {
-                n.info = info
-                n.infoExpiry = now + config.metadataTTL
+            return locked {
+                setInfoLocked(n, info, expiry: now + config.metadataTTL)
+                let box = n.box
+                trimCacheLocked()
+                return box
             }
         } catch {
             if case StorageError.objectNotFound = error { locked { n.removed = true } }
@@ -232,8 +266,20 @@ extension BucketFileSystem {
             throw e
         }
     }
+
+    /// The metadata to show for `n` now: the cached one, or, when the cache evicted it after the
+    /// operation found `n`, read again.
+    func shownInfo(_ n: Node) async throws(Errno) -> ObjectInfo? {
+        let (lacks, info) = locked { (lacksInfoLocked(n), n.info) }
+        if !lacks { return info }
+        return try await refreshed(n, force: true)?.info
+    }
 }
 
-/// glibc's `malloc_trim`: returns freed heap memory to the system.
+/// glibc's `malloc_trim(0)`: returns freed heap memory to the system (whole free pages anywhere
+/// in the heap, not only at its top). A few milliseconds for a heap of 100 MB: only after work
+/// that freed a lot.
+func releaseFreedMemory() { _ = mallocTrim(0) }
+
 @_silgen_name("malloc_trim")
-private func releaseFreedMemory(_ pad: Int) -> Int32
+private func mallocTrim(_ pad: Int) -> Int32

@@ -25,11 +25,11 @@ extension BucketFileSystem {
             return locked {
                 let n = nodeLocked(path: path, type: .directory)
                 n.removed = false
-                n.info = info
-                n.infoExpiry = now + config.metadataTTL
-                n.listing = Listing(children: [:], expiry: now + config.metadataTTL)
+                setInfoLocked(n, info, expiry: now + config.metadataTTL)
+                setListingLocked(n, Listing(children: [:], expiry: now + config.metadataTTL))
                 n.lookups += 1
-                p.listing?.children[name] = n.ino
+                addChildLocked(p, name, n.ino)
+                trimCacheLocked()
                 return stat.entry(n, now: now)
             }
         } catch StorageError.preconditionFailed {
@@ -44,7 +44,8 @@ extension BucketFileSystem {
         let p = try node(parent)
         let n = try await resolve(p, name)
         guard n.type == .regular else { throw .EISDIR }
-        let (info, path) = locked { (n.info, n.path) }
+        let info = try await shownInfo(n)
+        let path = locked { n.path }
         if let info {
             do {
                 try await store.delete(path, preconditions: Preconditions(ifGenerationMatch: info.generation))
@@ -55,14 +56,15 @@ extension BucketFileSystem {
         }
         locked {
             n.removed = true
-            n.info = nil
+            clearInfoLocked(n)
             if let s = n.staged {
                 s.dirty = false
                 s.baseGeneration = 0
                 s.retryTask?.cancel()
             }
-            p.listing?.children.removeValue(forKey: name)
-            byPath.removeValue(forKey: key(n))
+            removeChildLocked(p, name)
+            if byPath[key(n)] == n.ino { byPath.removeValue(forKey: key(n)) }
+            dropIfUnusedLocked(n)
         }
     }
 
@@ -77,7 +79,8 @@ extension BucketFileSystem {
             // deleted (as `rm -r` does just before this rmdir): a directory this mount has
             // shown is still removable, and its removal is then only local.
             let path = try names.childPath(p.path, name)
-            guard let known = locked({ byPath["d:" + path].flatMap { nodes[$0] } }), !known.removed else { throw error }
+            guard let known = locked({ byPath[PathKey(path: path, isDirectory: true)].flatMap { nodes[$0] } }),
+                  !known.removed else { throw error }
             n = known
         }
         guard n.type == .directory else { throw .ENOTDIR }
@@ -95,11 +98,12 @@ extension BucketFileSystem {
         }
         locked {
             n.removed = true
-            n.info = nil
-            n.listing = nil
-            p.listing?.children.removeValue(forKey: name)
-            byPath.removeValue(forKey: key(n))
+            clearInfoLocked(n)
+            dropListingLocked(n)
+            removeChildLocked(p, name)
+            if byPath[key(n)] == n.ino { byPath.removeValue(forKey: key(n)) }
             uncoverLocked(p, name)
+            dropIfUnusedLocked(n)
         }
     }
 
@@ -107,11 +111,10 @@ extension BucketFileSystem {
     /// wins) shows at once. Caller holds `lock`.
     func uncoverLocked(_ p: Node, _ name: String) {
         guard let info = p.listing?.hiddenFiles.removeValue(forKey: name) else { return }
-        let f = nodeLocked(path: p.childPrefix + name, type: .regular)
+        let f = nodeLocked(path: info.name, type: .regular)
         f.removed = false
-        f.info = info
-        f.infoExpiry = now + config.metadataTTL
-        p.listing?.children[name] = f.ino
+        setInfoLocked(f, info, expiry: now + config.metadataTTL)
+        addChildLocked(p, name, f.ino)
     }
 
     public func rename(parent: UInt64, name: String, newParent: UInt64, newName: String, flags: UInt32) async throws(Errno) {
@@ -132,7 +135,7 @@ extension BucketFileSystem {
             } catch where error == .EEXIST {
                 // The destination appeared behind our back: forget the listing that hid it, so
                 // the caller's next lookup (mv retries with a plain rename) sees it.
-                locked { np.listing = nil }
+                locked { dropListingLocked(np) }
                 throw error
             }
         } else {
@@ -143,18 +146,21 @@ extension BucketFileSystem {
             try await renameDirectory(src, to: dstPath)
         }
         locked {
-            p.listing?.children.removeValue(forKey: name)
+            removeChildLocked(p, name)
             if src.type == .directory { uncoverLocked(p, name) }
-            if let ino = byPath[(src.type == .directory ? "d:" : "f:") + dstPath] {
-                np.listing?.children[newName] = ino
+            if let ino = byPath[PathKey(path: dstPath, isDirectory: src.type == .directory)] {
+                addChildLocked(np, newName, ino)
             }
+            trimCacheLocked()
         }
     }
 
     func renameFile(_ src: Node, to dstPath: String, replacing dst: Node?, noReplace: Bool = false) async throws(Errno) {
         try await upload(ino: src.ino)
-        let (info, srcPath, staged) = locked { (src.info, src.path, src.staged) }
-        let dstGen = locked { dst?.info?.generation }
+        let info = try await shownInfo(src)
+        let (srcPath, staged) = locked { (src.path, src.staged) }
+        var dstGen: Int64? = nil
+        if let dst { dstGen = try await shownInfo(dst)?.generation }
         if let info {
             do {
                 do {
@@ -178,15 +184,15 @@ extension BucketFileSystem {
         locked {
             if let dst, dst !== src {
                 dst.removed = true
-                byPath.removeValue(forKey: key(dst))
+                if byPath[key(dst)] == dst.ino { byPath.removeValue(forKey: key(dst)) }
             }
-            byPath.removeValue(forKey: key(src))
+            if byPath[key(src)] == src.ino { byPath.removeValue(forKey: key(src)) }
             src.path = dstPath
-            byPath[key(src)] = src.ino
+            if isTabledLocked(src) { byPath[key(src)] = src.ino }
             if let s = src.staged, s.recorded { staging.record(s, object: dstPath) }
             if src.staged?.baseGeneration == 0 { notePendingLocked(src) }
             src.infoExpiry = 0
-            if let s = src.staged, s.baseGeneration == 0 { src.info = nil }
+            if let s = src.staged, s.baseGeneration == 0 { clearInfoLocked(src) }
         }
         if info != nil {
             // The copy has a new generation: read it before the next write or stat.
@@ -242,16 +248,17 @@ extension BucketFileSystem {
                 if let s = n.staged, s.recorded { staging.record(s, object: n.path) }
                 if n.staged?.baseGeneration == 0 { notePendingLocked(n) }
                 n.infoExpiry = 0
-                n.listing = nil
                 byPath[key(n)] = n.ino
             }
+            // Once every node has its new path (dropping a listing may drop children it held).
+            for n in moved { dropListingLocked(n) }
         }
     }
 
     /// Drops cached listings under a prefix. Caller holds `lock`.
     func invalidateLocked(prefix: String) {
         for n in nodes.values where n.path.hasPrefix(prefix) || prefix.hasPrefix(n.childPrefix) {
-            n.listing = nil
+            dropListingLocked(n)
             n.infoExpiry = 0
         }
     }

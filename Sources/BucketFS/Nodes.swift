@@ -8,16 +8,28 @@ final class Node: @unchecked Sendable {
     /// Object path without a trailing slash; "" for the root.
     var path: String
     let type: FileType
-    /// For a file: the object. For a directory: its `dir/` placeholder, nil when prefix-only.
-    var info: ObjectInfo?
+    /// For a file: the object. For a directory: its `dir/` placeholder, nil when prefix-only (or
+    /// not cached: evicted, `infoExpiry` 0). Boxed, so a node without it costs one pointer and a
+    /// readdir snapshot can share it. Set only through `setInfoLocked` / `evictInfoLocked`, which
+    /// keep the bounded metadata cache's count (MetadataCache.swift).
+    var box: InfoBox?
+    var info: ObjectInfo? { box?.info }
     /// When `info` (or the absence of a placeholder) must be read again.
     var infoExpiry: Double = 0
     /// Kernel lookup count (lookup, create, mkdir and readdirplus entries raise it; forget lowers).
+    /// While it is above 0 the node stays in the table, so its number stays bound to its path.
     var lookups: UInt64 = 0
     /// Local content of a file opened for writing or created here (nil otherwise).
     var staged: StagedFile?
-    /// Directory listing cache (directories only).
+    /// Directory listing cache (directories only). Set only through `setListingLocked` /
+    /// `dropListingLocked`, and its names changed through `addChildLocked` / `removeChildLocked`.
     var listing: Listing?
+    /// The cache tickets of `box` and `listing` (0: none): a ticket in the eviction queue that is
+    /// not the node's current one is stale and skipped.
+    var infoTicket: UInt64 = 0
+    var listingTicket: UInt64 = 0
+    /// Open directory handles whose snapshot holds this node: it stays in the table meanwhile.
+    var snapshotPins: UInt32 = 0
     /// Set once the object is gone (unlinked, renamed over).
     var removed = false
     /// The generation the kernel's page cache holds for this file: the one last opened for
@@ -114,9 +126,24 @@ final class Handle: @unchecked Sendable {
     }
 }
 
-/// An open directory: a snapshot of names so offsets stay stable across readdir calls.
+/// An open directory: a snapshot of names so offsets stay stable across readdir calls. The
+/// snapshot holds its nodes (pinned in the table until `releasedir`) and the metadata they had
+/// when it was taken, so it keeps answering while the cache evicts.
 final class DirHandle: @unchecked Sendable {
     let ino: UInt64
-    var entries: [(name: String, ino: UInt64)]?
+    var entries: [SnapshotEntry]?
     init(ino: UInt64) { self.ino = ino }
+}
+
+struct SnapshotEntry {
+    let name: String
+    let node: Node
+    let box: InfoBox?
+}
+
+/// One cached object version (immutable), shared by its node and the readdir snapshots that
+/// showed it.
+final class InfoBox: Sendable {
+    let info: ObjectInfo
+    init(_ info: ObjectInfo) { self.info = info }
 }

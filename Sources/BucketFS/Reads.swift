@@ -103,7 +103,7 @@ extension BucketFileSystem {
         guard config.walkAheadFiles > 0, !store.isLocal else { return }
         let (window, dir) = locked { () -> ([WalkAhead.Candidate], String) in
             let dirPath = StoragePath.parent(n.path) ?? ""
-            guard let d = byPath["d:" + dirPath].flatMap({ nodes[$0] }), let l = d.listing else { return ([], dirPath) }
+            guard let d = parentLocked(n), let l = d.listing else { return ([], dirPath) }
             return (walkWindowLocked(after: n.name, in: l, directory: dirPath), dirPath)
         }
         if window.isEmpty { return }

@@ -18,8 +18,8 @@ extension BucketFileSystem {
             }
             return
         }
-        try await refreshed(n, force: true)
-        let (info, path) = locked { (n.info, n.path) }
+        let box = try await refreshed(n, force: true)
+        let (info, path) = locked { (n.info ?? box?.info, n.path) }
         guard let info else { throw .ENOENT }
         let staged = try staging.makeStage(base: info.generation, metadata: info.writable,
                                            dirty: truncate && info.size > 0, object: path)
@@ -112,12 +112,12 @@ extension BucketFileSystem {
         let (entry, fh, replaced) = locked { () -> (FuseEntry, UInt64, StagedFile?) in
             let n = nodeLocked(path: path, type: .regular)
             n.removed = false
-            n.info = nil
+            clearInfoLocked(n)
             let replaced = n.staged
             n.staged = staged
             staged.openHandles = 1
             n.lookups += 1
-            p.listing?.children[name] = n.ino
+            addChildLocked(p, name, n.ino)
             notePendingLocked(n)
             let h = Handle(ino: n.ino, writable: true, info: nil, path: path, stream: nil)
             let fh = nextFh

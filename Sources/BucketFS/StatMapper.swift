@@ -18,8 +18,11 @@ struct StatMapper: Sendable {
 
     /// The attributes of `n`; `now` dates content written here and not yet uploaded. The caller
     /// holds the core's lock (Node fields).
-    func attributes(_ n: Node, now: Double) -> FileAttributes {
-        let info: ObjectInfo? = n.info
+    func attributes(_ n: Node, now: Double) -> FileAttributes { attributes(n, info: n.info, now: now) }
+
+    /// The attributes of `n` with `info` as its object (the one an operation read, when the
+    /// cache evicted the node's own meanwhile).
+    func attributes(_ n: Node, info: ObjectInfo?, now: Double) -> FileAttributes {
         var size: Int64 = info?.size ?? 0
         var mtime = self.mtime(of: info)
         if let s = n.staged {
@@ -42,7 +45,9 @@ struct StatMapper: Sendable {
             nlink: 1, uid: config.uid, gid: config.gid, atime: mtime, mtime: mtime, ctime: ctime)
     }
 
-    func entry(_ n: Node, now: Double) -> FuseEntry {
-        FuseEntry(attributes: attributes(n, now: now), entryTimeout: config.metadataTTL, attrTimeout: config.metadataTTL)
+    func entry(_ n: Node, now: Double) -> FuseEntry { entry(n, info: n.info, now: now) }
+
+    func entry(_ n: Node, info: ObjectInfo?, now: Double) -> FuseEntry {
+        FuseEntry(attributes: attributes(n, info: info, now: now), entryTimeout: config.metadataTTL, attrTimeout: config.metadataTTL)
     }
 }

@@ -29,8 +29,12 @@ public final class CacheCounters: @unchecked Sendable {
 
 /// A snapshot of what the core holds, for the metrics endpoint.
 public struct CoreStatistics: Sendable, Equatable {
-    /// Inodes known (they keep their numbers for the life of the mount).
+    /// Inodes in the table (the kernel holds them, or something local or a cached listing does).
     public var inodes = 0
+    /// What `--max-cached-entries` bounds (cached infos plus names in cached listings, fresh or
+    /// not), and that bound.
+    public var cachedEntries = 0
+    public var maxCachedEntries = 0
     /// Files and directories whose metadata is cached and fresh.
     public var cachedAttributes = 0
     /// Directories whose listing is cached and fresh, and the names those listings hold.
@@ -59,6 +63,8 @@ extension BucketFileSystem {
             var s = CoreStatistics()
             let t = now
             s.inodes = nodes.count
+            s.cachedEntries = cache.entries
+            s.maxCachedEntries = config.maxCachedEntries
             for n in nodes.values {
                 if n.info != nil, n.infoExpiry > t { s.cachedAttributes += 1 }
                 if let l = n.listing, l.expiry > t { s.cachedListings += 1; s.cachedListingEntries += l.children.count }

@@ -42,6 +42,8 @@ extension BucketFileSystem {
         let gone: StagedFile? = locked {
             guard let s = n.staged, s.openHandles <= 0, !s.dirty, !s.retrying else { return nil }
             n.staged = nil
+            // Nothing local any more: the node may leave the table (the kernel forgot it already).
+            dropIfUnusedLocked(n)
             return s
         }
         if let gone { staging.discard(gone) }
@@ -81,8 +83,8 @@ extension BucketFileSystem {
             locked {
                 s.baseGeneration = info.generation
                 s.metadata = info.writable
-                n.info = info
-                n.infoExpiry = now + config.metadataTTL
+                setInfoLocked(n, info, expiry: now + config.metadataTTL)
+                trimCacheLocked()
             }
             failures.clear("s:" + path)
         } catch {
@@ -120,7 +122,7 @@ extension BucketFileSystem {
             s.failed = e
             s.retrying = false
             n.infoExpiry = 0
-            if let pino = byPath["d:" + (StoragePath.parent(n.path) ?? "")] { nodes[pino]?.listing = nil }
+            if let parent = parentLocked(n) { dropListingLocked(parent) }
         }
         return kept
     }

@@ -23,14 +23,14 @@ extension BucketFileSystem {
         default: break
         }
         let n = try node(ino)
-        try await refreshed(n)
-        return try locked { () throws(Errno) -> [UInt8] in try xattrValueLocked(n, x) }
+        let box = try await refreshed(n)
+        return try locked { () throws(Errno) -> [UInt8] in try xattrValueLocked(n, x, info: n.info ?? box?.info) }
     }
 
     public func listxattr(ino: UInt64) async throws(Errno) -> [String] {
         let n = try node(ino)
-        try await refreshed(n)
-        return locked { xattrNamesLocked(n) }
+        let box = try await refreshed(n)
+        return locked { xattrNamesLocked(n, info: n.info ?? box?.info) }
     }
 
     /// getxattr with no I/O, on the libfuse thread: nil when the metadata must be read first.
@@ -39,7 +39,7 @@ extension BucketFileSystem {
         return locked { () -> Result<[UInt8], Errno>? in
             guard let n = nodes[ino], !needsRefreshLocked(n) else { return nil }
             cacheCounters.count(.attributes, hit: true)
-            do throws(Errno) { return .success(try xattrValueLocked(n, x)) } catch { return .failure(error) }
+            do throws(Errno) { return .success(try xattrValueLocked(n, x, info: n.info)) } catch { return .failure(error) }
         }
     }
 
@@ -48,13 +48,13 @@ extension BucketFileSystem {
         locked {
             guard let n = nodes[ino], !needsRefreshLocked(n) else { return nil }
             cacheCounters.count(.attributes, hit: true)
-            return xattrNamesLocked(n)
+            return xattrNamesLocked(n, info: n.info)
         }
     }
 
     /// The value of one attribute from what is cached: a staged file's pending metadata, else the
-    /// object's. Caller holds `lock`.
-    private func xattrValueLocked(_ n: Node, _ x: XattrName) throws(Errno) -> [UInt8] {
+    /// object's (`info`: the node's, or the one just read). Caller holds `lock`.
+    private func xattrValueLocked(_ n: Node, _ x: XattrName, info: ObjectInfo?) throws(Errno) -> [UInt8] {
         switch x {
         case .local, .hidden, .emptyKey: throw .ENODATA
         case .unsupported: throw .ENOTSUP
@@ -67,14 +67,14 @@ extension BucketFileSystem {
             default: break
             }
         }
-        guard let info = n.info, let v = x.value(in: info) else { throw .ENODATA }
+        guard let info, let v = x.value(in: info) else { throw .ENODATA }
         return Array(v.utf8)
     }
 
     /// The listed attribute names. Caller holds `lock`.
-    private func xattrNamesLocked(_ n: Node) -> [String] {
+    private func xattrNamesLocked(_ n: Node, info: ObjectInfo?) -> [String] {
         if let s = n.staged { return XattrName.listed(for: s.metadata) }
-        guard let info = n.info else { return [] }
+        guard let info else { return [] }
         let names = XattrName.listed(for: info.writable)
         // A placeholder's properties (servers give it a default contentType) mean nothing for a
         // directory: list only its custom keys, so rsync -aX / cp -a neither copy nor strip them.
@@ -159,11 +159,11 @@ extension BucketFileSystem {
             }
             return
         }
-        try await refreshed(n)
+        var box = try await refreshed(n)
         var attempt = 0
         while true {
             attempt += 1
-            let (info, objectName) = locked { (n.info, n.objectName) }
+            let (info, objectName) = locked { (n.info ?? box?.info, n.objectName) }
             guard let info else {
                 guard n.type == .directory else { throw .ENOENT }
                 // A prefix-only directory: create its placeholder carrying the attribute.
@@ -172,10 +172,10 @@ extension BucketFileSystem {
                 try checkTotal(m)
                 do {
                     let created = try await store.write(objectName, from: .data(Data()), metadata: m, preconditions: .doesNotExist)
-                    locked { n.info = created; n.infoExpiry = now + config.metadataTTL }
+                    locked { setInfoLocked(n, created, expiry: now + config.metadataTTL); trimCacheLocked() }
                     return
                 } catch StorageError.preconditionFailed where attempt < 3 {
-                    try await reloadPlaceholder(n)
+                    box = try await reloadPlaceholder(n)
                     continue
                 } catch {
                     throw fail(error, op, objectName)
@@ -194,14 +194,14 @@ extension BucketFileSystem {
                 let updated = try await store.patchMetadata(objectName, patch,
                                                             preconditions: Preconditions(ifMetagenerationMatch: info.metageneration))
                 locked {
-                    n.info = updated
-                    n.infoExpiry = now + config.metadataTTL
+                    setInfoLocked(n, updated, expiry: now + config.metadataTTL)
                     n.staged?.metadata = updated.writable
+                    trimCacheLocked()
                 }
                 return
             } catch StorageError.preconditionFailed where attempt < 5 {
                 // Changed elsewhere: re-read and apply our edit to what is there now.
-                if n.type == .directory { try await reloadPlaceholder(n) } else { try await refreshed(n, force: true) }
+                if n.type == .directory { box = try await reloadPlaceholder(n) } else { box = try await refreshed(n, force: true) }
                 continue
             } catch {
                 throw fail(error, op, objectName)
@@ -209,13 +209,21 @@ extension BucketFileSystem {
         }
     }
 
-    func reloadPlaceholder(_ n: Node) async throws(Errno) {
+    /// Reads a directory's placeholder again (nil: it has none). Returns what it read.
+    @discardableResult
+    func reloadPlaceholder(_ n: Node) async throws(Errno) -> InfoBox? {
         let name = locked { n.objectName }
         do {
             let info = try await store.getMetadata(name)
-            locked { n.info = info; n.infoExpiry = now + config.metadataTTL }
+            return locked {
+                setInfoLocked(n, info, expiry: now + config.metadataTTL)
+                let box = n.box
+                trimCacheLocked()
+                return box
+            }
         } catch StorageError.objectNotFound {
-            locked { n.info = nil; n.infoExpiry = now + config.metadataTTL }
+            locked { setInfoLocked(n, nil, expiry: now + config.metadataTTL) }
+            return nil
         } catch {
             throw fail(error, "stat", name)
         }

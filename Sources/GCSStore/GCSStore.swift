@@ -133,8 +133,9 @@ public final class GCSStore: ObjectStore {
             if !stripped.isEmpty { page.prefixes.append(stripped) }
         }
         page.items.reserveCapacity(decoded.items?.count ?? 0)
+        let strings = Interner()
         for item in decoded.items ?? [] {
-            let info = try item.info(stripPrefix: prefix)
+            let info = try item.info(stripPrefix: prefix, interning: strings)
             // With a prefix, the `PREFIX/` placeholder itself is the root, not an item.
             if !info.name.isEmpty { page.items.append(info) }
         }

@@ -28,17 +28,18 @@ struct ObjectJSON: Decodable {
     var contentType: String?
     var metadata: [String: String?]?
 
-    func info(stripPrefix: String) throws -> ObjectInfo {
+    func info(stripPrefix: String, interning strings: Interner? = nil) throws -> ObjectInfo {
         guard var name else { throw StorageError.unknown(status: 200, message: "object resource without a name") }
         if !stripPrefix.isEmpty, name.hasPrefix(stripPrefix) { name = String(name.dropFirst(stripPrefix.count)) }
         var custom: [String: String] = [:]
         for (k, v) in metadata ?? [:] { if let v { custom[k] = v } }
         let created = timeCreated.flatMap(RFC3339.parse)
         let updatedDate = updated.flatMap(RFC3339.parse)
-        let writable = WritableMetadata(cacheControl: cacheControl, contentDisposition: contentDisposition,
-                                        contentEncoding: contentEncoding, contentLanguage: contentLanguage,
-                                        contentType: contentType, customMetadata: custom)
-        return ObjectInfo(bucket: bucket ?? "", name: name, generation: generation?.value ?? 0,
+        let s = strings ?? Interner()
+        let writable = WritableMetadata(cacheControl: s[cacheControl], contentDisposition: s[contentDisposition],
+                                        contentEncoding: s[contentEncoding], contentLanguage: s[contentLanguage],
+                                        contentType: s[contentType], customMetadata: s[custom])
+        return ObjectInfo(bucket: s[bucket] ?? "", name: name, generation: generation?.value ?? 0,
                           metageneration: metageneration?.value ?? 1, size: size?.value ?? 0,
                           timeCreated: created ?? updatedDate ?? Date(timeIntervalSince1970: 0),
                           updated: updatedDate ?? created ?? Date(timeIntervalSince1970: 0),
@@ -53,5 +54,28 @@ struct Int64Text: Decodable {
         let c = try decoder.singleValueContainer()
         if let s = try? c.decode(String.self), let v = Int64(s) { value = v; return }
         value = try c.decode(Int64.self)
+    }
+}
+
+/// Shares the storage of strings and small maps that repeat across the objects of a list page
+/// (bucket, content type, cache control, custom metadata written by one tool): a listing keeps
+/// one copy of each instead of one per object. Only for values of at most 256 bytes, and at most
+/// 1,000 distinct ones per page, so a page of all-different values costs little.
+final class Interner {
+    private var strings: Set<String> = []
+    private var maps: Set<[String: String]> = []
+
+    subscript(_ s: String?) -> String? {
+        guard let s, s.utf8.count > 15, s.utf8.count <= 256 else { return s }  // ≤ 15 bytes: stored inline
+        if let i = strings.firstIndex(of: s) { return strings[i] }
+        if strings.count < 1000 { strings.insert(s) }
+        return s
+    }
+
+    subscript(_ m: [String: String]) -> [String: String] {
+        guard !m.isEmpty, m.count <= 8 else { return m }
+        if let i = maps.firstIndex(of: m) { return maps[i] }
+        if maps.count < 1000 { maps.insert(m) }
+        return m
     }
 }

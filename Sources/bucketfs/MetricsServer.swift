@@ -55,6 +55,8 @@ final class CoreMetricsCollector: @unchecked Sendable {
         r.makeGauge(name: "bucketfs_cache_entries", labels: [("cache", "attributes")]).set(Double(s.cachedAttributes))
         r.makeGauge(name: "bucketfs_cache_entries", labels: [("cache", "listing")]).set(Double(s.cachedListings))
         r.makeGauge(name: "bucketfs_cache_listed_names", labels: []).set(Double(s.cachedListingEntries))
+        r.makeGauge(name: "bucketfs_cache_held_entries", labels: []).set(Double(s.cachedEntries))
+        r.makeGauge(name: "bucketfs_cache_max_entries", labels: []).set(Double(s.maxCachedEntries))
         r.makeGauge(name: "bucketfs_open_files", labels: []).set(Double(s.openFiles))
         r.makeGauge(name: "bucketfs_read_ahead_bytes", labels: []).set(Double(s.readAheadBytes))
         r.makeGauge(name: "bucketfs_staged_files", labels: []).set(Double(s.stagedFiles))

@@ -26,6 +26,7 @@ struct Mount: AsyncParsableCommand {
         }
         guard (1...1000).contains(listPageSize) else { throw ValidationError("--list-page-size must be 1…1000") }
         guard metadataTTL >= 0 else { throw ValidationError("--metadata-ttl must be ≥ 0") }
+        guard maxCachedEntries >= 1 else { throw ValidationError("--max-cached-entries must be ≥ 1") }
         guard opTimeout > 0, idleTimeout > 0 else { throw ValidationError("--op-timeout and --idle-timeout must be > 0") }
         guard uploadRetries >= 0, retryBackoffMax >= 0, failureTTL >= 0 else {
             throw ValidationError("--upload-retries, --retry-backoff-max and --failure-ttl must be ≥ 0")
@@ -82,6 +83,12 @@ struct Mount: AsyncParsableCommand {
     }
 
     func runForeground() async throws {
+        // Large allocations (a list page, its decoded arrays, the inode tables) always get their
+        // own mappings, returned to the system when freed. glibc's default raises its mmap
+        // threshold after the first large free (up to 32 MiB), after which such buffers come
+        // from the heap and their freed pages stay resident: measured after `ls -l` of 100,000
+        // objects, 152–204 MB resident with the default, 121 MB with this (issue 9).
+        _ = setMallocOption(mallocMmapThreshold, 128 << 10)
         let logger = log.bootstrap()
         let parsed = try Source.parse(source, splitLocal: false)
         var store: any ObjectStore
@@ -109,6 +116,7 @@ struct Mount: AsyncParsableCommand {
         config.readPartMax = max(1, readPartMB) << 20
         config.readPartFirst = min(config.readPartFirst, config.readPartMax)
         config.walkAheadFiles = max(0, walkAheadFiles)
+        config.maxCachedEntries = maxCachedEntries
         config.cacheDirectory = cacheDirectory
         config.operationTimeout = opTimeout
         config.uploadRetries = uploadRetries
@@ -196,3 +204,8 @@ enum Daemon {
         return false
     }
 }
+
+/// glibc's `mallopt` (malloc.h is not part of the Glibc module) and its `M_MMAP_THRESHOLD`.
+@_silgen_name("mallopt")
+private func setMallocOption(_ param: Int32, _ value: Int32) -> Int32
+private let mallocMmapThreshold: Int32 = -3

@@ -1,4 +1,5 @@
 import ArgumentParser
+import BucketFS
 import Foundation
 
 // The options of `bucketfs mount`, in the groups `--help` shows (mount, caching, Cloud Storage,
@@ -35,6 +36,9 @@ struct CachingOptions: ParsableArguments {
     var kernelReadAheadKB: Int = 1024
     @Option(name: .customLong("list-page-size"), help: "maxResults of each list call (1…1000).")
     var listPageSize: Int = 1000
+    @Option(name: .customLong("max-cached-entries"),
+            help: "Bound on cached metadata: each file's or directory's metadata and each name in a cached listing counts one; the oldest go first.")
+    var maxCachedEntries: Int = MountConfig.defaultMaxCachedEntries
 }
 
 struct FaultOptions: ParsableArguments {
@@ -84,6 +88,7 @@ extension Mount {
     var kernelReadAheadKB: Int { caching.kernelReadAheadKB }
     var maxConnections: Int { caching.maxConnections }
     var listPageSize: Int { caching.listPageSize }
+    var maxCachedEntries: Int { caching.maxCachedEntries }
     var opTimeout: Double { faults.opTimeout }
     var idleTimeout: Double { faults.idleTimeout }
     var uploadRetries: Int { faults.uploadRetries }

@@ -225,6 +225,25 @@ def test_metrics_count_exactly_the_requests_of_a_script(any_bucket, mounts, tmp_
     mounts.unmount(mnt)
 
 
+def test_max_cached_entries_bounds_the_cache_and_evicted_metadata_is_read_again(any_bucket, mounts, tmp_path):
+    for i in range(60):
+        any_bucket.put(f"many/f{i:03d}", "x" * i, metadata={"k": f"v{i}"})
+    port = free_port()
+    mnt = mounts.mount(any_bucket.src(), "--metrics-address", f"127.0.0.1:{port}", "--max-cached-entries", "20",
+                       "--metadata-ttl", "60", *any_bucket.extra)
+    out = sh(["ls", "-l", f"{mnt}/many"]).stdout.decode().splitlines()
+    assert len(out) == 61
+    s = samples(scrape(port))
+    assert s[("bucketfs_cache_max_entries", frozenset())] == 20
+    assert s[("bucketfs_cache_held_entries", frozenset())] <= 20, s
+    # Metadata evicted after the listing is read again, right (the first files went first).
+    for i in (0, 7, 59):
+        assert os.stat(f"{mnt}/many/f{i:03d}").st_size == i
+        assert os.getxattr(f"{mnt}/many/f{i:03d}", "user.k") == f"v{i}".encode()
+    assert samples(scrape(port))[("bucketfs_cache_held_entries", frozenset())] <= 20
+    mounts.unmount(mnt)
+
+
 def test_metrics_port_taken_fails_the_mount(bucket, tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
