@@ -179,15 +179,22 @@ final class GCSTransport: Sendable {
         }
     }
 
-    private func exchange(_ r: GCSRequest, limit: Duration, path: String, idempotent: Bool,
-                          expect: Expect, afterLostAnswer: Bool) async -> Outcome {
+    /// The client's request for `r`, with the current access token.
+    private func clientRequest(_ r: GCSRequest, limit: Duration) async throws -> HTTPClientRequest {
         var req = HTTPClientRequest(url: r.url)
         req.method = r.method
         req.headers = r.headers
+        if let auth = try await tokens.authorization(timeout: limit) {
+            req.headers.replaceOrAdd(name: "Authorization", value: auth)
+        }
+        return req
+    }
+
+    private func exchange(_ r: GCSRequest, limit: Duration, path: String, idempotent: Bool,
+                          expect: Expect, afterLostAnswer: Bool) async -> Outcome {
+        var req: HTTPClientRequest
         do {
-            if let auth = try await tokens.authorization(timeout: limit) {
-                req.headers.replaceOrAdd(name: "Authorization", value: auth)
-            }
+            req = try await clientRequest(r, limit: limit)
         } catch {
             // No request was sent: a transient token failure is always safe to retry.
             let e = Self.map(error)
@@ -275,13 +282,8 @@ final class GCSTransport: Sendable {
         guard limit > .zero else {
             throw StreamFailure(error: .timeout(message: "\(what) \(path): the operation's deadline passed"))
         }
-        var req = HTTPClientRequest(url: r.url)
-        req.method = r.method
-        req.headers = r.headers
         do {
-            if let auth = try await tokens.authorization(timeout: limit) {
-                req.headers.replaceOrAdd(name: "Authorization", value: auth)
-            }
+            let req = try await clientRequest(r, limit: limit)
             let resp = try await client.execute(req, timeout: TimeAmount.nanoseconds(Self.nanos(limit)), logger: nil)
             let status = Int(resp.status.code)
             guard (200..<300).contains(status) else {
