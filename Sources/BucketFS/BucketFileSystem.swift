@@ -10,7 +10,7 @@ import StorageModel
 /// ## Locks: what each guards, and the order they are taken in
 ///
 /// - `lock` (NSLock, the core's one lock) guards the inode table and everything hanging off it:
-///   `nodes`, `byPath`, `nextIno`, `handles`, `dirHandles`, `nextFh`, `pendingNew`, `cache` (the
+///   `nodes`, `byPath`, `handles`, `dirHandles`, `nextFh`, `pendingNew`, `cache` (the
 ///   eviction queue and counts of MetadataCache.swift); every field of every `Node` (including
 ///   its `listing`); every field of every `StagedFile` except `fd`'s bytes; `DirHandle.entries`;
 ///   and `Handle.readAheadBytes`. It is held for short, synchronous stretches only: never across
@@ -46,7 +46,6 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     /// (path, is a directory) → inode, so a path keeps its number while the kernel holds it. The
     /// key shares the node's path string (no second copy).
     var byPath: [PathKey: UInt64] = [:]
-    var nextIno: UInt64 = 2
     var handles: [UInt64: Handle] = [:]
     var dirHandles: [UInt64: DirHandle] = [:]
     var nextFh: UInt64 = 1
@@ -117,11 +116,29 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     func nodeLocked(path: String, type: FileType) -> Node {
         let key = PathKey(path: path, isDirectory: type == .directory)
         if let ino = byPath[key], let n = nodes[ino] { return n }
-        let n = Node(ino: nextIno, path: path, type: type)
-        nextIno += 1
+        let n = Node(ino: inodeNumberLocked(for: key), path: path, type: type)
         nodes[n.ino] = n
         byPath[key] = n.ino
         return n
+    }
+
+    /// Inode numbers come from the path: a 64-bit hash of type and path, probed past numbers in
+    /// use. A path the kernel forgot and the table dropped gets its old number back when it is
+    /// seen again, so numbers stay stable for the life of the mount (SPEC §3) without keeping
+    /// every path ever seen. Only a collision with a live number (a path unlinked or renamed
+    /// while the kernel still holds its node) moves a path to another number. Caller holds `lock`.
+    func inodeNumberLocked(for key: PathKey) -> UInt64 {
+        var h: UInt64 = key.isDirectory ? 0x84222325_cbf29ce4 : 0xcbf29ce4_84222325
+        for b in key.path.utf8 { h = (h ^ UInt64(b)) &* 0x0000_0100_0000_01b3 }  // FNV-1a
+        func mix(_ x: UInt64) -> UInt64 {  // SplitMix64's finalizer: spreads the bits
+            var z = x &+ 0x9e37_79b9_7f4a_7c15
+            z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
+            z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
+            return (z ^ (z >> 31)) & 0x7fff_ffff_ffff_ffff
+        }
+        var ino = mix(h)
+        while ino <= Self.rootIno || nodes[ino] != nil { ino = mix(ino) }
+        return ino
     }
 
     func node(_ ino: UInt64) throws(Errno) -> Node {

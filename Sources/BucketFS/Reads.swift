@@ -8,18 +8,20 @@ extension BucketFileSystem {
     public func open(ino: UInt64, flags: OpenFlags) async throws(Errno) -> UInt64 {
         let n = try node(ino)
         guard n.type == .regular else { throw .EISDIR }
+        // The metadata the open saw: the node's own may be evicted before the handle is built.
+        var seen: ObjectInfo? = nil
         if flags.isWrite {
             if config.readOnly { throw .EROFS }
             try await stage(n, truncate: flags.truncate)
         } else {
             // Close-to-open: a file opened after its TTL sees the current generation.
-            try await refreshed(n)
+            seen = try await refreshed(n)?.info
             // Known to be gone (a stat saw 404, or unlinked) and not being written here.
             if locked({ n.removed && n.staged == nil }) { throw .ENOENT }
         }
         // A local store's file of the generation opened: reads go straight to it.
         var localFile: Int32? = nil
-        if !flags.isWrite, store.isLocal, let (path, info) = locked({ n.staged == nil ? n.info.map { (n.path, $0) } : nil }) {
+        if !flags.isWrite, store.isLocal, let (path, info) = locked({ n.staged == nil ? (n.info ?? seen).map { (n.path, $0) } : nil }) {
             do {
                 localFile = try await store.openLocal(path, generation: info.generation)
             } catch {
@@ -28,12 +30,13 @@ extension BucketFileSystem {
         }
         let fh: UInt64 = locked {
             if flags.isWrite { n.staged?.openHandles += 1 }
-            let stream = flags.isWrite || n.staged != nil ? nil : n.info.map { makeStream(n.path, $0, localFile: localFile) }
+            let info = n.info ?? (n.staged == nil ? seen : nil)
+            let stream = flags.isWrite || n.staged != nil ? nil : info.map { makeStream(n.path, $0, localFile: localFile) }
             if stream == nil, let fd = localFile { Glibc.close(fd) }
-            let h = Handle(ino: ino, writable: flags.isWrite, info: n.info, path: n.path, stream: stream)
+            let h = Handle(ino: ino, writable: flags.isWrite, info: info, path: n.path, stream: stream)
             // Close-to-open: pages cached for the generation opened last stay; any other
             // generation (or local content being written) drops them.
-            if !flags.isWrite, n.staged == nil, let g = n.info?.generation {
+            if !flags.isWrite, n.staged == nil, let g = info?.generation {
                 h.keepCache = n.cachedGeneration == g
                 n.cachedGeneration = g
             } else {

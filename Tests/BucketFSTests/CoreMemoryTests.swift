@@ -98,7 +98,10 @@ import Testing
         h.fs.forget(ino: a, nlookup: 1)
         #expect(h.fs.statistics().inodes == 1, "a forgotten inode leaves the table")
         await #expect(throws: Errno.ENOENT) { _ = try await h.fs.getattr(ino: a) }
-        #expect(try await h.lookup("a.txt").attributes.size == 5)
+        // Seen again, the path gets its old number back (SPEC §3: stable for the life of the mount).
+        let again = try await h.lookup("a.txt").attributes
+        #expect(again.size == 5)
+        #expect(again.ino == a)
 
         // A node a cached listing names stays until that listing goes.
         let d = try await h.ino("d")
