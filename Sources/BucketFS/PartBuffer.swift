@@ -24,8 +24,13 @@ final class PartBuffer: @unchecked Sendable {
             guard let self else { return }
             do {
                 try await fill(self)
-                self.finish(self.lock.withLock { self.filled } == capacity ? nil
-                    : StorageError.unknown(status: 0, message: "a part ended after \(self.lock.withLock { self.filled }) of \(capacity) bytes"))
+                let got = self.lock.withLock { self.filled }
+                if got == capacity {
+                    self.finish(nil)
+                } else {
+                    self.lock.withLock { self.shortEnd = true }
+                    self.finish(StorageError.unknown(status: 0, message: "a part ended after \(got) of \(capacity) bytes"))
+                }
             } catch {
                 self.finish(error)
             }
@@ -65,6 +70,10 @@ final class PartBuffer: @unchecked Sendable {
 
     /// Bytes in so far.
     var filledCount: Int { lock.withLock { filled } }
+
+    /// The fill ended without error but short: a length fault of the answer, worth reading again.
+    var endedShort: Bool { lock.withLock { done && failure != nil && shortEnd } }
+    private var shortEnd = false
 
     /// Ended with every byte.
     var isComplete: Bool { lock.withLock { done && failure == nil } }

@@ -119,8 +119,9 @@ final class ReadStream: @unchecked Sendable {
                     lock.withLock { dropLocked { $0 === p } }
                     // A stream that broke after its first bytes (retrying it would send them
                     // again), or a part dropped by a seek of another read: these bytes are read
-                    // on demand, with retries. A failure before any byte already had its retries.
-                    if p.bytes.filledCount == 0, (error as? StorageError) != .cancelled { throw error }
+                    // on demand, with retries; so is an answer that ended short. A failure before any
+                    // byte already had its retries.
+                    if p.bytes.filledCount == 0, !p.bytes.endedShort, (error as? StorageError) != .cancelled { throw error }
                     logger.debug("part \(p.range) of \(path): \(error); reading on demand")
                     let data = try await fetch(off..<end)
                     try verify(data, at: off)

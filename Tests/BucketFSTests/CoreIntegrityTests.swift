@@ -27,6 +27,11 @@ import Testing
         h.store.damageNextReads(times: 2) { $0.prefix(1000) }
         #expect(try await readAll(h, ino, fh, size: Self.big.count) == Self.big)
         try await h.fs.release(ino: ino, fh: fh)
+        // An empty answer (no byte at all) is retried too.
+        let fh2 = try await h.fs.open(ino: ino, flags: OpenFlags(O_RDONLY))
+        h.store.damageNextReads(times: 2) { _ in Data() }
+        #expect(try await readAll(h, ino, fh2, size: Self.big.count) == Self.big)
+        try await h.fs.release(ino: ino, fh: fh2)
     }
 
     @Test func anAnswerThatStaysShortIsEIO() async throws {
