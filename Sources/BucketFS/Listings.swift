@@ -253,12 +253,7 @@ extension BucketFileSystem {
         if let e = failures.check("s:" + name) { throw e }
         do {
             let info = try await store.getMetadata(name)
-            return locked {
-                setInfoLocked(n, info, expiry: now + config.metadataTTL)
-                let box = n.box
-                trimCacheLocked()
-                return box
-            }
+            return keep(info, in: n)
         } catch {
             if case StorageError.objectNotFound = error { locked { n.removed = true } }
             let e = fail(error, "stat", name)

@@ -217,4 +217,15 @@ extension BucketFileSystem {
         }
         return n
     }
+
+    /// Caches metadata just read for `n` (fresh for the TTL, within the bound) and returns it,
+    /// for the caller to answer with even if the bound evicts it at once.
+    func keep(_ info: ObjectInfo, in n: Node) -> InfoBox? {
+        locked {
+            setInfoLocked(n, info, expiry: now + config.metadataTTL)
+            let box = n.box
+            trimCacheLocked()
+            return box
+        }
+    }
 }

@@ -215,12 +215,7 @@ extension BucketFileSystem {
         let name = locked { n.objectName }
         do {
             let info = try await store.getMetadata(name)
-            return locked {
-                setInfoLocked(n, info, expiry: now + config.metadataTTL)
-                let box = n.box
-                trimCacheLocked()
-                return box
-            }
+            return keep(info, in: n)
         } catch StorageError.objectNotFound {
             locked { setInfoLocked(n, nil, expiry: now + config.metadataTTL) }
             return nil
