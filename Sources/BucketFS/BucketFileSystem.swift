@@ -63,6 +63,10 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     public let cacheCounters = CacheCounters()
     /// Memory for everything fetched ahead of readers (`readAheadBudget`).
     let readBudget: ReadBudget
+    /// Read buffers kept for reuse: what one sequential reader cycles through (its `readStreams`
+    /// parts ahead of it, the one it reads and one whose replies are still on their way to the
+    /// kernel), outside the budget.
+    let bufferPool: BufferPool
     /// Small files fetched ahead of a process reading a directory's files in listing order.
     let walkAhead: WalkAhead
 
@@ -79,7 +83,8 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         staging = try StagingArea(directory: config.cacheDirectory, bucket: store.bucket, logger: logger, now: config.now)
         failures = RecentFailures(ttl: config.failureTTL, now: config.now)
         readBudget = ReadBudget(capacity: config.readAheadBudget)
-        walkAhead = WalkAhead(budget: readBudget, ttl: config.walkAheadTTL, now: config.now)
+        bufferPool = BufferPool(limit: min(config.readAheadBudget, (config.readStreams + 2) * config.readPartMax))
+        walkAhead = WalkAhead(budget: readBudget, pool: bufferPool, ttl: config.walkAheadTTL, now: config.now)
         staging.recoverOrphans()
         let root = Node(ino: Self.rootIno, path: "", type: .directory)
         root.lookups = 1

@@ -53,7 +53,12 @@ struct ContentCheck {
         }
         let tail = data.dropFirst(Int(done - offset))
         md5?.update(data: tail)
-        return join(CRC32C.checksum(tail), to: end)
+        // In order: the running checksum goes on over the new bytes, no combination needed.
+        var running = CRC32C(continuing: crc)
+        running.update(tail)
+        crc = running.value
+        checkedTo = end
+        return join(nil, to: end)
     }
 
     /// Adds a piece known only by its crc32c (a part checked as it streamed in). An md5-only
@@ -73,10 +78,10 @@ struct ContentCheck {
     }
 
     /// Extends the checked prefix by a piece ending at `end` (its crc32c covering from
-    /// `checkedTo`), then by the waiting pieces that follow on.
-    private mutating func join(_ pieceCRC: UInt32, to end: Int64) -> (expected: String, got: String)? {
+    /// `checkedTo`; nil when `crc` already covers it), then by the waiting pieces that follow on.
+    private mutating func join(_ pieceCRC: UInt32?, to end: Int64) -> (expected: String, got: String)? {
         guard let done = checkedTo else { return nil }
-        crc = CRC32C.combine(crc, pieceCRC, length: end - done)
+        if let pieceCRC { crc = CRC32C.combine(crc, pieceCRC, length: end - done) }
         var to = end
         // Waiting pieces that now follow on; those overlapping the prefix cannot be trimmed
         // (only their crc is kept) and are dropped: their bytes come again or the check waits.

@@ -3,11 +3,14 @@ import StorageModel
 
 /// The bytes of one part of an object as they arrive: a fetch fills the buffer from its start
 /// while readers take the ranges already there (a reader waits only for its own bytes, not for
-/// the whole part). The buffer is allocated once, at its final size (the part's reservation in
-/// the read budget). A reader whose Task is cancelled stops waiting at once.
+/// the whole part). The buffer is taken once, at its final size (the part's reservation in the
+/// read budget), from the mount's `BufferPool`, and given back when the last reply that points
+/// into it is gone. A reader whose Task is cancelled stops waiting at once.
 final class PartBuffer: @unchecked Sendable {
     let capacity: Int
-    private let base: UnsafeMutableRawPointer
+    private let pool: BufferPool
+    private let memory: BufferPool.Buffer
+    private var base: UnsafeMutableRawPointer { memory.base }
     private let lock = NSLock()
     private var filled = 0
     private var failure: (any Error)?
@@ -17,9 +20,10 @@ final class PartBuffer: @unchecked Sendable {
     private var task: Task<Void, Never>?
 
     /// Starts `fill`, which appends the part's bytes in order; it must append exactly `capacity`.
-    init(capacity: Int, fill: @escaping @Sendable (PartBuffer) async throws -> Void) {
+    init(capacity: Int, pool: BufferPool, fill: @escaping @Sendable (PartBuffer) async throws -> Void) {
         self.capacity = capacity
-        base = UnsafeMutableRawPointer.allocate(byteCount: max(1, capacity), alignment: 16)
+        self.pool = pool
+        memory = pool.take(capacity)
         let t = Task { [weak self] in
             guard let self else { return }
             do {
@@ -38,7 +42,7 @@ final class PartBuffer: @unchecked Sendable {
         lock.withLock { task = t }
     }
 
-    deinit { base.deallocate() }
+    deinit { pool.give(memory) }
 
     /// Appends the next bytes (called by the fill only).
     func append(_ data: Data) throws {

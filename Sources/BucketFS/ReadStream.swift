@@ -25,9 +25,10 @@ final class ReadStream: @unchecked Sendable {
     let size: Int64
     private let tuning: Tuning
     private let budget: ReadBudget
+    private let pool: BufferPool
     private let fetch: @Sendable (Range<Int64>) async throws -> Data
     /// One streamed request for a part: its bytes handed over in order as they arrive.
-    typealias StreamFetch = @Sendable (Range<Int64>, @Sendable (Data) async throws -> Void) async throws -> Void
+    typealias StreamFetch = @Sendable (Range<Int64>, @escaping @Sendable (Data) throws -> Void) async throws -> Void
     private let streamFetch: StreamFetch
     private let logger: Logger
     /// The generation's bytes as a file on this machine (closed by `close()`).
@@ -63,7 +64,7 @@ final class ReadStream: @unchecked Sendable {
     /// A jump of more than this behind the parts, or a part beyond them, is a seek.
     private static let slack: Int64 = 4 << 20
 
-    init(path: String, info: ObjectInfo, tuning: Tuning, budget: ReadBudget, logger: Logger,
+    init(path: String, info: ObjectInfo, tuning: Tuning, budget: ReadBudget, pool: BufferPool, logger: Logger,
          localFile: Int32? = nil, stream: @escaping StreamFetch,
          fetch: @escaping @Sendable (Range<Int64>) async throws -> Data) {
         self.localFile = localFile
@@ -74,6 +75,7 @@ final class ReadStream: @unchecked Sendable {
         size = info.size
         self.tuning = tuning
         self.budget = budget
+        self.pool = pool
         self.fetch = fetch
         nextPartSize = tuning.firstPart
         check = ContentCheck(info)
@@ -98,7 +100,7 @@ final class ReadStream: @unchecked Sendable {
         if off >= size || count <= 0 { return (Data(), false) }
         let end = min(size, off + Int64(count))
         if let fd = lock.withLock({ localFile }) {
-            let data = try Self.read(fd, off..<end, path: path)
+            let data = try Self.read(fd, off..<end, path: path, pool: pool)
             try verify(data, at: off)
             return (data, noteServed(off, end))
         }
@@ -159,28 +161,29 @@ final class ReadStream: @unchecked Sendable {
         }
     }
 
-    /// Exactly `range` of a local file; fewer bytes is a fault, never short data.
-    private static func read(_ fd: Int32, _ range: Range<Int64>, path: String) throws -> Data {
+    /// Exactly `range` of a local file, read into a pooled buffer that the reply points into;
+    /// fewer bytes is a fault, never short data.
+    private static func read(_ fd: Int32, _ range: Range<Int64>, path: String, pool: BufferPool) throws -> Data {
         let count = Int(range.upperBound - range.lowerBound)
-        var data = Data(count: count)
+        let buf = pool.take(count)
         var done = 0
-        let failure: Int32? = data.withUnsafeMutableBytes { buf in
-            while done < count {
-                let n = pread(fd, buf.baseAddress! + done, count - done, off_t(range.lowerBound) + off_t(done))
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    return errno
-                }
-                if n == 0 { break }
-                done += n
+        var failure: Int32?
+        while done < count {
+            let n = pread(fd, buf.base + done, count - done, off_t(range.lowerBound) + off_t(done))
+            if n < 0 {
+                if errno == EINTR { continue }
+                failure = errno
+                break
             }
-            return nil
+            if n == 0 { break }
+            done += n
         }
-        if let failure { throw StorageError.unknown(status: 0, message: "read of \(path)'s file: \(Errno(failure))") }
-        if done < count {
+        guard failure == nil, done == count else {
+            pool.give(buf)
+            if let failure { throw StorageError.unknown(status: 0, message: "read of \(path)'s file: \(Errno(failure))") }
             throw StorageError.retryLimitExceeded(message: "read \(path): asked for \(count) bytes at offset \(range.lowerBound), the file has \(done)")
         }
-        return data
+        return Data(bytesNoCopy: buf.base, count: count, deallocator: .custom { _, _ in pool.give(buf) })
     }
 
     // MARK: - planning (caller holds `lock`)
@@ -254,7 +257,7 @@ final class ReadStream: @unchecked Sendable {
     /// reader before it has the whole object.
     private func startPart(_ range: Range<Int64>) -> PartBuffer {
         let streamFetch = self.streamFetch
-        return PartBuffer(capacity: Int(range.upperBound - range.lowerBound)) { [weak self] buf in
+        return PartBuffer(capacity: Int(range.upperBound - range.lowerBound), pool: pool) { [weak self] buf in
             let running = RunningCRC()
             let owner = self
             try await streamFetch(range) { chunk in

@@ -69,7 +69,7 @@ extension BucketFileSystem {
         if store.isLocal { tuning.streams = 0 }
         let generation = info.generation
         let store = self.store
-        return ReadStream(path: path, info: info, tuning: tuning, budget: readBudget, logger: logger, localFile: localFile,
+        return ReadStream(path: path, info: info, tuning: tuning, budget: readBudget, pool: bufferPool, logger: logger, localFile: localFile,
                           stream: { range, deliver in
                               try await store.stream(path, generation: generation, range: range, deliver: deliver)
                           }, fetch: { [weak self] range in

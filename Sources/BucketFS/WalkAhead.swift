@@ -23,6 +23,7 @@ final class WalkAhead: @unchecked Sendable {
     }
 
     private let budget: ReadBudget
+    private let pool: BufferPool
     private let ttl: Double
     private let now: @Sendable () -> Double
     private let lock = NSLock()
@@ -30,8 +31,9 @@ final class WalkAhead: @unchecked Sendable {
     /// A sweep is scheduled (one at a time, while anything waits).
     private var sweeping = false
 
-    init(budget: ReadBudget, ttl: Double, now: @escaping @Sendable () -> Double) {
+    init(budget: ReadBudget, pool: BufferPool, ttl: Double, now: @escaping @Sendable () -> Double) {
         self.budget = budget
+        self.pool = pool
         self.ttl = ttl
         self.now = now
     }
@@ -57,7 +59,7 @@ final class WalkAhead: @unchecked Sendable {
                 guard entries[c.path] == nil else { return false }
                 guard budget.reserve(size, for: self) else { return false }
                 entries[c.path] = Entry(generation: c.info.generation, reserved: size,
-                                        bytes: PartBuffer(capacity: size) { buf in try buf.append(try await fetch(c)) }, started: now(), directory: directory)
+                                        bytes: PartBuffer(capacity: size, pool: pool) { buf in try buf.append(try await fetch(c)) }, started: now(), directory: directory)
                 return true
             }
             if !started, lock.withLock({ entries[c.path] == nil }) { break }  // the budget is full

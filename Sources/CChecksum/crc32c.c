@@ -30,18 +30,83 @@ static uint32_t crc_soft(uint32_t c, const uint8_t *p, size_t n) {
     return c;
 }
 
+/* Polynomial arithmetic modulo the CRC's polynomial, bit-reflected (x^0 is the top bit), as in
+   zlib's crc32.c since 1.2.12. Appending n zero bytes to a raw (not inverted) CRC register
+   multiplies it by x^(8n) mod P. */
+#define POLY 0x82F63B78u
+
+static uint32_t multmodp(uint32_t a, uint32_t b) {
+    uint32_t m = (uint32_t)1 << 31, p = 0;
+    for (;;) {
+        if (a & m) {
+            p ^= b;
+            if ((a & (m - 1)) == 0) break;
+        }
+        m >>= 1;
+        b = b & 1 ? (b >> 1) ^ POLY : b >> 1;
+    }
+    return p;
+}
+
+/* x^(2^k) mod P for k = 0..31. */
+static uint32_t x2n_table[32];
+static int x2n_ready;
+
+static void build_x2n(void) {
+    uint32_t p = (uint32_t)1 << 30; /* x^1 */
+    x2n_table[0] = p;
+    for (int n = 1; n < 32; n++) x2n_table[n] = p = multmodp(p, p);
+    __atomic_store_n(&x2n_ready, 1, __ATOMIC_RELEASE);
+}
+
+/* x^(n * 2^k) mod P. */
+static uint32_t x2nmodp(uint64_t n, unsigned k) {
+    if (!__atomic_load_n(&x2n_ready, __ATOMIC_ACQUIRE)) build_x2n();
+    uint32_t p = (uint32_t)1 << 31; /* x^0 */
+    while (n) {
+        if (n & 1) p = multmodp(x2n_table[k & 31], p);
+        n >>= 1;
+        k++;
+    }
+    return p;
+}
+
 #if defined(__x86_64__)
+/* The crc32 instruction takes 3 cycles and can start one a cycle: three independent lanes over
+   three neighbouring blocks, joined by shifting the earlier lanes past the later blocks, run
+   about three times as fast as one chain. */
+#define LANE 4096
+
 __attribute__((target("sse4.2")))
 static uint32_t crc_hw(uint32_t c, const uint8_t *p, size_t n) {
-    uint64_t c64 = c;
+    uint64_t c0 = c;
+    if (n >= 3 * LANE) {
+        uint32_t shift = x2nmodp(LANE, 3); /* x^(8 * LANE) */
+        do {
+            uint64_t c1 = 0, c2 = 0;
+            for (const uint8_t *end = p + LANE; p < end; p += 8) {
+                uint64_t v0, v1, v2;
+                memcpy(&v0, p, 8);
+                memcpy(&v1, p + LANE, 8);
+                memcpy(&v2, p + 2 * LANE, 8);
+                c0 = __builtin_ia32_crc32di(c0, v0);
+                c1 = __builtin_ia32_crc32di(c1, v1);
+                c2 = __builtin_ia32_crc32di(c2, v2);
+            }
+            c0 = multmodp(shift, (uint32_t)c0) ^ (uint32_t)c1;
+            c0 = multmodp(shift, (uint32_t)c0) ^ (uint32_t)c2;
+            p += 2 * LANE;
+            n -= 3 * LANE;
+        } while (n >= 3 * LANE);
+    }
     while (n >= 8) {
         uint64_t v;
         memcpy(&v, p, 8);
-        c64 = __builtin_ia32_crc32di(c64, v);
+        c0 = __builtin_ia32_crc32di(c0, v);
         p += 8;
         n -= 8;
     }
-    c = (uint32_t)c64;
+    c = (uint32_t)c0;
     while (n--) c = __builtin_ia32_crc32qi(c, *p++);
     return c;
 }
@@ -56,41 +121,8 @@ uint32_t bucketfs_crc32c(uint32_t crc, const void *data, size_t len) {
     return ~crc_soft(c, p, len);
 }
 
-/* CRC combination (zlib's crc32_combine, for the Castagnoli polynomial): appending len2 zero
-   bits is a linear map over GF(2), applied by squaring a 32x32 operator matrix. */
-static uint32_t gf2_times(const uint32_t *mat, uint32_t vec) {
-    uint32_t sum = 0;
-    while (vec) {
-        if (vec & 1) sum ^= *mat;
-        vec >>= 1;
-        mat++;
-    }
-    return sum;
-}
-
-static void gf2_square(uint32_t *square, const uint32_t *mat) {
-    for (int n = 0; n < 32; n++) square[n] = gf2_times(mat, mat[n]);
-}
-
+/* CRC combination: crc(A + B) = crc(A) * x^(8 * len(B)) + crc(B) mod P (the pre- and
+   post-inversions cancel out). */
 uint32_t bucketfs_crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2) {
-    uint32_t even[32], odd[32];
-    if (len2 == 0) return crc1;
-    odd[0] = 0x82F63B78u; /* the operator for one zero bit */
-    uint32_t row = 1;
-    for (int n = 1; n < 32; n++) {
-        odd[n] = row;
-        row <<= 1;
-    }
-    gf2_square(even, odd); /* two zero bits */
-    gf2_square(odd, even); /* four zero bits */
-    do {
-        gf2_square(even, odd);
-        if (len2 & 1) crc1 = gf2_times(even, crc1);
-        len2 >>= 1;
-        if (len2 == 0) break;
-        gf2_square(odd, even);
-        if (len2 & 1) crc1 = gf2_times(odd, crc1);
-        len2 >>= 1;
-    } while (len2 != 0);
-    return crc1 ^ crc2;
+    return multmodp(x2nmodp(len2, 3), crc1) ^ crc2;
 }

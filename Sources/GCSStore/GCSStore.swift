@@ -182,7 +182,7 @@ public final class GCSStore: ObjectStore {
     /// A ranged GET streamed as it arrives. Only a 206 for exactly the bytes asked is taken; any
     /// other answer is a fault for the caller to read around.
     public func stream(_ name: String, generation: Int64, range: Range<Int64>,
-                       deliver: @Sendable (Data) async throws -> Void) async throws {
+                       deliver: @escaping @Sendable (Data) throws -> Void) async throws {
         guard !range.isEmpty else { return }
         let url = objectURL(name) + GCSJSONAPI.query([("alt", "media"), ("generation", String(generation))])
         let headers: HTTPHeaders = ["Accept-Encoding": "gzip", "Range": "bytes=\(range.lowerBound)-\(range.upperBound - 1)"]
@@ -194,7 +194,7 @@ public final class GCSStore: ObjectStore {
             }
             return nil
         }, deliver: { buffer in
-            try await deliver(Data(buffer: buffer, byteTransferStrategy: .noCopy))
+            try deliver(Data(buffer: buffer, byteTransferStrategy: .noCopy))
         })
     }
 

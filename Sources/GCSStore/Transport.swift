@@ -239,24 +239,22 @@ final class GCSTransport: Sendable {
         }
     }
 
-    /// A GET whose body is handed to `deliver` as it arrives, never gathered. Retried like any
-    /// idempotent call until its first byte is delivered; after that a fault is thrown (sending
-    /// the bytes again would repeat them) for the caller to read the rest another way. `check`
-    /// sees status and headers before any byte is delivered; a body shorter than its
-    /// Content-Length fails after its last byte.
+    /// A GET whose body is handed to `deliver` as it arrives, never gathered, on the connection's
+    /// event loop (so `deliver` must not block). Retried like any idempotent call until its first
+    /// byte is delivered; after that a fault is thrown (sending the bytes again would repeat them)
+    /// for the caller to read the rest another way. `check` sees status and headers before any
+    /// byte is delivered; a body shorter than its Content-Length fails after its last byte.
     func stream(_ what: String, path: String, _ r: GCSRequest, length: Int,
-                check: @Sendable (Int, HTTPHeaders) -> StorageError?,
-                deliver: @Sendable (ByteBuffer) async throws -> Void) async throws {
+                check: @escaping @Sendable (Int, HTTPHeaders) -> StorageError?,
+                deliver: @escaping @Sendable (ByteBuffer) throws -> Void) async throws {
         let end = OperationContext.deadline(capping: ContinuousClock.now + policy.deadline)
         let started = StreamProgress()
         var attempts = 0
         while true {
             attempts += 1
             do {
-                return try await streamOnce(what, path: path, r, length: length, end: end, check: check) { chunk in
-                    started.mark()
-                    try await deliver(chunk)
-                }
+                return try await streamOnce(what, path: path, r, length: length, end: end, started: started,
+                                            check: check, deliver: deliver)
             } catch let f as StreamFailure {
                 let e = f.error
                 guard !started.value, e.isTransient else { throw e }
@@ -269,44 +267,30 @@ final class GCSTransport: Sendable {
         }
     }
 
-    /// A streamed attempt's failure, with the server's Retry-After.
-    private struct StreamFailure: Error {
-        let error: StorageError
-        var retryAfter: Duration? = nil
-    }
-
     private func streamOnce(_ what: String, path: String, _ r: GCSRequest, length: Int, end: ContinuousClock.Instant,
-                            check: @Sendable (Int, HTTPHeaders) -> StorageError?,
-                            deliver: @Sendable (ByteBuffer) async throws -> Void) async throws {
+                            started: StreamProgress,
+                            check: @escaping @Sendable (Int, HTTPHeaders) -> StorageError?,
+                            deliver: @escaping @Sendable (ByteBuffer) throws -> Void) async throws {
         let limit = min(policy.requestTimeout, end - ContinuousClock.now)
         guard limit > .zero else {
             throw StreamFailure(error: .timeout(message: "\(what) \(path): the operation's deadline passed"))
         }
+        let bucket = self.bucket
         do {
-            let req = try await clientRequest(r, limit: limit)
-            let resp = try await client.execute(req, timeout: TimeAmount.nanoseconds(Self.nanos(limit)), logger: nil)
-            let status = Int(resp.status.code)
-            guard (200..<300).contains(status) else {
-                let body = try await resp.body.collect(upTo: 1 << 16)
-                let after = resp.headers.first(name: "Retry-After").flatMap(Self.retryAfter)
+            let head = try await clientRequest(r, limit: limit)
+            let req = try HTTPClient.Request(url: head.url, method: head.method, headers: head.headers)
+            let receiver = StreamReceiver(length: length, started: started, check: check, errorFor: { status, body, headers in
                 // Ranges are asked inside the object only: a 416 is a fault of the answer.
-                if status == 416 { throw StreamFailure(error: .unknown(status: 0, message: "download answer rejected: 416 for a range inside the object")) }
-                throw StreamFailure(error: .fromHTTP(status: status, message: Self.errorMessage(body) ?? "HTTP \(status)", path: path, bucket: bucket),
-                                    retryAfter: after)
-            }
-            if let e = check(status, resp.headers) { throw StreamFailure(error: e) }
-            let declared = resp.headers.first(name: "Content-Length").flatMap(Int.init)
-            var got = 0
-            for try await chunk in resp.body {
-                got += chunk.readableBytes
-                try await deliver(chunk)
-            }
-            if let declared, got != declared {
-                throw StreamFailure(error: .unknown(status: 0, message: "the body has \(got) bytes; Content-Length said \(declared)"))
-            }
-            // A body without Content-Length ends at a clean close: only its length tells it was cut.
-            if got != length {
-                throw StreamFailure(error: .unknown(status: 0, message: "download cut: \(got) of \(length) bytes came"))
+                if status == 416 { return StreamFailure(error: .unknown(status: 0, message: "download answer rejected: 416 for a range inside the object")) }
+                return StreamFailure(error: .fromHTTP(status: status, message: Self.errorMessage(body) ?? "HTTP \(status)", path: path, bucket: bucket),
+                                     retryAfter: headers.first(name: "Retry-After").flatMap(Self.retryAfter))
+            }, deliver: deliver)
+            let task = client.execute(request: req, delegate: receiver,
+                                      deadline: .now() + TimeAmount.nanoseconds(Self.nanos(limit)))
+            try await withTaskCancellationHandler {
+                try await task.futureResult.get()
+            } onCancel: {
+                task.cancel()
             }
         } catch let f as StreamFailure {
             logger.debug("GCS \(r.method) \(Self.shortURL(r.url)) (streamed) failed: \(f.error)")
@@ -316,14 +300,6 @@ final class GCSTransport: Sendable {
             logger.debug("GCS \(r.method) \(Self.shortURL(r.url)) (streamed) failed: \(e)")
             throw StreamFailure(error: e)
         }
-    }
-
-    /// Whether a streamed answer has delivered bytes yet.
-    private final class StreamProgress: @unchecked Sendable {
-        private let lock = NSLock()
-        private var started = false
-        func mark() { lock.withLock { started = true } }
-        var value: Bool { lock.withLock { started } }
     }
 
     /// A Retry-After value: seconds, or an HTTP date.

@@ -21,12 +21,12 @@ public final class MetricsStore: ObjectStore {
         try await measure("read") { try await inner.openLocal(name, generation: generation) }
     }
     public func stream(_ name: String, generation: Int64, range: Range<Int64>,
-                       deliver: @Sendable (Data) async throws -> Void) async throws {
+                       deliver: @escaping @Sendable (Data) throws -> Void) async throws {
         let counter = readBytes
         try await measure("read") {
             try await inner.stream(name, generation: generation, range: range) { d in
                 counter.increment(by: Int64(d.count))
-                try await deliver(d)
+                try deliver(d)
             }
         }
     }

@@ -12,7 +12,7 @@ public final class RequestLogStore: ObjectStore, @unchecked Sendable {
         note("read", name); return try await inner.openLocal(name, generation: generation)
     }
     public func stream(_ name: String, generation: Int64, range: Range<Int64>,
-                       deliver: @Sendable (Data) async throws -> Void) async throws {
+                       deliver: @escaping @Sendable (Data) throws -> Void) async throws {
         note("read", name); try await inner.stream(name, generation: generation, range: range, deliver: deliver)
     }
     let fd: Int32

@@ -9,6 +9,9 @@ public struct CRC32C: Sendable, Equatable {
 
     public init() {}
 
+    /// Continues a checksum of earlier bytes.
+    public init(continuing value: UInt32) { self.value = value }
+
     public mutating func update(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return }
         value = bucketfs_crc32c(value, base, bytes.count)

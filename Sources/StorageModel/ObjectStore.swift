@@ -103,11 +103,12 @@ public protocol ObjectStore: Sendable {
     /// A local store's file of one generation's bytes, opened for reading (the caller closes the
     /// descriptor), so reads go straight to it; nil for a store with no such files.
     func openLocal(_ name: String, generation: Int64) async throws -> Int32?
-    /// Hands exactly `range` of a generation to `deliver` in order, as it arrives (the next bytes
-    /// are read once `deliver` returns). One attempt: on a fault it throws, and what was delivered
-    /// stays delivered, for the caller to read the rest another way.
+    /// Hands exactly `range` of a generation to `deliver` in order, as it arrives. `deliver` may
+    /// be called on a network thread and must not block; an error it throws ends the stream.
+    /// On a fault after the first byte it throws, and what was delivered stays delivered, for
+    /// the caller to read the rest another way.
     func stream(_ name: String, generation: Int64, range: Range<Int64>,
-                deliver: @Sendable (Data) async throws -> Void) async throws
+                deliver: @escaping @Sendable (Data) throws -> Void) async throws
 }
 
 extension ObjectStore {
@@ -115,7 +116,7 @@ extension ObjectStore {
     public func openLocal(_ name: String, generation: Int64) async throws -> Int32? { nil }
     /// One `read`, delivered whole.
     public func stream(_ name: String, generation: Int64, range: Range<Int64>,
-                       deliver: @Sendable (Data) async throws -> Void) async throws {
-        try await deliver(read(name, generation: generation, range: range))
+                       deliver: @escaping @Sendable (Data) throws -> Void) async throws {
+        try deliver(try await read(name, generation: generation, range: range))
     }
 }
