@@ -21,7 +21,8 @@
 # unmounts everything on exit. Not part of the test suite; about 5-10 minutes at the defaults.
 # Environment: BUCKETFS_BIN (default: build release), BENCH_REPS (3), BENCH_MIB (256),
 # BENCH_DELAY_MS (20), BENCH_SMALL_N (400), BENCH_PAR_N (16), BENCH_PAR_MIB (64),
-# BENCH_BFS_OPTS (extra bucketfs mount options, e.g. "--read-ahead-mb 128"), BENCH_DIR, BENCH_KEEP.
+# BENCH_BFS_OPTS (extra bucketfs mount options, e.g. "--read-ahead-mb 128"), BENCH_DIR, BENCH_KEEP,
+# BENCH_ONLY (some of "reads tar par": the sections to run; all by default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS="${BENCH_REPS:-3}"
@@ -35,6 +36,8 @@ PROXY_PORT="${BENCH_PROXY_PORT:-9522}"
 BUCKET=bucketfs-reads
 ENDPOINT="http://127.0.0.1:$PORT"
 PROXY="http://127.0.0.1:$PROXY_PORT"
+ONLY="${BENCH_ONLY:-reads tar par}"
+wants() { [[ " $ONLY " == *" $1 "* ]]; }
 command -v rclone >/dev/null || { echo "bench: rclone is not installed (Scripts/setup.sh installs it)" >&2; exit 1; }
 . Scripts/bench/lib.sh bucketfs-reads
 rclone_remote emu "$ENDPOINT"
@@ -56,6 +59,7 @@ head -c "$((MIB * 1048576))" /dev/urandom >"$BIG"
 BIG_MD5="$(md5sum "$BIG" | cut -d' ' -f1)"
 echo "bench: filling the emulator (${MIB} MiB, tar tree, $PAR_N x $PAR_MIB MiB)" >&2
 "$PY" Scripts/bench/populate.py "$ENDPOINT" "$BUCKET" bench 0 "$BIG"
+if wants tar; then
 "$PY" - "$WORK/tartree/tar" "$SMALL_N" <<'PYEOF'
 import os, sys
 root, n = sys.argv[1], int(sys.argv[2])
@@ -67,7 +71,8 @@ PYEOF
 "$PY" Scripts/bench/tarcheck.py --manifest "$WORK/tartree/tar" >"$WORK/tar.manifest"
 "$PY" Scripts/bench/fill.py "$ENDPOINT" "$BUCKET" bench/tar --from "$WORK/tartree/tar"
 rm -rf "$WORK/tartree"
-"$PY" Scripts/bench/fill.py "$ENDPOINT" "$BUCKET" bench/par "$PAR_N" "$((PAR_MIB * 1048576))"
+fi
+if wants par; then "$PY" Scripts/bench/fill.py "$ENDPOINT" "$BUCKET" bench/par "$PAR_N" "$((PAR_MIB * 1048576))"; fi
 echo "bench: filling an embedded bucket" >&2
 EMB="$WORK/embedded"
 "$BIN" mb "$EMB" >/dev/null
@@ -83,7 +88,7 @@ BFS_GCS="gs://$BUCKET/bench"; RCLONE_GCS="emu:$BUCKET/bench"
 BIG_URL="$ENDPOINT/storage/v1/b/$BUCKET/o/bench%2Fread%2Fbig.bin?alt=media"
 
 # --- (1) and (3): cold sequential reads -----------------------------------------------------------
-read_rows curl-gcs bucketfs-gcs rclone-gcs local bucketfs-embedded
+if wants reads; then read_rows curl-gcs bucketfs-gcs rclone-gcs local bucketfs-embedded; fi
 
 # --- (2) tar through the latency proxy --------------------------------------------------------------
 proxy_counts() {  # -> "total list metadata media other" since the last /__reset
@@ -111,6 +116,7 @@ tar_run() {  # KIND VARIANT -> "seconds total list metadata media other" (fresh 
   echo "$(elapsed "$t0" "$t1") $counts $bytes"
 }
 for variant in cold listed; do
+  wants tar || break
   for kind in bucketfs rclone; do
     runs=(); line=
     for _ in $(seq 1 "$REPS"); do
@@ -164,6 +170,7 @@ par_run() {  # KIND -> "seconds peak_kib before_kib" (VmHWM after the reads; VmR
   echo "$(elapsed "$t0" "$t1") $peak $before"
 }
 for kind in bucketfs rclone; do
+  wants par || break
   secs=(); peaks=(); befores=()
   for _ in $(seq 1 "$REPS"); do
     line=$(par_run "$kind")
@@ -185,10 +192,13 @@ echo "== bucketfs read benchmarks ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) core
 [ -n "${BENCH_BFS_OPTS:-}" ] && echo "   bucketfs mount options added: $BENCH_BFS_OPTS"
 echo
 printf '  %-44s %12s   %-28s %8s   %s\n' "what" "bucketfs" "peer / limit" "ratio" "target"
+if wants reads; then
 r1=$(ratio "${RES[rd_curl-gcs]}" "${RES[rd_bucketfs-gcs]}"); r2=$(ratio "${RES[rd_rclone-gcs]}" "${RES[rd_bucketfs-gcs]}")
 echo "(1) cold sequential read of $MIB MiB, emulator"
 row "bucketfs vs curl (the emulator's limit)" "$(mbps "$MIB" "${RES[rd_bucketfs-gcs]}") MB/s" "curl $(mbps "$MIB" "${RES[rd_curl-gcs]}") MB/s" "$r1" ">= 0.5: $(target "$r1" 0.5)"
 row "bucketfs vs rclone mount" "" "rclone $(mbps "$MIB" "${RES[rd_rclone-gcs]}") MB/s" "$r2" ">= 4: $(target "$r2" 4)"
+fi
+if wants tar; then
 echo "(2) tar -cf - of $SMALL_N x 32 KiB + 64 MiB ($TAR_BYTES bytes, checked), +$DELAY_MS ms a request, fresh mount"
 for variant in cold listed; do
   read -r bt bl bm bd bo <<<"${RES[req_bucketfs_$variant]}"
@@ -200,9 +210,13 @@ for variant in cold listed; do
   row "  requests per small file" "$(awk -v t="$bt" -v n="$SMALL_N" 'BEGIN { printf "%.2f", t / n }')" \
     "rclone $(awk -v t="$rt" -v n="$SMALL_N" 'BEGIN { printf "%.2f", t / n }')" "" "1 a file"
 done
+fi
+if wants reads; then
 r3=$(ratio "${RES[rd_local]}" "${RES[rd_bucketfs-embedded]}")
 echo "(3) cold sequential read of $MIB MiB, embedded bucket"
 row "bucketfs vs local disk (dd)" "$(mbps "$MIB" "${RES[rd_bucketfs-embedded]}") MB/s" "disk $(mbps "$MIB" "${RES[rd_local]}") MB/s" "$r3" ">= 0.7: $(target "$r3" 0.7)"
+fi
+if wants par; then
 echo "(4) $PAR_N x $PAR_MIB MiB read at once (parallel cat), emulator"
 row "peak RSS of the mount (VmHWM)" "${RES[par_peak_bucketfs]} MiB" "rclone ${RES[par_peak_rclone]} MiB" "" ""
 row "  RSS before the reads" "${RES[par_before_bucketfs]} MiB" "rclone ${RES[par_before_rclone]} MiB" "" ""
@@ -213,4 +227,6 @@ row "  peak - budget (fixed overhead)" "$(( ${RES[par_peak_bucketfs]} - BUDGET_A
 row "  time for all, aggregate" "${RES[par_s_bucketfs]} s" "rclone ${RES[par_s_rclone]} s" \
   "$(ratio "${RES[par_s_rclone]}" "${RES[par_s_bucketfs]}")" "(rclone/bucketfs)"
 echo "   --read-ahead-mb in this binary's help: ${budget_help% }"
-echo "   (the $PAR_N reads: $(mbps $((PAR_N * PAR_MIB)) "${RES[par_s_bucketfs]}") MB/s bucketfs, $(mbps $((PAR_N * PAR_MIB)) "${RES[par_s_rclone]}") MB/s rclone; whole bench $(elapsed "$T_START" "$(now)") s)"
+echo "   (the $PAR_N reads: $(mbps $((PAR_N * PAR_MIB)) "${RES[par_s_bucketfs]}") MB/s bucketfs, $(mbps $((PAR_N * PAR_MIB)) "${RES[par_s_rclone]}") MB/s rclone)"
+fi
+echo "   (whole bench $(elapsed "$T_START" "$(now)") s)"

@@ -126,11 +126,16 @@ read_kind() {  # KIND FIRST -> seconds (fresh mount per run; the first run also 
   echo "$s"
 }
 read_rows() {  # KIND... -> RES[rd_KIND] = median of REPS runs (RES: an associative array)
-  local kind i runs
+  # Kinds take turns within each repetition, so that a slow spell of the machine (a busy
+  # neighbour, a slow disk) falls on all of them rather than on one kind's runs.
+  local kind i
+  declare -A runs=()
+  for i in $(seq 1 "$REPS"); do
+    for kind in "$@"; do runs[$kind]+=" $(read_kind "$kind" "$i")"; done
+  done
   for kind in "$@"; do
-    runs=()
-    for i in $(seq 1 "$REPS"); do runs+=("$(read_kind "$kind" "$i")"); done
-    RES[rd_$kind]=$(median "${runs[@]}")
-    echo "bench: read $kind runs (s): ${runs[*]}" >&2
+    # shellcheck disable=SC2086
+    RES[rd_$kind]=$(median ${runs[$kind]})
+    echo "bench: read $kind runs (s):${runs[$kind]}" >&2
   done
 }
