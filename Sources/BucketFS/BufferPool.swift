@@ -48,7 +48,18 @@ final class BufferPool: @unchecked Sendable {
         }) {
             return Buffer(base: b, capacity: size)
         }
-        return Buffer(base: .allocate(byteCount: max(1, size), alignment: 16), capacity: size)
+        return Buffer(base: Self.allocate(size), capacity: size)
+    }
+
+    static let hugePage = 2 << 20
+
+    /// Fresh memory; from 2 MiB up in transparent huge pages where the kernel offers them on
+    /// request (a fault per 2 MiB instead of per 4 KiB on first touch).
+    private static func allocate(_ size: Int) -> UnsafeMutableRawPointer {
+        guard size >= hugePage else { return .allocate(byteCount: max(1, size), alignment: 16) }
+        let p = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: hugePage)
+        _ = madvise(p, size, MADV_HUGEPAGE)
+        return p
     }
 
     /// Gives a buffer from `take` back; nothing may use it after.
