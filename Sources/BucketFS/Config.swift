@@ -24,6 +24,9 @@ public struct MountConfig: Sendable {
     public var readPartMax = 8 << 20
     /// Ranged requests in flight or unread ahead of one sequential reader.
     public var readStreams = 4
+    /// The kernel's read-ahead for the mount (bytes): it sends a sequential reader's requests
+    /// for this much at once, and they may arrive in any order within it.
+    public var kernelReadAhead = 1 << 20
     /// Small files fetched ahead of a process that reads a directory's files whole, in listing
     /// order (0: off).
     public var walkAheadFiles = 8

@@ -18,6 +18,9 @@ final class ReadStream: @unchecked Sendable {
         var maxPart = 8 << 20
         /// Parts in flight or unread ahead of the reader; 0 reads on demand only.
         var streams = 4
+        /// How far apart in order the requests of one sequential reader may arrive (the kernel's
+        /// read-ahead sends that much at once).
+        var reorder: Int64 = 1 << 20
     }
 
     let path: String
@@ -193,7 +196,10 @@ final class ReadStream: @unchecked Sendable {
     private func planLocked(_ off: Int64, _ end: Int64) -> [Part]? {
         let lo = parts.first?.range.lowerBound ?? lastEnd
         let hi = parts.last?.range.upperBound ?? lastEnd
-        let sequential = tuning.streams > 0 && off >= lo - Self.slack && off <= hi + Int64(nextPartSize)
+        // The kernel's read-ahead sends a sequential reader's requests several at once, and a
+        // later one may come first: within that window either way, the reader is still in order.
+        let sequential = tuning.streams > 0 && off >= lo - max(Self.slack, 2 * tuning.reorder)
+            && off <= hi + max(Int64(nextPartSize), tuning.reorder)
         defer { lastEnd = max(end, sequential ? lastEnd : 0) }
         guard sequential else {
             // A seek: what was fetched ahead is for another place.
@@ -204,10 +210,11 @@ final class ReadStream: @unchecked Sendable {
             return nil
         }
         if off < lo { return nil }  // a straggler just behind the parts
-        // Parts wholly behind the reader (by a margin, for requests that arrive a little out of
-        // order) are done with.
-        dropLocked { $0.range.upperBound + Int64(tuning.firstPart) <= off }
-        scheduleLocked(from: off)
+        // Parts wholly behind the reader are done with, by a margin for requests that arrive
+        // out of order: the kernel may have two read-ahead windows in flight.
+        let margin = max(Int64(tuning.firstPart), 2 * tuning.reorder)
+        dropLocked { $0.range.upperBound + margin <= off }
+        scheduleLocked(from: off, through: end)
         // Each part the reader moves into lets one more be fetched ahead.
         if let p = parts.first(where: { $0.range.contains(off) }), p.range.lowerBound > currentPart {
             currentPart = p.range.lowerBound
@@ -225,13 +232,14 @@ final class ReadStream: @unchecked Sendable {
     }
 
     /// Starts parts from the end of the last one (or `off`) while fewer than the streak allows
-    /// are ahead of the reader and the budget takes them.
-    private func scheduleLocked(from off: Int64) {
+    /// are ahead of the reader, and at least through `through` (a request that came ahead of
+    /// the others), as long as the budget takes them.
+    private func scheduleLocked(from off: Int64, through: Int64 = 0) {
         guard !closed else { return }
         var next = parts.last?.range.upperBound ?? off
         var ahead = parts.filter { $0.range.upperBound > off }.count
         let allowed = min(tuning.streams, 1 + streak)
-        while ahead < allowed, next < size {
+        while ahead < allowed || next < through, next < size {
             let len = Int(min(Int64(nextPartSize), size - next))
             guard budget.reserve(len, for: self, floor: tuning.firstPart) else { break }
             let range = next..<(next + Int64(len))

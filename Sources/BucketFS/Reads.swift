@@ -65,7 +65,7 @@ extension BucketFileSystem {
     /// Caller holds `lock`.
     func makeStream(_ path: String, _ info: ObjectInfo, localFile: Int32? = nil) -> ReadStream {
         var tuning = ReadStream.Tuning(firstPart: config.readPartFirst, maxPart: config.readPartMax,
-                                       streams: config.readStreams)
+                                       streams: config.readStreams, reorder: Int64(config.kernelReadAhead))
         if store.isLocal { tuning.streams = 0 }
         let generation = info.generation
         let store = self.store

@@ -115,6 +115,7 @@ struct Mount: AsyncParsableCommand {
         config.readStreams = max(0, readStreams)
         config.readPartMax = max(1, readPartMB) << 20
         config.readPartFirst = min(config.readPartFirst, config.readPartMax)
+        config.kernelReadAhead = (kernelReadAheadKB > 0 ? kernelReadAheadKB : 128) << 10
         config.walkAheadFiles = max(0, walkAheadFiles)
         config.maxCachedEntries = maxCachedEntries
         config.cacheDirectory = cacheDirectory

@@ -46,6 +46,35 @@ import TestSupport
         #expect(h.fs.readBudget.inUse == 0)
     }
 
+    /// The kernel's read-ahead sends several requests at once and they may arrive in any order
+    /// within its window: the reader is still sequential, no part is dropped, nothing is read twice.
+    @Test func requestsOutOfOrderWithinTheKernelsReadAheadKeepTheParts() async throws {
+        let h = Harness { $0.readPartFirst = 1 << 20; $0.readPartMax = 4 << 20; $0.readStreams = 4; $0.kernelReadAhead = 4 << 20 }
+        let size = 41 << 20
+        let content = Data.pattern(size, seed: 13)
+        h.store.put("big.bin", content)
+        let ino = try await h.ino("big.bin")
+        h.store.resetCounts()
+        let fh = try await h.fs.open(ino: ino, flags: OpenFlags(O_RDONLY))
+        var out = Data(count: size)
+        func read(_ mib: Int) async throws {
+            let d = try await h.fs.read(ino: ino, fh: fh, offset: UInt64(mib << 20), size: 1 << 20)
+            out.replaceSubrange((mib << 20)..<((mib << 20) + d.count), with: d)
+        }
+        try await read(0)
+        // Windows of 4 MiB, each window's requests arriving last first.
+        for window in stride(from: 1, to: 41, by: 4) {
+            for k in [3, 1, 2, 0] { try await read(window + k) }
+        }
+        try await h.fs.release(ino: ino, fh: fh)
+        #expect(out == content)
+        // The parts alone (1 + 2 + 4 MiB, then 4 MiB each), each byte fetched once: no part
+        // was dropped as if the reader had seeked, none re-read on demand.
+        #expect(h.store.count("read") <= 13)
+        #expect(h.store.reads.reduce(0) { $0 + ($1.range?.count ?? 0) } == size)
+        #expect(h.fs.readBudget.inUse == 0)
+    }
+
     @Test func aSeekStopsTheReadAhead() async throws {
         let h = Harness { $0.readPartFirst = 1 << 20; $0.readPartMax = 4 << 20; $0.readStreams = 4 }
         let content = Data.pattern(40 << 20, seed: 12)
