@@ -65,7 +65,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     let readBudget: ReadBudget
     /// Read buffers kept for reuse: what one sequential reader cycles through (its `readStreams`
     /// parts ahead of it, the one it reads and one whose replies are still on their way to the
-    /// kernel), outside the budget.
+    /// kernel), within what the budget has free.
     let bufferPool: BufferPool
     /// Small files fetched ahead of a process reading a directory's files in listing order.
     let walkAhead: WalkAhead
@@ -83,7 +83,9 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         staging = try StagingArea(directory: config.cacheDirectory, bucket: store.bucket, logger: logger, now: config.now)
         failures = RecentFailures(ttl: config.failureTTL, now: config.now)
         readBudget = ReadBudget(capacity: config.readAheadBudget)
-        bufferPool = BufferPool(limit: min(config.readAheadBudget, (config.readStreams + 2) * config.readPartMax))
+        let budget = readBudget
+        bufferPool = BufferPool(limit: (config.readStreams + 2) * config.readPartMax,
+                                room: { budget.capacity - budget.inUse })
         walkAhead = WalkAhead(budget: readBudget, pool: bufferPool, ttl: config.walkAheadTTL, now: config.now)
         staging.recoverOrphans()
         let root = Node(ino: Self.rootIno, path: "", type: .directory)

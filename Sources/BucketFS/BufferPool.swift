@@ -7,8 +7,9 @@ import Foundation
 ///
 /// Buffers of `minPooled` bytes and more are handed out in power-of-two sizes, so that parts of
 /// any length reuse each other's memory (pages past the bytes asked for are never touched, so
-/// never resident). At most `limit` bytes wait for reuse; what waited `idle` seconds is freed.
-/// Smaller buffers come straight from malloc.
+/// never resident). At most `limit` bytes wait for reuse, and no more than `room()` says (the
+/// read budget not in use: buffers in use and buffers waiting stay within the budget together);
+/// what waited `idle` seconds is freed. Smaller buffers come straight from malloc.
 final class BufferPool: @unchecked Sendable {
     static let minPooled = 256 << 10
 
@@ -19,6 +20,7 @@ final class BufferPool: @unchecked Sendable {
     }
 
     let limit: Int
+    private let room: @Sendable () -> Int
     private let idle: Duration
     private let lock = NSLock()
     /// Free buffers by size, most recently given back last.
@@ -26,9 +28,10 @@ final class BufferPool: @unchecked Sendable {
     private var held = 0
     private var sweeping = false
 
-    init(limit: Int, idle: Duration = .seconds(10)) {
+    init(limit: Int, idle: Duration = .seconds(10), room: @escaping @Sendable () -> Int = { .max }) {
         self.limit = max(0, limit)
         self.idle = idle
+        self.room = room
     }
 
     deinit {
@@ -64,8 +67,9 @@ final class BufferPool: @unchecked Sendable {
 
     /// Gives a buffer from `take` back; nothing may use it after.
     func give(_ b: Buffer) {
+        let bound = min(limit, room())
         let kept: Bool = lock.withLock {
-            guard b.capacity >= Self.minPooled, held + b.capacity <= limit else { return false }
+            guard b.capacity >= Self.minPooled, held + b.capacity <= bound else { return false }
             free[b.capacity, default: []].append((b.base, ContinuousClock.now))
             held += b.capacity
             return true

@@ -33,6 +33,21 @@ import Testing
         #expect(pool.heldBytes <= 3 << 20)
     }
 
+    @Test func buffersWaitingStayWithinWhatTheBudgetHasFree() {
+        let budget = ReadBudget(capacity: 4 << 20)
+        let pool = BufferPool(limit: 8 << 20, room: { budget.capacity - budget.inUse })
+        let owner = NSObject()
+        #expect(budget.reserve(3 << 20, for: owner))
+        let a = pool.take(1 << 20), b = pool.take(1 << 20)
+        pool.give(a)
+        pool.give(b)
+        // 3 MiB of the 4 are reserved: one 1 MiB buffer may wait, not two.
+        #expect(pool.heldBytes == 1 << 20)
+        budget.release(3 << 20, for: owner)
+        pool.give(pool.take(2 << 20))
+        #expect(pool.heldBytes == 3 << 20)
+    }
+
     @Test func smallBuffersAreNotKept() {
         let pool = BufferPool(limit: 8 << 20)
         pool.give(pool.take(4096))
