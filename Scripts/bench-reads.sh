@@ -135,9 +135,6 @@ budget_help=$("$BIN" mount --help | awk '/--read-ahead-mb/ {f = 1; next} f && /^
 BUDGET=$(sed -n 's/.*(default: \([0-9]*\)).*/\1/p' <<<"$budget_help")
 opt_budget=$(sed -n 's/.*--read-ahead-mb[= ]\([0-9]*\).*/\1/p' <<<"${BENCH_BFS_OPTS:-}")
 BUDGET=${opt_budget:-$BUDGET}
-# today's binaries document the budget per open file, the mount-wide one (issue 10) otherwise
-BUDGET_ALL=$BUDGET; BUDGET_NOTE="mount-wide"
-if grep -qi "per open file\|per file" <<<"$budget_help"; then BUDGET_ALL=$((PAR_N * BUDGET)); BUDGET_NOTE="per open file: $PAR_N x $BUDGET MiB"; fi
 running_any() { local p; for p in "$@"; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
 kib() { awk -v k="$2" '$1 == k":" {print $2}' "/proc/$1/status"; }
 par_run() {  # KIND -> "seconds peak_kib before_kib" (VmHWM after the reads; VmRSS before)
@@ -197,6 +194,9 @@ r1=$(ratio "${RES[rd_curl-gcs]}" "${RES[rd_bucketfs-gcs]}"); r2=$(ratio "${RES[r
 echo "(1) cold sequential read of $MIB MiB, emulator"
 row "bucketfs vs curl (the emulator's limit)" "$(mbps "$MIB" "${RES[rd_bucketfs-gcs]}") MB/s" "curl $(mbps "$MIB" "${RES[rd_curl-gcs]}") MB/s" "$r1" ">= 0.5: $(target "$r1" 0.5)"
 row "bucketfs vs rclone mount" "" "rclone $(mbps "$MIB" "${RES[rd_rclone-gcs]}") MB/s" "$r2" ">= 4: $(target "$r2" 4)"
+cpu_med() { median $(awk -v c="$2" '{print $c}' "$WORK/cpu-$1"); }  # KIND COLUMN (1 own, 2 emulator)
+row "  CPU a read: reader + emulator (medians)" "$(cpu_med bucketfs-gcs 1) + $(cpu_med bucketfs-gcs 2) s" \
+  "curl $(cpu_med curl 1) + $(cpu_med curl 2) s" "" "(the $(nproc) cores are shared)"
 fi
 if wants tar; then
 echo "(2) tar -cf - of $SMALL_N x 32 KiB + 64 MiB ($TAR_BYTES bytes, checked), +$DELAY_MS ms a request, fresh mount"
@@ -222,8 +222,8 @@ row "peak RSS of the mount (VmHWM)" "${RES[par_peak_bucketfs]} MiB" "rclone ${RE
 row "  RSS before the reads" "${RES[par_before_bucketfs]} MiB" "rclone ${RES[par_before_rclone]} MiB" "" ""
 row "  peak - RSS before (what the reads took)" "$(( ${RES[par_peak_bucketfs]} - ${RES[par_before_bucketfs]} )) MiB" \
   "rclone $(( ${RES[par_peak_rclone]} - ${RES[par_before_rclone]} )) MiB" "" ""
-row "  read-ahead budget (--read-ahead-mb $BUDGET)" "$BUDGET_ALL MiB" "($BUDGET_NOTE)" "" ""
-row "  peak - budget (fixed overhead)" "$(( ${RES[par_peak_bucketfs]} - BUDGET_ALL )) MiB" "" "" ""
+row "  read-ahead budget (--read-ahead-mb $BUDGET)" "$BUDGET MiB" "(mount-wide)" "" ""
+row "  peak - budget (fixed overhead)" "$(( ${RES[par_peak_bucketfs]} - BUDGET )) MiB" "" "" ""
 row "  time for all, aggregate" "${RES[par_s_bucketfs]} s" "rclone ${RES[par_s_rclone]} s" \
   "$(ratio "${RES[par_s_rclone]}" "${RES[par_s_bucketfs]}")" "(rclone/bucketfs)"
 echo "   --read-ahead-mb in this binary's help: ${budget_help% }"

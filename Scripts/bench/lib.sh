@@ -55,6 +55,7 @@ start_emulator() {  # PORT BUCKET
   "$PY" "$ROOT/Scripts/bench/emulator.py" start --host=127.0.0.1 --port="$1" --in-memory \
     --default-bucket="$2" >"$WORK/emulator-$1.log" 2>&1 &
   PIDS+=("$!")
+  EMU_PID=$!
   for _ in $(seq 1 100); do curl -s -o /dev/null "$endpoint/" && break; sleep 0.1; done
   curl -s -o /dev/null "$endpoint/" || { echo "bench: the emulator did not start" >&2; tail "$WORK/emulator-$1.log" >&2; exit 1; }
 }
@@ -93,13 +94,22 @@ read_secs() {  # FILE -> seconds for a cold sequential read (dd, 1 MiB blocks)
   t1=$(now)
   elapsed "$t0" "$t1"
 }
-curl_secs() {  # URL -> seconds for a download to /dev/null
+curl_secs() {  # URL -> seconds for a download to /dev/null (its CPU noted as "curl" by cpu_note)
   drop_caches
-  local t0 t1
+  local t0 t1 e0 own
+  e0=$(cpu_secs "${EMU_PID:-}")
   t0=$(now)
-  curl -sf -o /dev/null "$1"
+  own=$( { TIMEFORMAT='%U %S'; time curl -sf -o /dev/null "$1"; } 2>&1 )
   t1=$(now)
+  cpu_note curl "$(awk -v u="${own% *}" -v s="${own#* }" 'BEGIN { printf "%.2f", u + s }')" "$e0"
   elapsed "$t0" "$t1"
+}
+
+# CPU seconds (user + system) a process has used so far; 0 without a process.
+CLK_TCK=$(getconf CLK_TCK)
+cpu_secs() { [ -n "$1" ] && [ -r "/proc/$1/stat" ] && awk -v hz="$CLK_TCK" '{ sub(/^.*\) /, ""); printf "%.2f", ($12 + $13) / hz }' "/proc/$1/stat" || echo 0; }
+cpu_note() {  # KIND OWN_SECONDS EMULATOR_SECONDS_BEFORE: appends "own emulator" to WORK/cpu-KIND
+  echo "$2 $(awk -v a="$3" -v b="$(cpu_secs "${EMU_PID:-}")" 'BEGIN { printf "%.2f", b - a }')" >>"$WORK/cpu-$1"
 }
 check_md5() {  # FILE MD5 -> fails unless FILE reads back with that md5 (untimed)
   local sum; sum=$(md5sum <"$1" | cut -d' ' -f1)
@@ -120,7 +130,10 @@ read_kind() {  # KIND FIRST -> seconds (fresh mount per run; the first run also 
     bucketfs-gcs) mnt="$(mount_bucketfs "$BFS_GCS" "${GS[@]}" --read-only)" ;;
     rclone-gcs) mnt="$(mount_rclone "$RCLONE_GCS")" ;;
   esac
+  local pid b0 e0
+  pid=$(mount_pid "$mnt"); b0=$(cpu_secs "$pid"); e0=$(cpu_secs "${EMU_PID:-}")
   s=$(read_secs "$mnt/read/big.bin")
+  [ "$1" = bucketfs-gcs ] && cpu_note "$1" "$(awk -v a="$b0" -v b="$(cpu_secs "$pid")" 'BEGIN { printf "%.2f", b - a }')" "$e0"
   [ "$2" = 1 ] && check_md5 "$mnt/read/big.bin" "$BIG_MD5"
   unmount "$mnt"
   echo "$s"

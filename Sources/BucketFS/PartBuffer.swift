@@ -54,6 +54,7 @@ final class PartBuffer: @unchecked Sendable {
                 if let s = src.baseAddress, src.count > 0 { (base + filled).copyMemory(from: s, byteCount: src.count) }
             }
             filled += data.count
+            if waiters.isEmpty { return [] }  // the usual case: a chunk nobody waits for yet
             let ready = waiters.filter { $0.value.need <= filled }
             for k in ready.keys { waiters[k] = nil }
             return ready.values.map(\.continuation)
