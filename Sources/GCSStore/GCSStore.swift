@@ -38,6 +38,9 @@ public final class GCSStore: ObjectStore {
         public var maxConnectionsPerHost: Int = 16
         /// A response (headers or body) that sends no bytes for this long is abandoned and retried.
         public var idleTimeout: Duration = .seconds(10)
+        /// What one socket read takes in at most (NIO's default: 64 KiB). Each connection keeps one
+        /// such buffer for its reads; only the pages a read fills become resident.
+        public var receiveBuffer: Int = 512 << 10
         public init() {}
     }
 
@@ -62,6 +65,7 @@ public final class GCSStore: ObjectStore {
                                       concurrentHTTP1ConnectionsPerHostSoftLimit: max(1, tuning.maxConnectionsPerHost))
         config.decompression = .disabled
         config.redirectConfiguration = .disallow
+        config.http1_1ConnectionDebugInitializer = Self.socketReads(upTo: tuning.receiveBuffer)
         let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: config)
         self.client = client
         let fetch = Self.tokenFetcher(credentials, client: client, environment: environment, logger: logger)
@@ -71,6 +75,22 @@ public final class GCSStore: ObjectStore {
         self.transport = GCSTransport(client: client, tokens: tokens, credentials: credentials, policy: policy,
                                       logger: logger, bucket: bucket)
         logger.debug("GCS store gs://\(bucket)/\(self.prefix) at \(self.endpoint), credentials: \(credentials)")
+    }
+
+    /// How each connection reads its socket: one read of up to `upTo` bytes each time the socket is
+    /// readable, passed on at once. NIO's defaults (reads of at most 64 KiB, four in a row before
+    /// the batch is passed on) cost a trip through the HTTP decoder and the response delegate per
+    /// 64 KiB: 4,000+ for a 256 MiB download. An adaptive size that shrinks after short reads did
+    /// worse than a fixed one: loopback reads often come short of the buffer.
+    /// Measured on a cold 256 MiB read from the emulator, 8 interleaved runs, median CPU of bucketfs:
+    /// 0.45 s with NIO's defaults, 0.43 s adaptive up to 512 KiB, 0.36 s fixed 512 KiB.
+    static func socketReads(upTo bytes: Int) -> @Sendable (Channel) -> EventLoopFuture<Void> {
+        let allocator = FixedSizeRecvByteBufferAllocator(capacity: max(1 << 12, bytes))
+        return { channel in
+            channel.setOption(ChannelOptions.recvAllocator, value: allocator).flatMap {
+                channel.setOption(ChannelOptions.maxMessagesPerRead, value: 1)
+            }
+        }
     }
 
     /// Closes the connection pool, after the last request. Later calls do nothing.
