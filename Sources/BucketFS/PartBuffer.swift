@@ -18,12 +18,18 @@ final class PartBuffer: @unchecked Sendable {
     private var waiters: [UInt64: (need: Int, continuation: CheckedContinuation<Void, Never>)] = [:]
     private var nextWaiter: UInt64 = 0
     private var task: Task<Void, Never>?
+    private var cancelled = false
 
     /// Starts `fill`, which appends the part's bytes in order; it must append exactly `capacity`.
     init(capacity: Int, pool: BufferPool, fill: @escaping @Sendable (PartBuffer) async throws -> Void) {
         self.capacity = capacity
         self.pool = pool
         memory = pool.take(capacity)
+        start(fill)
+    }
+
+    private func start(_ fill: @escaping @Sendable (PartBuffer) async throws -> Void) {
+        let capacity = self.capacity
         let t = Task { [weak self] in
             guard let self else { return }
             do {
@@ -39,7 +45,36 @@ final class PartBuffer: @unchecked Sendable {
                 self.finish(error)
             }
         }
-        lock.withLock { task = t }
+        let stop = lock.withLock { () -> Bool in
+            guard !done else { return false }
+            task = t
+            return cancelled
+        }
+        if stop { t.cancel() }
+    }
+
+    /// After a fill that ended early, starts `fill` again to append the rest from where the bytes
+    /// stop (the bytes already in stay, and so do the replies pointing into them). True when the
+    /// part is being filled now (by this call or an earlier one); false when it was cancelled or
+    /// is complete.
+    func refill(_ fill: @escaping @Sendable (PartBuffer) async throws -> Void) -> Bool {
+        let restart: Bool? = lock.withLock {
+            guard done else { return false }            // being filled already
+            guard failure != nil, !cancelled, filled < capacity else { return nil }
+            done = false
+            failure = nil
+            shortEnd = false
+            return true
+        }
+        guard let restart else { return false }
+        if restart { start(fill) }
+        return true
+    }
+
+    /// The bytes in so far, in place (they never change once in).
+    func withFilledBytes<T>(_ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
+        let n = filledCount
+        return try body(UnsafeRawBufferPointer(start: base, count: n))
     }
 
     deinit { pool.give(memory) }
@@ -80,6 +115,8 @@ final class PartBuffer: @unchecked Sendable {
     var endedShort: Bool { lock.withLock { done && failure != nil && shortEnd } }
     private var shortEnd = false
 
+    /// A fill is running.
+    var isFilling: Bool { lock.withLock { !done } }
     /// Ended with every byte.
     var isComplete: Bool { lock.withLock { done && failure == nil } }
     /// Ended without every byte.
@@ -127,7 +164,10 @@ final class PartBuffer: @unchecked Sendable {
 
     /// Stops the fill; readers waiting for bytes not yet in get its error.
     func cancel() {
-        let t = lock.withLock { task }
+        let t = lock.withLock {
+            cancelled = true
+            return task
+        }
         t?.cancel()
     }
 }

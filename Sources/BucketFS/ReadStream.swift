@@ -41,6 +41,8 @@ final class ReadStream: @unchecked Sendable {
         let range: Range<Int64>
         let bytes: PartBuffer
         var reserved: Int
+        /// Times the part's fill was started again after it broke.
+        var refills = 0
         init(_ range: Range<Int64>, _ bytes: PartBuffer, reserved: Int) {
             self.range = range
             self.bytes = bytes
@@ -116,21 +118,25 @@ final class ReadStream: @unchecked Sendable {
             for p in plan {
                 let lo = Int(max(off, p.range.lowerBound) - p.range.lowerBound)
                 let hi = Int(min(end, p.range.upperBound) - p.range.lowerBound)
-                do {
-                    pieces.append(try await p.bytes.bytes(lo..<hi))
-                } catch {
-                    if Task.isCancelled { throw StorageError.cancelled }
-                    if let corrupt = lock.withLock({ corrupt }) { throw corrupt }
-                    lock.withLock { dropLocked { $0 === p } }
-                    // A stream that broke after its first bytes (retrying it would send them
-                    // again), or a part dropped by a seek of another read: these bytes are read
-                    // on demand, with retries; so is an answer that ended short. A failure before any
-                    // byte already had its retries.
-                    if p.bytes.filledCount == 0, !p.bytes.endedShort, (error as? StorageError) != .cancelled { throw error }
-                    logger.debug("part \(p.range) of \(path): \(error); reading on demand")
-                    let data = try await fetch(off..<end)
-                    try verify(data, at: off)
-                    return (data, false)
+                while true {
+                    do {
+                        pieces.append(try await p.bytes.bytes(lo..<hi))
+                        break
+                    } catch {
+                        if Task.isCancelled { throw StorageError.cancelled }
+                        if let corrupt = lock.withLock({ corrupt }) { throw corrupt }
+                        if refill(p, after: error) { continue }
+                        lock.withLock { dropLocked { $0 === p } }
+                        // A stream that broke after its first bytes more than `maxRefills` times,
+                        // or a part dropped by a seek of another read: these bytes are read on
+                        // demand, with retries; so is an answer that ended short. A failure before
+                        // any byte already had its retries.
+                        if p.bytes.filledCount == 0, !p.bytes.endedShort, (error as? StorageError) != .cancelled { throw error }
+                        logger.debug("part \(p.range) of \(path): \(error); reading on demand")
+                        let data = try await fetch(off..<end)
+                        try verify(data, at: off)
+                        return (data, false)
+                    }
                 }
             }
         } else {
@@ -144,6 +150,25 @@ final class ReadStream: @unchecked Sendable {
         for p in pieces { joined.append(p) }
         return (joined, whole)
     }
+
+    /// A part whose stream broke after some of its bytes (or whose answer ended short) is fetched
+    /// again from where its bytes stop, with one request, up to `maxRefills` times; true when the
+    /// reader is to wait for it again.
+    private func refill(_ p: Part, after error: any Error) -> Bool {
+        guard (error as? StorageError) != .cancelled, p.bytes.filledCount > 0 || p.bytes.endedShort else { return false }
+        return lock.withLock {
+            guard !closed, parts.contains(where: { $0 === p }) else { return false }
+            if !p.bytes.isFilling {
+                guard p.refills < Self.maxRefills else { return false }
+                p.refills += 1
+                logger.debug("part \(p.range) of \(path): \(error); fetching its rest from \(p.range.lowerBound + Int64(p.bytes.filledCount))")
+            }
+            return p.bytes.refill(fillPart(p.range))
+        }
+    }
+
+    /// How many times a broken part is fetched again before its bytes are read on demand.
+    static let maxRefills = 3
 
     /// Cancels what is still being fetched and gives the budget back.
     func close() {
@@ -260,15 +285,24 @@ final class ReadStream: @unchecked Sendable {
         }
     }
 
-    /// One streamed request filling a part. Its crc32c is taken as the bytes stream in and added
-    /// to the content check before the last bytes are let through, so a mismatch fails the
-    /// reader before it has the whole object.
     private func startPart(_ range: Range<Int64>) -> PartBuffer {
+        PartBuffer(capacity: Int(range.upperBound - range.lowerBound), pool: pool, fill: fillPart(range))
+    }
+
+    /// One streamed request filling a part from where its bytes stop. Its crc32c is taken as the
+    /// bytes stream in (continuing the bytes already in) and added to the content check before
+    /// the last bytes are let through, so a mismatch fails the reader before it has the whole
+    /// object.
+    private func fillPart(_ range: Range<Int64>) -> @Sendable (PartBuffer) async throws -> Void {
         let streamFetch = self.streamFetch
-        return PartBuffer(capacity: Int(range.upperBound - range.lowerBound), pool: pool) { [weak self] buf in
+        return { [weak self] buf in
             let running = RunningCRC()
+            let from = buf.withFilledBytes { bytes in
+                running.add(bytes)
+                return bytes.count
+            }
             let owner = self
-            try await streamFetch(range) { chunk in
+            try await streamFetch((range.lowerBound + Int64(from))..<range.upperBound) { chunk in
                 let crc = running.add(chunk)
                 if buf.filledCount + chunk.count == buf.capacity {
                     try owner?.verify(crc32c: crc, of: range)
@@ -311,5 +345,8 @@ private final class RunningCRC: @unchecked Sendable {
     func add(_ data: Data) -> UInt32 {
         crc.update(data)
         return crc.value
+    }
+    func add(_ bytes: UnsafeRawBufferPointer) {
+        crc.update(bytes)
     }
 }

@@ -66,6 +66,7 @@ public final class MemoryStore: ObjectStore, @unchecked Sendable {
     /// Damage done to the next read answers (as a lying network would): each closure gets the
     /// right bytes and returns what is answered instead.
     private var readDamage: [@Sendable (Data) -> Data] = []
+    private var streamCuts: [Int] = []
     private var _patches: [PatchCall] = []
     private var _writes: [WriteCall] = []
     private var _reads: [ReadCall] = []
@@ -113,6 +114,12 @@ public final class MemoryStore: ObjectStore, @unchecked Sendable {
     /// The next `times` reads answer `damage(rightBytes)` instead of the right bytes.
     public func damageNextReads(times: Int = 1, _ damage: @escaping @Sendable (Data) -> Data) {
         withLock { readDamage += Array(repeating: damage, count: times) }
+    }
+
+    /// The next `times` streamed reads deliver their first `after` bytes and then fail as a
+    /// connection that closed mid-body does (`GCSStore.stream` throws after the bytes it delivered).
+    public func cutNextStreams(times: Int = 1, after: Int) {
+        withLock { streamCuts += Array(repeating: after, count: times) }
     }
 
     public func failNext(_ op: String, times: Int = 1, with error: StorageError) {
@@ -215,6 +222,24 @@ public final class MemoryStore: ObjectStore, @unchecked Sendable {
             guard preconditions.hold(for: cur.info) else { throw StorageError.preconditionFailed(path: name) }
             try CustomMetadataLimits.check(patch.applied(to: cur.info.writable).customMetadata)
             return patchLocked(cur, patch)
+        }
+    }
+
+    /// One `read` (counted as one), delivered in pieces of at most 64 KiB, cut short by
+    /// `cutNextStreams`.
+    public func stream(_ name: String, generation: Int64, range: Range<Int64>,
+                       deliver: @escaping @Sendable (Data) throws -> Void) async throws {
+        let data = try await read(name, generation: generation, range: range)
+        let cut = withLock { streamCuts.isEmpty ? nil : streamCuts.removeFirst() }
+        let n = min(data.count, cut ?? data.count)
+        var at = 0
+        while at < n {
+            let k = min(n - at, 1 << 16)
+            try deliver(data.subdata(in: (data.startIndex + at)..<(data.startIndex + at + k)))
+            at += k
+        }
+        if n < data.count, cut != nil {
+            throw StorageError.unknown(status: 0, message: "the connection closed after \(n) of \(data.count) bytes")
         }
     }
 
