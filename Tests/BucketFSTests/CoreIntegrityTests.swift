@@ -34,18 +34,24 @@ import Testing
         try await h.fs.release(ino: ino, fh: fh2)
     }
 
-    /// A stream that breaks after some of a part's bytes: the rest of that part comes with one
-    /// more request from where the bytes stop, not with a request per kernel read.
-    @Test func aPartCutMidStreamIsFetchedAgainFromWhereItStopped() async throws {
+    /// Reads `big` whole through 1 MiB parts fetched one ahead, the next `times` streams cut
+    /// after `after` bytes; the ranges the store was asked for.
+    func readWithCutStreams(times: Int, after: Int) async throws -> [Range<Int64>] {
         let h = Harness { $0.readPartFirst = 1 << 20; $0.readPartMax = 1 << 20; $0.readStreams = 1 }
         h.store.put("f", Self.big)
         let ino = try await h.ino("f")
         h.store.resetCounts()
         let fh = try await h.fs.open(ino: ino, flags: OpenFlags(O_RDONLY))
-        h.store.cutNextStreams(after: 300_000)
+        h.store.cutNextStreams(times: times, after: after)
         #expect(try await readAll(h, ino, fh, size: Self.big.count) == Self.big)
         try await h.fs.release(ino: ino, fh: fh)
-        let ranges = h.store.reads.compactMap(\.range)
+        return h.store.reads.compactMap(\.range)
+    }
+
+    /// A stream that breaks after some of a part's bytes: the rest of that part comes with one
+    /// more request from where the bytes stop, not with a request per kernel read.
+    @Test func aPartCutMidStreamIsFetchedAgainFromWhereItStopped() async throws {
+        let ranges = try await readWithCutStreams(times: 1, after: 300_000)
         #expect(ranges.contains(300_000..<(1 << 20)))
         // Three parts and the rest of the first one.
         #expect(ranges.count == 4, "\(ranges)")
@@ -54,15 +60,7 @@ import Testing
     /// A part whose streams keep breaking is fetched again a bounded number of times, then its
     /// bytes are read on demand; the reader still gets exactly the object.
     @Test func aPartThatKeepsBreakingIsReadOnDemandAfterAFewTries() async throws {
-        let h = Harness { $0.readPartFirst = 1 << 20; $0.readPartMax = 1 << 20; $0.readStreams = 1 }
-        h.store.put("f", Self.big)
-        let ino = try await h.ino("f")
-        h.store.resetCounts()
-        let fh = try await h.fs.open(ino: ino, flags: OpenFlags(O_RDONLY))
-        h.store.cutNextStreams(times: 1000, after: 100_000)
-        #expect(try await readAll(h, ino, fh, size: Self.big.count) == Self.big)
-        try await h.fs.release(ino: ino, fh: fh)
-        let firstPart = h.store.reads.compactMap(\.range).filter { $0.lowerBound < 1 << 20 }
+        let firstPart = try await readWithCutStreams(times: 1000, after: 100_000).filter { $0.lowerBound < 1 << 20 }
         // The part's stream, three more from where each stopped, then reads of what is left.
         let streamed = firstPart.filter { $0.upperBound == 1 << 20 && $0.lowerBound % 100_000 == 0 }
         #expect(streamed.map(\.lowerBound) == [0, 100_000, 200_000, 300_000], "\(firstPart)")
