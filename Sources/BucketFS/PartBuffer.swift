@@ -53,22 +53,22 @@ final class PartBuffer: @unchecked Sendable {
         if stop { t.cancel() }
     }
 
-    /// After a fill that ended early, starts `fill` again to append the rest from where the bytes
-    /// stop (the bytes already in stay, and so do the replies pointing into them). True when the
-    /// part is being filled now (by this call or an earlier one); false when it was cancelled or
-    /// is complete.
-    func refill(_ fill: @escaping @Sendable (PartBuffer) async throws -> Void) -> Bool {
-        let restart: Bool? = lock.withLock {
-            guard done else { return false }            // being filled already
-            guard failure != nil, !cancelled, filled < capacity else { return nil }
+    enum Refill { case started, alreadyFilling, no }
+
+    /// After a fill that ended early, starts `fill` again (when `start` says so) to append the
+    /// rest from where the bytes stop; the bytes already in stay, and so do the replies pointing
+    /// into them. `.no` when the part was cancelled or is complete, or `start` is false.
+    func refill(start: Bool, _ fill: @escaping @Sendable (PartBuffer) async throws -> Void) -> Refill {
+        let result: Refill = lock.withLock {
+            guard done else { return .alreadyFilling }
+            guard start, failure != nil, !cancelled, filled < capacity else { return .no }
             done = false
             failure = nil
             shortEnd = false
-            return true
+            return .started
         }
-        guard let restart else { return false }
-        if restart { start(fill) }
-        return true
+        if result == .started { self.start(fill) }
+        return result
     }
 
     /// The bytes in so far, in place (they never change once in).
@@ -115,8 +115,6 @@ final class PartBuffer: @unchecked Sendable {
     var endedShort: Bool { lock.withLock { done && failure != nil && shortEnd } }
     private var shortEnd = false
 
-    /// A fill is running.
-    var isFilling: Bool { lock.withLock { !done } }
     /// Ended with every byte.
     var isComplete: Bool { lock.withLock { done && failure == nil } }
     /// Ended without every byte.

@@ -158,12 +158,14 @@ final class ReadStream: @unchecked Sendable {
         guard (error as? StorageError) != .cancelled, p.bytes.filledCount > 0 || p.bytes.endedShort else { return false }
         return lock.withLock {
             guard !closed, parts.contains(where: { $0 === p }) else { return false }
-            if !p.bytes.isFilling {
-                guard p.refills < Self.maxRefills else { return false }
+            switch p.bytes.refill(start: p.refills < Self.maxRefills, fillPart(p.range)) {
+            case .started:
                 p.refills += 1
                 logger.debug("part \(p.range) of \(path): \(error); fetching its rest from \(p.range.lowerBound + Int64(p.bytes.filledCount))")
+                return true
+            case .alreadyFilling: return true
+            case .no: return false
             }
-            return p.bytes.refill(fillPart(p.range))
         }
     }
 
