@@ -82,8 +82,8 @@ public final class GCSStore: ObjectStore {
     /// the batch is passed on) cost a trip through the HTTP decoder and the response delegate per
     /// 64 KiB: 4,000+ for a 256 MiB download. An adaptive size that shrinks after short reads did
     /// worse than a fixed one: loopback reads often come short of the buffer.
-    /// Measured on a cold 256 MiB read from the emulator, 8 interleaved runs, median CPU of bucketfs:
-    /// 0.45 s with NIO's defaults, 0.43 s adaptive up to 512 KiB, 0.36 s fixed 512 KiB.
+    /// Scripts/bench-reads.sh's CPU row for a cold 256 MiB read from the emulator: 0.42 s with NIO's
+    /// defaults, 0.35 s with this.
     static func socketReads(upTo bytes: Int) -> @Sendable (Channel) -> EventLoopFuture<Void> {
         let allocator = FixedSizeRecvByteBufferAllocator(capacity: max(1 << 12, bytes))
         return { channel in
