@@ -35,8 +35,8 @@ not consulted. A request no rule takes is forwarded as it is. Actions (parameter
   JSON API error body; the upstream never sees the request.
 - `lose_response`: the request is forwarded (it takes effect), then the client connection is closed
   without any response.
-- `hang`: the request is never forwarded and never answered (a server that accepts and hangs); the
-  socket is held open until `release()`/`stop()` or until the client closes it.
+- `hang`: a server that takes the request and never answers: nothing is forwarded (the request
+  has no effect upstream) and nothing is sent; the socket is held open like a stall.
 - `delay` [seconds=1]: waits, then forwards normally.
 - `forward`: forwards normally (a rule that only counts or shields later rules).
 """
@@ -50,7 +50,7 @@ import threading
 import time
 
 ACTIONS = {"stall_after_headers", "stall_mid_body", "short_body_no_cl", "reset_mid_body",
-           "wrong_content_length", "empty_body", "status", "lose_response", "delay", "forward", "hang"}
+           "wrong_content_length", "empty_body", "status", "lose_response", "hang", "delay", "forward"}
 
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"}
 
@@ -419,7 +419,7 @@ class FaultProxy:
             return keep
 
         if action == "hang":
-            self._record(req, action, t, rule)
+            self._record(req, "hang", t, rule)
             self._hold(c)
             return False
 
