@@ -98,6 +98,8 @@ class Outcome:
         self.op_bound = None
         self.t_end = None        # seconds from unmount/SIGTERM to the process's end
         self.end_bound = None
+        self.t_settled = None    # seconds from close's EIO to the bytes in the bucket or lost+found
+        self.settled_bound = None
         self.where = []          # per written file: "bucket", "lost+found", or a failure
         self.problems = []
 
@@ -281,6 +283,7 @@ class Soak:
         flag = "ok" if o.ok else "FAIL: " + "; ".join(o.problems)
         t_op = f"{o.t_op:.1f} s {o.op_result}" if o.t_op is not None else "-"
         t_end = f", end {o.t_end:.1f} s" if o.t_end is not None else ""
+        t_end += f", settled {o.t_settled:.1f} s after EIO" if o.t_settled is not None else ""
         print(f"  {o.case:34s} {t_op}{t_end}; bytes: {', '.join(o.where) or '-'}; {flag}", flush=True)
 
     def expect_op(self, o, t, res, want, bound):
@@ -336,7 +339,11 @@ class Soak:
         self.upload_rule("hung.bin", "hang")
         t, res = self.cp("hung.bin", data)
         self.expect_op(o, t, res, "EIO", OP + SLACK)
+        eio = now()
         w, t_w = self.wait_where("hung.bin", data, self.schedule_bound(OP) + 60, want=("lost+found",))
+        o.t_settled, o.settled_bound = t_w - eio, self.schedule_bound(OP)
+        if o.t_settled > o.settled_bound:
+            o.problems.append(f"lost+found {o.t_settled:.0f} s after EIO > {o.settled_bound:.0f} s")
         o.where.append(w)
         if w != "lost+found":
             o.problems.append(f"hung.bin: {w} after the retry schedule ({self.schedule_bound(OP):.0f} s)")
@@ -353,6 +360,9 @@ class Soak:
         lifted = now()
         # the attempt in flight retries within its deadline, or the next one starts
         w, t_w = self.wait_where("r503.bin", data, OP + BACKOFF_MAX + 2 * SLACK, want=("bucket",))
+        # the attempt in flight when the fault lifts ends by its deadline or succeeds on its next
+        # retry; at worst the next attempt starts after the longest pause and needs one deadline
+        o.t_settled, o.settled_bound = t_w - (lifted - 30), 30 + OP + BACKOFF_MAX + SLACK
         o.where.append(w)
         if w != "bucket":
             o.problems.append(f"r503.bin: {w} {t_w - lifted:.0f} s after the fault lifted")
@@ -485,8 +495,8 @@ class Soak:
                 order.append(o.case)
             cases.setdefault(o.case, []).append(o)
         lines = ["| case | runs | worst time to EIO / success | bound | worst unmount or SIGTERM to exit | bound "
-                 "| where the bytes of failed writes ended up | result |",
-                 "|---|---|---|---|---|---|---|---|"]
+                 "| worst EIO to bytes in bucket / lost+found | bound | where the bytes of failed writes ended up | result |",
+                 "|---|---|---|---|---|---|---|---|---|---|"]
         failed = 0
         for c in order:
             os_ = cases[c]
@@ -498,6 +508,9 @@ class Soak:
             ends = [o.t_end for o in os_ if o.end_bound is not None]
             end = ("did not end" if None in ends else f"{max(ends):.1f} s") if ends else "-"
             end_bound = f"{os_[0].end_bound:.0f} s" if ends else "-"
+            sets = [o.t_settled for o in os_ if o.t_settled is not None]
+            settled = f"{max(sets):.1f} s" if sets else "-"
+            settled_bound = f"{os_[0].settled_bound:.0f} s" if sets else "-"
             wh = {}
             for o in os_:
                 for w in o.where:
@@ -506,7 +519,7 @@ class Soak:
             bad = [o for o in os_ if not o.ok]
             failed += len(bad)
             res = "pass" if not bad else f"**FAIL** {len(bad)}/{len(os_)}: " + "; ".join(sorted({p for o in bad for p in o.problems}))[:300]
-            lines.append(f"| {c} | {len(os_)} | {op} | {op_bound} | {end} | {end_bound} | {where} | {res} |")
+            lines.append(f"| {c} | {len(os_)} | {op} | {op_bound} | {end} | {end_bound} | {settled} | {settled_bound} | {where} | {res} |")
         print("\n" + "\n".join(lines) + "\n", flush=True)
         if self.a.table:
             with open(self.a.table, "w") as f:
