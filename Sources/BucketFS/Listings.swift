@@ -38,7 +38,7 @@ extension BucketFileSystem {
             throw e
         }
         let t = now
-        let big = dirs.count + files.count >= 5000
+        let big = dirs.count + files.count >= largeListingNames
         defer {
             if big {
                 // The pages of a large listing were parsed into many short-lived objects, and the
@@ -275,6 +275,11 @@ extension BucketFileSystem {
 /// in the heap, not only at its top). A few milliseconds for a heap of 100 MB: only after work
 /// that freed a lot.
 func releaseFreedMemory() { _ = mallocTrim(0) }
+
+/// A listing (or a readdir snapshot) of at least this many names is large: once its pages or
+/// snapshot are freed, the freed heap is given back at once (`releaseFreedMemory`). Below it the
+/// trim would cost more than the little memory it returns.
+let largeListingNames = 5000
 
 @_silgen_name("malloc_trim")
 private func mallocTrim(_ pad: Int) -> Int32

@@ -13,14 +13,22 @@ import StorageModel
 /// With `streams == 0` (a local store) every read goes straight to the store, and with a local
 /// file (the embedded bucket's blob of this generation) straight to that file.
 final class ReadStream: @unchecked Sendable {
+    /// From the mount's options (`MountConfig`, where their defaults are).
     struct Tuning: Sendable {
-        var firstPart = 1 << 20
-        var maxPart = 8 << 20
+        var firstPart: Int
+        var maxPart: Int
         /// Parts in flight or unread ahead of the reader; 0 reads on demand only.
-        var streams = 4
+        var streams: Int
         /// How far apart in order the requests of one sequential reader may arrive (the kernel's
         /// read-ahead sends that much at once).
-        var reorder: Int64 = 1 << 20
+        var reorder: Int64
+
+        init(_ config: MountConfig) {
+            firstPart = config.readPartFirst
+            maxPart = config.readPartMax
+            streams = config.readStreams
+            reorder = Int64(config.kernelReadAhead)
+        }
     }
 
     let path: String
@@ -170,7 +178,7 @@ final class ReadStream: @unchecked Sendable {
     }
 
     /// How many times a broken part is fetched again before its bytes are read on demand.
-    static let maxRefills = 3
+    static let maxRefills = RetryBudget.partRefills
 
     /// Cancels what is still being fetched and gives the budget back.
     func close() {
