@@ -163,6 +163,14 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         return ino
     }
 
+    /// Binds `n`'s path to `n` in the path index. A node bound there before (an object a rename
+    /// replaced) is unlinked: a path names one node. Caller holds `lock`.
+    func bindPathLocked(_ n: Node) {
+        let k = key(n)
+        if let old = byPath[k], old != n.ino, let o = nodes[old] { o.presence = .unlinked }
+        byPath[k] = n.ino
+    }
+
     func node(_ ino: UInt64) throws(Errno) -> Node {
         guard let n = locked({ nodes[ino] }) else { throw .ENOENT }
         return n

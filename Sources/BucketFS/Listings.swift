@@ -210,6 +210,12 @@ extension BucketFileSystem {
         return force || n.infoExpiry <= now
     }
 
+    /// A stat or a listing found `n`'s object missing. A node this mount already unlinked stays
+    /// so (it left the path index). Caller holds `lock`.
+    func markGoneLocked(_ n: Node) {
+        if n.presence == .present { n.presence = .gone }
+    }
+
     /// The directory holding `n`, when known. Caller holds `lock`.
     func parentLocked(_ n: Node) -> Node? {
         StoragePath.parent(n.path).flatMap { byPath[PathKey(path: $0, isDirectory: true)] }.flatMap { nodes[$0] }
@@ -245,7 +251,7 @@ extension BucketFileSystem {
             // (A listing larger than the cache may have evicted this very info: read it alone.)
             if listed, box != nil { return box }
             if !listed {
-                locked { n.removed = true }
+                locked { markGoneLocked(n) }
                 logger.debug("stat \(name): not found")
                 throw .ENOENT
             }
@@ -255,7 +261,7 @@ extension BucketFileSystem {
             let info = try await store.getMetadata(name)
             return keep(info, in: n)
         } catch {
-            if case StorageError.objectNotFound = error { locked { n.removed = true } }
+            if case StorageError.objectNotFound = error { locked { markGoneLocked(n) } }
             let e = fail(error, "stat", name)
             failures.note("s:" + name, e)
             throw e

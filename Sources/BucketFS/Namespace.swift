@@ -55,7 +55,7 @@ extension BucketFileSystem {
             }
         }
         locked {
-            n.removed = true
+            n.presence = .unlinked
             clearInfoLocked(n)
             if let s = n.staged {
                 s.dirty = false
@@ -97,7 +97,7 @@ extension BucketFileSystem {
             throw fail(error, "rmdir", prefix)
         }
         locked {
-            n.removed = true
+            n.presence = .unlinked
             clearInfoLocked(n)
             dropListingLocked(n)
             removeChildLocked(p, name)
@@ -183,12 +183,12 @@ extension BucketFileSystem {
         }
         locked {
             if let dst, dst !== src {
-                dst.removed = true
+                dst.presence = .unlinked
                 if byPath[key(dst)] == dst.ino { byPath.removeValue(forKey: key(dst)) }
             }
             if byPath[key(src)] == src.ino { byPath.removeValue(forKey: key(src)) }
             src.path = dstPath
-            if isTabledLocked(src) { byPath[key(src)] = src.ino }
+            if isTabledLocked(src) { bindPathLocked(src) }
             if let s = src.staged, s.recorded { staging.record(s, object: dstPath) }
             if src.staged?.baseGeneration == 0 { notePendingLocked(src) }
             src.infoExpiry = 0
@@ -248,7 +248,7 @@ extension BucketFileSystem {
                 if let s = n.staged, s.recorded { staging.record(s, object: n.path) }
                 if n.staged?.baseGeneration == 0 { notePendingLocked(n) }
                 n.infoExpiry = 0
-                byPath[key(n)] = n.ino
+                bindPathLocked(n)
             }
             // Once every node has its new path (dropping a listing may drop children it held).
             for n in moved { dropListingLocked(n) }

@@ -107,6 +107,23 @@ final class ReadStream: @unchecked Sendable {
     /// The byte ranges of the parts held now (tests).
     var partRanges: [Range<Int64>] { lock.withLock { parts.map(\.range) } }
 
+    /// INVARIANT: the parts are contiguous, in order, within the object, and what they reserved
+    /// is what the budget holds for this stream (none once closed).
+    func invariantViolations() -> [String] {
+        lock.withLock {
+            var bad: [String] = []
+            for (a, b) in zip(parts, parts.dropFirst()) where a.range.upperBound != b.range.lowerBound {
+                bad.append("'\(path)': parts \(a.range) and \(b.range) are not contiguous")
+            }
+            if let last = parts.last, last.range.upperBound > size { bad.append("'\(path)': part \(last.range) is past the end (\(size))") }
+            let reserved = parts.reduce(0) { $0 + $1.reserved }
+            let held = budget.reserved(by: self)
+            if reserved != held { bad.append("'\(path)': its parts reserved \(reserved) bytes, the budget holds \(held) for it") }
+            if closed, !parts.isEmpty { bad.append("'\(path)': closed with \(parts.count) parts") }
+            return bad
+        }
+    }
+
     /// The bytes at [off, off + count) (fewer at the end), and whether this read completed a
     /// reading of the whole object in order from 0 (said once).
     func read(at off: Int64, count: Int) async throws -> (Data, whole: Bool) {
