@@ -11,16 +11,17 @@ import StorageModel
 ///
 /// The metadata side:
 /// - `lock` (NSLock, the core's one lock) guards the inode table and everything hanging off it:
-///   `nodes`, `byPath`, `handles`, `dirHandles`, `nextFh`, `pendingNew`, `cache` (the
+///   `nodes`, `byPath`, `handles`, `dirHandles`, `nextFh`, `pendingNew`, `shuttingDown`, `cache` (the
 ///   eviction queue and counts of MetadataCache.swift); every field of every `Node` (including
 ///   its `listing`); every field of every `StagedFile` except `fd`'s bytes; `DirHandle.entries`;
 ///   `Handle.keepCache`. It is held for short, synchronous stretches only: never across an
 ///   `await`, and no store request is made under it (local file work is: `ftruncate` of a stage
 ///   file, the sidecar `markDirtyLocked` writes). Methods named `…Locked` expect the caller to
 ///   hold it.
-/// - `StagedFile.uploadLock` (AsyncLock) serialises the uploads of one file. Taken before
-///   `lock`, never while holding it; the upload itself runs with only `uploadLock` held. It is
-///   the only AsyncLock, and no thread-blocking lock is ever held while waiting for it.
+/// - `StagedFile.uploadLock` (AsyncLock) serialises the uploads of one file, and what must not
+///   overlap one (unlink, giving up, the last attempt at unmount). Taken before `lock`, never
+///   while holding it; the upload itself runs with only `uploadLock` held. It is the only
+///   AsyncLock, and no two are held at once.
 ///
 /// The read side (each an NSLock private to its type, held for short synchronous stretches):
 /// - `ReadStream.lock`: one open file's parts, its place in the file, its content check. Under
@@ -69,6 +70,8 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     var pendingNew: [String: Set<UInt64>] = [:]
     /// The bounded metadata cache's queue and counts (MetadataCache.swift).
     var cache = CacheOrder()
+    /// The mount is ending (`shutdown`): no new background upload attempts start.
+    var shuttingDown = false
     let mountTime: Double
     /// The cache directory: stage files, their sidecars, lost+found.
     let staging: StagingArea

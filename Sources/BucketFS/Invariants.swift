@@ -69,7 +69,7 @@ extension BucketFileSystem {
 
                 // INVARIANT: every file created here and not yet uploaded (that a listing must show
                 // until the bucket has it) is in the pending-new index under its directory.
-                if n.type == .regular, n.presence != .unlinked, n.staged?.baseGeneration == 0 {
+                if n.type == .regular, n.presence != .unlinked, n.staged?.createdHere == true {
                     expect(pendingNew[StoragePath.parent(n.path) ?? ""]?.contains(n.ino) == true,
                            "'\(n.path)' was created here and is not in the pending-new index")
                 }
