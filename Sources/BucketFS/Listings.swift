@@ -13,7 +13,7 @@ extension BucketFileSystem {
     @discardableResult
     func loadListing(_ dir: Node, into handle: DirHandle? = nil) async throws(Errno) -> Listing {
         let prefix = locked { dir.childPrefix }
-        if let e = failures.check("l:" + prefix) { throw e }
+        if let e = failures.check(.listing(prefix: prefix)) { throw e }
         var token: String? = nil
         var dirs: [String] = []
         // In the bucket's order, so the cache's FIFO keeps the end of a listing it cannot hold.
@@ -34,7 +34,7 @@ extension BucketFileSystem {
             } while token != nil
         } catch {
             let e = fail(error, "list", prefix)
-            failures.note("l:" + prefix, e)
+            failures.note(.listing(prefix: prefix), e)
             throw e
         }
         let t = now
@@ -164,7 +164,7 @@ extension BucketFileSystem {
             return n
         }) { return local }
         if StoragePath.mountProblem(path) != nil { throw .ENOENT }
-        if let e = failures.check("s:" + path) { throw e }
+        if let e = failures.check(.metadata(path: path)) { throw e }
         async let meta: ObjectInfo? = { () async throws -> ObjectInfo? in
             do { return try await store.getMetadata(path) } catch StorageError.objectNotFound { return nil }
         }()
@@ -176,7 +176,7 @@ extension BucketFileSystem {
             info = try await meta
         } catch {
             let e = fail(error, "lookup", path)
-            failures.note("s:" + path, e)
+            failures.note(.metadata(path: path), e)
             throw e
         }
         let t = now
@@ -256,14 +256,14 @@ extension BucketFileSystem {
                 throw .ENOENT
             }
         }
-        if let e = failures.check("s:" + name) { throw e }
+        if let e = failures.check(.metadata(path: name)) { throw e }
         do {
             let info = try await store.getMetadata(name)
             return keep(info, in: n)
         } catch {
             if case StorageError.objectNotFound = error { locked { markGoneLocked(n) } }
             let e = fail(error, "stat", name)
-            failures.note("s:" + name, e)
+            failures.note(.metadata(path: name), e)
             throw e
         }
     }

@@ -86,7 +86,7 @@ extension BucketFileSystem {
             return Data(buf[0..<r])
         }
         guard let stream = h.stream else { return Data() }
-        let key = "r:\(h.path)#\(h.generation)"
+        let key = RecentFailures.Key.bytes(path: h.path, generation: h.generation)
         if let e = failures.check(key) { throw e }
         do {
             let (data, whole) = try await stream.read(at: Int64(offset), count: size)

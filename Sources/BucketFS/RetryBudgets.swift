@@ -32,10 +32,13 @@ enum RetryBudget {
     /// created it in between (`ifGenerationMatch=0` failed): the next attempt patches theirs.
     static let placeholderCreateAttempts = 3
 
-    // Background attempts after an upload failed with a transient error are a user option,
-    // `--upload-retries` (`MountConfig.uploadRetries`, default 5; pauses 1 s, 2 s, 4 s… up to
-    // `--retry-backoff-max`), then the data goes to lost+found: how long to wait before giving
-    // a file up depends on the network and on how long the mount runs. A lost race (412) or a
-    // refusal (401/403/400) is never retried: another attempt cannot cure it, and a later
-    // success would contradict what close reported.
+    /// Background attempts after an upload failed with a transient error are a user option,
+    /// `--upload-retries` (`MountConfig.uploadRetries`, default 5), then the data goes to
+    /// lost+found: how long to wait before giving a file up depends on the network and on how
+    /// long the mount runs. Pauses 1 s, 2 s, 4 s… up to `--retry-backoff-max`. A lost race (412)
+    /// or a refusal (401/403/400) is never retried: another attempt cannot cure it, and a later
+    /// success would contradict what close reported.
+    static func uploadPause(beforeAttempt attempt: Int, max: Double) -> Double {
+        min(max, pow(2, Double(attempt - 1)))
+    }
 }
