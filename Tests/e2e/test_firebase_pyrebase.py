@@ -127,3 +127,52 @@ def test_firebase_pyrebase_custom_token_signed_by_a_service_account(pyre, fireba
     forged = python_jwt.generate_jwt(claims, jwk.JWK.from_pem(other.export_key()), "RS256", datetime.timedelta(minutes=60))
     with pytest.raises(requests.exceptions.HTTPError, match="INVALID_CUSTOM_TOKEN"):
         pyre.auth().sign_in_with_custom_token(forged)
+
+
+def test_firebase_pyrebase_and_bucketfs_read_what_the_other_wrote(pyre, firebase_server, tmp_path, monkeypatch, mounts):
+    """What pyrebase uploads, bucketfs (library commands and a mount) reads with the same bytes
+    and metadata; what bucketfs uploads, pyrebase downloads and describes the same way."""
+    import json
+    import urllib.parse
+    from conftest import run
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("FIREBASE_AUTH_EMULATOR_HOST", firebase_server.hostport)
+    monkeypatch.setenv("FIREBASE_STORAGE_EMULATOR_HOST", firebase_server.hostport)
+    monkeypatch.delenv("FIREBASE_ID_TOKEN", raising=False)
+    uid = firebase_server.create_user("hana@example.com", "hana-password")
+    user = pyre.auth().sign_in_with_email_and_password("hana@example.com", "hana-password")
+    src = f"firebase://{BUCKET}/users/{uid}"
+    run("login", f"firebase://{BUCKET}", "--api-key", "test-key", "--email", "hana@example.com",
+        input=b"hana-password\n")
+
+    data = os.urandom(300_000)
+    up = pyre.storage().child(f"users/{uid}/from-pyrebase.bin").put(data, user["idToken"])
+    st = json.loads(run("stat", "--json", f"{src}/from-pyrebase.bin").stdout)
+    for k in ("size", "md5Hash", "generation", "contentType", "bucket"):
+        assert str(st[k]) == str(up[k]), k
+    assert st["fullPath"] == up["name"]
+    assert run("cat", f"{src}/from-pyrebase.bin").stdout == data
+    mnt = mounts.mount(src)
+    with open(os.path.join(mnt, "from-pyrebase.bin"), "rb") as f:
+        assert f.read() == data
+    assert os.stat(os.path.join(mnt, "from-pyrebase.bin")).st_size == len(data)
+
+    text = b"written by bucketfs\n" * 1000
+    run("put", "-", f"{src}/from-bucketfs.txt", "--content-type", "text/plain", "--metadata", "origin=bucketfs",
+        input=text)
+    out = tmp_path / "from-bucketfs.txt"
+    pyre.storage().child(f"users/{uid}/from-bucketfs.txt").download("", str(out), user["idToken"])
+    assert out.read_bytes() == text
+    name = urllib.parse.quote(f"users/{uid}/from-bucketfs.txt", safe="")
+    m = pyre.requests.get(f"https://firebasestorage.googleapis.com/v0/b/{BUCKET}/o/{name}",
+                          headers={"Authorization": "Firebase " + user["idToken"]}).json()
+    import base64
+    assert m["size"] == str(len(text)) and m["contentType"] == "text/plain" and m["metadata"] == {"origin": "bucketfs"}
+    assert m["md5Hash"] == base64.b64encode(hashlib.md5(text).digest()).decode()
+    # a file written through the mount, read by pyrebase
+    with open(os.path.join(mnt, "via-mount.bin"), "wb") as f:
+        f.write(data[:1000])
+    out2 = tmp_path / "via-mount.bin"
+    pyre.storage().child(f"users/{uid}/via-mount.bin").download("", str(out2), user["idToken"])
+    assert out2.read_bytes() == data[:1000]
+    assert firebase_server.violations == []
