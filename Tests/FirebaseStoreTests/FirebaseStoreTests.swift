@@ -89,8 +89,9 @@ import Testing
         }
     }
 
-    @Test func downloadTokensAreNeverShownCopiedOrSent() async throws {
-        try await withFirebase { f in
+    @Test(arguments: [FirebaseTestServer.Flavour.emulator, .production])
+    func downloadTokensAreNeverShownCopiedOrSent(flavour: FirebaseTestServer.Flavour) async throws {
+        try await withFirebase(flavour: flavour) { f in
             // Written behind v0 with the GCS key, and without any token.
             f.server.seed("legacy", Data("l".utf8), metadata: ["firebaseStorageDownloadTokens": "secret-1", "k": "v"])
             f.server.seed("bare", Data("b".utf8))

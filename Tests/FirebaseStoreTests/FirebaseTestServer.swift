@@ -476,7 +476,13 @@ extension FirebaseTestServer {
         let crc = CRC32C.checksum(o.data)
         r["crc32c"] = flavour == .emulator ? String(crc) : CRC32C.base64(crc)
         for (k, v) in o.props { r[k] = v }
-        if !o.metadata.isEmpty { r["metadata"] = o.metadata }
+        var metadata = o.metadata
+        // The emulator moves the GCS key into `downloadTokens`; whether production shows it in
+        // `metadata` too is not documented, so this flavour does (the harder case for a client).
+        if flavour == .production, !o.downloadTokens.isEmpty {
+            metadata["firebaseStorageDownloadTokens"] = o.downloadTokens.joined(separator: ",")
+        }
+        if !metadata.isEmpty { r["metadata"] = metadata }
         return r
     }
 
