@@ -175,6 +175,21 @@ import Testing
         }
     }
 
+    @Test func withoutAGenerationHeaderTheGenerationIsCheckedAfterTheRead() async throws {
+        try await withFirebase(configure: { $0.sendsGenerationHeader = false }) { f in
+            let v1 = try await f.store.write("o", from: .data(Data("one".utf8)), metadata: .init(), preconditions: .none)
+            #expect(try await f.store.read("o", generation: v1.generation, range: nil) == Data("one".utf8))
+            let got = Received()
+            try await f.store.stream("o", generation: v1.generation, range: 0..<3) { got.add($0) }
+            #expect(got.data == Data("one".utf8))
+            _ = try await f.store.write("o", from: .data(Data("two".utf8)), metadata: .init(), preconditions: .none)
+            let e = await storageError { _ = try await f.store.read("o", generation: v1.generation, range: nil) }
+            #expect(e == .objectNotFound(path: "o"), "the bytes that came are not taken")
+            let s = await storageError { try await f.store.stream("o", generation: v1.generation, range: 0..<3) { _ in } }
+            #expect(s == .objectNotFound(path: "o"), "the stream ends in an error")
+        }
+    }
+
     @Test func preconditionsAreCheckedBeforeTheWrite() async throws {
         try await withFirebase { f in
             let v1 = try await f.store.write("p", from: .data(Data("1".utf8)), metadata: .init(), preconditions: .doesNotExist)

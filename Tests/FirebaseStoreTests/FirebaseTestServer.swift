@@ -140,6 +140,8 @@ final class FirebaseTestServer: @unchecked Sendable {
     /// The next resumable `upload` command that has received more than this many body bytes keeps
     /// what came (rounded down to 256 KiB) and the connection is closed without an answer.
     var dropUploadAfterBytes: Int?
+    /// Downloads carry `x-goog-generation` (the emulator's do; production's are not documented).
+    var sendsGenerationHeader = true
 
     // Concurrency seen (metadata GETs answered with latency).
     private var metadataGetsInFlight = 0
@@ -512,10 +514,10 @@ extension FirebaseTestServer {
         var h: [(String, String)] = [
             ("Accept-Ranges", "bytes"), ("Content-Type", o.props["contentType"] ?? "application/octet-stream"),
             ("ETag", "etag-\(o.generation)-\(o.metageneration)"),
-            ("x-goog-generation", String(o.generation)), ("x-goog-metadatageneration", String(o.metageneration)),
-            ("x-goog-storage-class", "STANDARD"),
+            ("x-goog-metadatageneration", String(o.metageneration)), ("x-goog-storage-class", "STANDARD"),
             ("x-goog-hash", "crc32c=\(CRC32C.base64(CRC32C.checksum(o.data))),md5=\(Data(Insecure.MD5.hash(data: o.data)).base64EncodedString())"),
         ]
+        if sendsGenerationHeader { h.append(("x-goog-generation", String(o.generation))) }
         guard let range = headers.first(name: "Range") else { return Response(status: 200, headers: h, body: o.data) }
         let spec = range.replacingOccurrences(of: "bytes=", with: "").split(separator: "-", omittingEmptySubsequences: false)
         guard spec.count == 2, let a = Int(spec[0]) else { return Response(status: 200, headers: h, body: o.data) }
