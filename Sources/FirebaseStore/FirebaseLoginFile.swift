@@ -46,7 +46,7 @@ public enum FirebaseLoginFile {
         var template = Array((dir + "/.firebase-login-XXXXXX").utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard fd >= 0 else { throw failure("create a file in \(dir)") }
-        let tmp = String(cString: template)
+        let tmp = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         var ok = false
         defer {
             if !ok { unlink(tmp) }
