@@ -10,15 +10,16 @@ import StorageModel
 /// ## Locks: what each guards, and the order they are taken in
 ///
 /// - `lock` (NSLock, the core's one lock) guards the inode table and everything hanging off it:
-///   `nodes`, `byPath`, `handles`, `dirHandles`, `nextFh`, `pendingNew`, `cache` (the
+///   `nodes`, `byPath`, `handles`, `dirHandles`, `nextFh`, `pendingNew`, `shuttingDown`, `cache` (the
 ///   eviction queue and counts of MetadataCache.swift); every field of every `Node` (including
 ///   its `listing`); every field of every `StagedFile` except `fd`'s bytes; `DirHandle.entries`;
 ///   and `Handle.readAheadBytes`. It is held for short, synchronous stretches only: never across
 ///   an `await`, and no store request is made under it (local file work is: `ftruncate` of a
 ///   stage file, the sidecar `markDirtyLocked` writes). Methods named `…Locked` expect the
 ///   caller to hold it.
-/// - `StagedFile.uploadLock` (AsyncLock) serialises the uploads of one file. Taken before
-///   `lock`, never while holding it; the upload itself runs with only `uploadLock` held.
+/// - `StagedFile.uploadLock` (AsyncLock) serialises the uploads of one file, and what must not
+///   overlap one (unlink, giving up, the last attempt at unmount). Taken before `lock`, never
+///   while holding it; the upload itself runs with only `uploadLock` held.
 /// - `Handle.readLock` (AsyncLock) guards a handle's read-ahead state (`buffer`, `bufferStart`,
 ///   `window`, `lastEnd`, `check`, `corrupt`). Taken before `lock` (which it takes briefly to
 ///   publish `readAheadBytes`), never while holding it; never together with an `uploadLock`.
@@ -54,6 +55,8 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     var pendingNew: [String: Set<UInt64>] = [:]
     /// The bounded metadata cache's queue and counts (MetadataCache.swift).
     var cache = CacheOrder()
+    /// The mount is ending (`shutdown`): no new background upload attempts start.
+    var shuttingDown = false
     let mountTime: Double
     /// The cache directory: stage files, their sidecars, lost+found.
     let staging: StagingArea

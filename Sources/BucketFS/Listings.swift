@@ -69,7 +69,7 @@ extension BucketFileSystem {
             // Files created here and not yet uploaded stay visible (even when this directory had
             // no listing yet when they were created).
             for ino in pendingNew[dir.path] ?? [] {
-                guard let n = nodes[ino], n.type == .regular, !n.removed, n.staged?.baseGeneration == 0,
+                guard let n = nodes[ino], n.type == .regular, !n.removed, n.staged?.createdHere == true,
                       StoragePath.parent(n.path) == dir.path else {
                     pendingNew[dir.path]?.remove(ino)
                     continue
@@ -89,7 +89,7 @@ extension BucketFileSystem {
             }
             for (name, info) in files {
                 guard let ino = children[name], let n = nodes[ino], n.type == .regular else { continue }
-                if n.staged == nil || !(n.staged!.dirty) {
+                if !(n.staged?.state.unsaved ?? false) {
                     setInfoLocked(n, info, expiry: t + config.metadataTTL)
                 } else {
                     n.infoExpiry = t + config.metadataTTL
@@ -160,7 +160,7 @@ extension BucketFileSystem {
         }
         if let local = locked({ () -> Node? in
             guard let ino = byPath[PathKey(path: path, isDirectory: false)], let n = nodes[ino], let s = n.staged,
-                  s.baseGeneration == 0, !n.removed else { return nil }
+                  s.createdHere, !n.removed else { return nil }
             return n
         }) { return local }
         if StoragePath.mountProblem(path) != nil { throw .ENOENT }
@@ -192,7 +192,7 @@ extension BucketFileSystem {
             guard let info else { throw .ENOENT }
             let n = nodeLocked(path: info.name == path ? info.name : path, type: .regular)
             n.removed = false
-            if n.staged == nil || !(n.staged!.dirty) {
+            if !(n.staged?.state.unsaved ?? false) {
                 setInfoLocked(n, info, expiry: t + config.metadataTTL)
             } else {
                 n.infoExpiry = t + config.metadataTTL

@@ -44,28 +44,33 @@ extension BucketFileSystem {
         let p = try node(parent)
         let n = try await resolve(p, name)
         guard n.type == .regular else { throw .EISDIR }
-        let info = try await shownInfo(n)
-        let path = locked { n.path }
-        if let info {
-            do {
-                try await store.delete(path, preconditions: Preconditions(ifGenerationMatch: info.generation))
-            } catch StorageError.objectNotFound {
-            } catch {
-                throw fail(error, "unlink", path)
+        // Local content: its background attempts stop, and an upload of it under way ends first,
+        // so that what is deleted is what that upload left (never a name it brings back after).
+        let staged = locked { () -> StagedFile? in
+            n.staged?.retryTask?.cancel()
+            return n.staged
+        }
+        try await holdingUploadLock(staged) { () async throws(Errno) in
+            let info = try await shownInfo(n)
+            let path = locked { n.path }
+            if let info {
+                do {
+                    try await store.delete(path, preconditions: Preconditions(ifGenerationMatch: info.generation))
+                } catch StorageError.objectNotFound {
+                } catch {
+                    throw fail(error, "unlink", path)
+                }
+            }
+            locked {
+                n.removed = true
+                clearInfoLocked(n)
+                discardStagedLocked(n, because: "the file was deleted")
+                removeChildLocked(p, name)
+                if byPath[key(n)] == n.ino { byPath.removeValue(forKey: key(n)) }
+                dropIfUnusedLocked(n)
             }
         }
-        locked {
-            n.removed = true
-            clearInfoLocked(n)
-            if let s = n.staged {
-                s.dirty = false
-                s.baseGeneration = 0
-                s.retryTask?.cancel()
-            }
-            removeChildLocked(p, name)
-            if byPath[key(n)] == n.ino { byPath.removeValue(forKey: key(n)) }
-            dropIfUnusedLocked(n)
-        }
+        dropStageIfIdle(n)
     }
 
     public func rmdir(parent: UInt64, name: String) async throws(Errno) {
@@ -88,7 +93,7 @@ extension BucketFileSystem {
         do {
             let page = try await store.list(ListRequest(prefix: prefix, delimiter: "/", maxResults: 2))
             if !page.prefixes.isEmpty || page.items.contains(where: { $0.name != prefix }) { throw Errno.ENOTEMPTY }
-            let localChildren = locked { n.listing?.children.values.contains { nodes[$0]?.staged?.baseGeneration == 0 } ?? false }
+            let localChildren = locked { n.listing?.children.values.contains { nodes[$0]?.staged.map { $0.createdHere && $0.state.unsaved } ?? false } ?? false }
             if localChildren { throw Errno.ENOTEMPTY }
             do { try await store.delete(prefix, preconditions: .none) } catch StorageError.objectNotFound {}
         } catch let e as Errno {
@@ -184,20 +189,22 @@ extension BucketFileSystem {
         locked {
             if let dst, dst !== src {
                 dst.removed = true
+                discardStagedLocked(dst, because: "another file was renamed over it")
                 if byPath[key(dst)] == dst.ino { byPath.removeValue(forKey: key(dst)) }
             }
             if byPath[key(src)] == src.ino { byPath.removeValue(forKey: key(src)) }
             src.path = dstPath
             if isTabledLocked(src) { byPath[key(src)] = src.ino }
             if let s = src.staged, s.recorded { staging.record(s, object: dstPath) }
-            if src.staged?.baseGeneration == 0 { notePendingLocked(src) }
+            if src.staged?.createdHere == true { notePendingLocked(src) }
             src.infoExpiry = 0
-            if let s = src.staged, s.baseGeneration == 0 { clearInfoLocked(src) }
+            if src.staged?.createdHere == true { clearInfoLocked(src) }
         }
+        if let dst, dst !== src { dropStageIfIdle(dst) }
         if info != nil {
             // The copy has a new generation: read it before the next write or stat.
             try? await refreshed(src, force: true)
-            locked { if let s = src.staged, let i = src.info { s.baseGeneration = i.generation } }
+            locked { if let s = src.staged, let i = src.info { s.origin = .generation(i.generation) } }
         }
     }
 
@@ -246,7 +253,7 @@ extension BucketFileSystem {
             for n in moved {
                 n.path = dstPath + n.path.dropFirst(src.path.count)
                 if let s = n.staged, s.recorded { staging.record(s, object: n.path) }
-                if n.staged?.baseGeneration == 0 { notePendingLocked(n) }
+                if n.staged?.createdHere == true { notePendingLocked(n) }
                 n.infoExpiry = 0
                 byPath[key(n)] = n.ino
             }

@@ -64,40 +64,93 @@ struct Listing {
     var sortedNames: [String] { children.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) } }
 }
 
+/// Where a staged file's content stands against the bucket (SPEC §3). Every transition is made
+/// in Uploads.swift (and `markDirtyLocked` in Staging.swift); the stage file may be discarded only
+/// in `.clean`, `.givenUp` and `.deleted`, and never while an attempt is under way.
+enum UploadState: Equatable {
+    /// The same bytes as the bucket's generation the file is based on: nothing to upload.
+    case clean
+    /// Differs from the bucket; no attempt under way or scheduled.
+    case dirty
+    /// An attempt is under way (holding `uploadLock`); `rewritten`: written again since it
+    /// started, so still dirty after it succeeds.
+    case uploading(rewritten: Bool)
+    /// An attempt failed; background attempt `attempt` (of `uploadRetries`) comes after a pause.
+    case waitingToRetry(attempt: Int)
+    /// Could not be uploaded (a lost race, a refusal, or every attempt failed): the data is in
+    /// lost+found, and every later flush, fsync and close of this content reports `error`, because
+    /// the kernel also flushes when a forked child closes its inherited descriptor and that first
+    /// answer reaches nobody.
+    case givenUp(Errno)
+    /// The user deleted (or renamed another file over) the file: its content goes nowhere.
+    case deleted
+
+    /// Content the bucket does not have yet, and that is not safe in lost+found.
+    var unsaved: Bool {
+        switch self {
+        case .dirty, .uploading, .waitingToRetry: return true
+        case .clean, .givenUp, .deleted: return false
+        }
+    }
+}
+
+/// What a staged file was made from.
+enum StageOrigin: Equatable {
+    /// Created here: not in the bucket until its first upload (`ifGenerationMatch=0`).
+    case createdHere
+    /// A copy of (or a truncation of) this generation; uploads replace exactly it.
+    case generation(Int64)
+
+    /// The upload precondition: 0 means "must not exist".
+    var ifGenerationMatch: Int64 {
+        switch self {
+        case .createdHere: return 0
+        case .generation(let g): return g
+        }
+    }
+}
+
 /// A file's local content while it is open for writing (or created and not yet uploaded).
 final class StagedFile: @unchecked Sendable {
     let fd: Int32
     let path: String
-    /// ifGenerationMatch for the next upload: the generation read, 0 for a new object.
-    var baseGeneration: Int64
-    var dirty: Bool
+    var origin: StageOrigin
+    var state: UploadState
     var size: Int64
     /// Writable metadata the upload carries (xattrs and mtime set before close go here).
     var metadata: WritableMetadata
     var openHandles = 0
-    /// Set once this content could not be uploaded and went to lost+found (a lost race, a
-    /// refusal, or the last background attempt): every later flush, fsync and close of it reports
-    /// this, because the kernel also flushes when a forked child closes its inherited copy of the
-    /// descriptor and that first answer reaches nobody.
-    var failed: Errno?
     /// A sidecar names this stage's object (written before it first became dirty).
     var recorded = false
-    /// Background upload attempts are under way (after a failed flush/fsync/close).
-    var retrying = false
+    /// The background attempts after a failed upload (until they end). Cancelling it stops the
+    /// pauses between attempts, never an attempt under way.
     var retryTask: Task<Void, Never>?
-    /// Serialises uploads of this file.
+    /// Serialises uploads of this file, and what must not overlap one (unlink, giving up,
+    /// the last attempt at unmount).
     let uploadLock = AsyncLock()
 
-    init(fd: Int32, path: String, baseGeneration: Int64, dirty: Bool, size: Int64, metadata: WritableMetadata) {
+    init(fd: Int32, path: String, origin: StageOrigin, state: UploadState, size: Int64, metadata: WritableMetadata) {
         self.fd = fd
         self.path = path
-        self.baseGeneration = baseGeneration
-        self.dirty = dirty
+        self.origin = origin
+        self.state = state
         self.size = size
         self.metadata = metadata
     }
 
+    var createdHere: Bool { origin == .createdHere }
+
+    private let closeLock = NSLock()
+    private var closed = false
+
+    /// Closes and deletes the stage file, once (a second call does nothing: the descriptor
+    /// number may belong to another file by then).
     func close() {
+        let first = closeLock.withLock { () -> Bool in
+            defer { closed = true }
+            return !closed
+        }
+        guard first else { return }
         Glibc.close(fd)
         unlink(path)
     }

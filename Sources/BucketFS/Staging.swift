@@ -21,7 +21,7 @@ extension BucketFileSystem {
         let box = try await refreshed(n, force: true)
         let (info, path) = locked { (n.info ?? box?.info, n.path) }
         guard let info else { throw .ENOENT }
-        let staged = try staging.makeStage(base: info.generation, metadata: info.writable,
+        let staged = try staging.makeStage(origin: .generation(info.generation), metadata: info.writable,
                                            dirty: truncate && info.size > 0, object: path)
         if !truncate, info.size > 0 {
             do {
@@ -69,10 +69,21 @@ extension BucketFileSystem {
     }
 
     /// Marks staged content as differing from the bucket, writing its sidecar first, so that a
-    /// crash from here on leaves data that names its object. Caller holds `lock`.
+    /// crash from here on leaves data that names its object. Called before a change (for the
+    /// sidecar) and again after it (so that an upload which started in between is known to have
+    /// missed it). Caller holds `lock`.
     func markDirtyLocked(_ n: Node, _ s: StagedFile) {
+        switch s.state {
+        case .deleted:
+            return  // an unlinked file still open: its content goes nowhere
+        case .uploading:
+            s.state = .uploading(rewritten: true)
+        case .waitingToRetry, .dirty:
+            break
+        case .clean, .givenUp:
+            s.state = .dirty
+        }
         if !s.recorded { staging.record(s, object: n.path) }
-        s.dirty = true
     }
 
     public func write(ino: UInt64, fh: UInt64, offset: UInt64, data: Data) async throws(Errno) -> Int {
@@ -82,7 +93,7 @@ extension BucketFileSystem {
         let w = data.withUnsafeBytes { pwrite(s.fd, $0.baseAddress, data.count, off_t(offset)) }
         if w < 0 { throw Errno(Glibc.errno) }
         locked {
-            s.dirty = true
+            markDirtyLocked(n, s)
             s.size = max(s.size, Int64(offset) + Int64(w))
             touchMtimeLocked(s)
         }
@@ -108,7 +119,7 @@ extension BucketFileSystem {
             let fh = try await open(ino: e.ino, flags: OpenFlags(flags.rawValue | O_TRUNC))
             return locked { e.lookups += 1; return (stat.entry(e, now: now), fh) }
         }
-        let staged = try staging.makeStage(base: 0, metadata: WritableMetadata(), dirty: true, object: path)
+        let staged = try staging.makeStage(origin: .createdHere, metadata: WritableMetadata(), dirty: true, object: path)
         let (entry, fh, replaced) = locked { () -> (FuseEntry, UInt64, StagedFile?) in
             let n = nodeLocked(path: path, type: .regular)
             n.removed = false
@@ -125,7 +136,16 @@ extension BucketFileSystem {
             handles[fh] = h
             return (stat.entry(n, now: now), fh, replaced)
         }
-        if let replaced { replaced.retryTask?.cancel(); staging.discard(replaced) }
+        if let replaced {
+            // The name's earlier local content is replaced by the new file (once an upload of it
+            // under way has ended).
+            locked { replaced.state = .deleted; replaced.retryTask?.cancel() }
+            Task { [staging] in
+                _ = await replaced.uploadLock.lock()
+                staging.discard(replaced)
+                await replaced.uploadLock.unlock()
+            }
+        }
         return (entry, fh)
     }
 

@@ -91,7 +91,7 @@ public final class StagingArea: @unchecked Sendable {
     // MARK: stage files
 
     /// A new, empty stage file.
-    func makeStage(base: Int64, metadata: WritableMetadata, dirty: Bool, object: String) throws(Errno) -> StagedFile {
+    func makeStage(origin: StageOrigin, metadata: WritableMetadata, dirty: Bool, object: String) throws(Errno) -> StagedFile {
         var template = Array((directory + "/stage-XXXXXX").utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         if fd < 0 {
@@ -99,7 +99,7 @@ public final class StagingArea: @unchecked Sendable {
             throw .EIO
         }
         let path = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        let s = StagedFile(fd: fd, path: path, baseGeneration: base, dirty: dirty, size: 0, metadata: metadata)
+        let s = StagedFile(fd: fd, path: path, origin: origin, state: dirty ? .dirty : .clean, size: 0, metadata: metadata)
         if dirty { record(s, object: object) }
         return s
     }
@@ -107,7 +107,7 @@ public final class StagingArea: @unchecked Sendable {
     /// Writes (or rewrites) the sidecar that says which object a stage file holds. Called before
     /// a stage first becomes dirty and when its object is renamed.
     func record(_ s: StagedFile, object: String) {
-        let o: [String: Any] = ["bucket": bucket, "object": object, "baseGeneration": s.baseGeneration,
+        let o: [String: Any] = ["bucket": bucket, "object": object, "baseGeneration": s.origin.ifGenerationMatch,
                                 "created": RFC3339.format(Date(timeIntervalSince1970: now()))]
         guard let d = try? JSONSerialization.data(withJSONObject: o, options: [.sortedKeys]) else { return }
         let tmp = s.path + ".json.tmp"
@@ -117,10 +117,17 @@ public final class StagingArea: @unchecked Sendable {
         s.recorded = true
     }
 
-    /// Closes and deletes a stage file and its sidecar.
+    /// Closes and deletes a stage file and its sidecar (once; later calls do nothing).
     func discard(_ s: StagedFile) {
         s.close()
         unlink(s.path + ".json")
+    }
+
+    /// Deletes a stage's sidecar once its data is safe elsewhere (in lost+found), so that a crash
+    /// before the stage file goes does not keep the same data twice.
+    func forgetRecord(_ s: StagedFile) {
+        unlink(s.path + ".json")
+        s.recorded = false
     }
 
     // MARK: lost+found

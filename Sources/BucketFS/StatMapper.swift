@@ -28,7 +28,7 @@ struct StatMapper: Sendable {
         if let s = n.staged {
             size = s.size
             if let m = s.metadata.customMetadata[XattrName.mtimeKey], let v = Double(m) { mtime = v }
-            else if s.dirty { mtime = max(mtime, now) }
+            else if s.state.unsaved { mtime = max(mtime, now) }
         }
         var ctime = info?.updated.timeIntervalSince1970 ?? mountTime
         let dir = n.type == .directory

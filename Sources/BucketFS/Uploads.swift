@@ -5,14 +5,29 @@ import StorageModel
 /// Uploads of staged files (SPEC §3, §5): one object per upload with `ifGenerationMatch`; what
 /// close/fsync report is what happened in the bucket; a failed upload is never abandoned.
 ///
+/// A staged file's life is its `UploadState` (Nodes.swift); this file makes its transitions:
+///
+///     clean ──write──▶ dirty ──flush/fsync/close──▶ uploading ──ok──▶ clean (dirty if rewritten)
+///                                                       │
+///                       failed (EIO) ◀──────────────────┤ lost race (412) or refusal
+///                           │                           ▼
+///                    waitingToRetry(k) ─pause─▶ uploading  …  givenUp(errno): data in lost+found
+///     unlink / renamed over (any state, after an attempt under way ends) ──▶ deleted
+///
 /// - A lost race (412) or a refusal (401/403/400: EACCES, EINVAL…) fails the writer at once and
 ///   the data goes to lost+found: retrying could not help, and a later success would contradict
 ///   what close said.
 /// - Any other failure (EIO: 5xx, timeouts, resets after all retries) fails the writer too, keeps
-///   the file staged and dirty, and starts background attempts (1 s, 2 s, 4 s… up to
-///   `retryBackoffMax`, `uploadRetries` of them); a later flush/fsync/close also tries at once.
-///   After the last attempt the data goes to lost+found, logged at error level with its path.
-/// - `shutdown(within:)` (unmount, SIGTERM) tries every dirty file once more within a bound.
+///   the file staged, and starts background attempts (1 s, 2 s, 4 s… up to `retryBackoffMax`,
+///   `uploadRetries` of them); a later flush/fsync/close also tries at once. After the last
+///   attempt the data goes to lost+found, logged at error level with its path.
+/// - The stage file is deleted only once its content is in the bucket (`clean`), in lost+found
+///   (`givenUp`) or was deleted by the user (`deleted`), and never while an attempt is under way:
+///   an attempt's effect is known before anything else touches the file (cancelling background
+///   attempts stops their pauses, never an upload in flight).
+/// - `shutdown(within:)` (unmount, SIGTERM) waits for attempts under way, gives every file with
+///   unsaved content one more attempt, all within one bound, and keeps what still fails in
+///   lost+found; then no stage file is left.
 extension BucketFileSystem {
     public func flush(ino: UInt64, fh: UInt64) async throws(Errno) {
         try await upload(ino: ino)
@@ -29,7 +44,7 @@ extension BucketFileSystem {
         var uploadError: Errno? = nil
         // A file whose upload just failed is in the background attempts' hands: uploading it
         // again here, right after close reported the failure, would make close's answer untrue.
-        if h.writable, !locked({ n.staged?.retrying ?? false }) {
+        if h.writable, locked({ n.staged?.retryTask == nil }) {
             do { try await upload(ino: ino) } catch { uploadError = error }
         }
         locked { n.staged?.openHandles -= 1 }
@@ -37,10 +52,11 @@ extension BucketFileSystem {
         if let uploadError { throw uploadError }
     }
 
-    /// Drops a stage nobody has open and nothing waits to upload.
+    /// Drops a stage nobody has open whose content is saved (or was deleted by the user), with
+    /// no attempt under way or scheduled.
     func dropStageIfIdle(_ n: Node) {
         let gone: StagedFile? = locked {
-            guard let s = n.staged, s.openHandles <= 0, !s.dirty, !s.retrying else { return nil }
+            guard let s = n.staged, s.openHandles <= 0, s.retryTask == nil, !s.state.unsaved else { return nil }
             n.staged = nil
             // Nothing local any more: the node may leave the table (the kernel forgot it already).
             dropIfUnusedLocked(n)
@@ -49,53 +65,74 @@ extension BucketFileSystem {
         if let gone { staging.discard(gone) }
     }
 
-    /// Uploads a dirty staged file now (flush, fsync, close, truncate, rename).
+    /// Uploads a staged file's unsaved content now (flush, fsync, close, truncate, rename).
     func upload(ino: UInt64) async throws(Errno) {
         guard let n = locked({ nodes[ino] }), let s = locked({ n.staged }) else { return }
-        let e: Errno?
         do {
             try await s.uploadLock.withLock { () async throws -> Void in try await self.uploadOnce(n, s) }
-            e = nil
-        } catch let thrown as Errno {
-            e = thrown
         } catch {
-            e = errno(for: error)
+            let e = (error as? Errno) ?? errno(for: error)
+            scheduleRetries(n, s)
+            throw e
         }
-        guard let e else { return }
-        if locked({ s.dirty && !s.retrying && s.failed == nil }) { scheduleRetries(n, s) }
-        throw e
+    }
+
+    /// Runs `body` holding `s`'s upload lock, so that an upload under way ends (and its effect is
+    /// known) first; EINTR when the caller is interrupted while it waits.
+    func holdingUploadLock<T>(_ s: StagedFile?, _ body: () async throws(Errno) -> T) async throws(Errno) -> T {
+        guard let s else { return try await body() }
+        guard await s.uploadLock.lock() else { throw .EINTR }
+        do {
+            let r = try await body()
+            await s.uploadLock.unlock()
+            return r
+        } catch {
+            await s.uploadLock.unlock()
+            throw error
+        }
     }
 
     /// One attempt; the caller holds `s.uploadLock`. Logs what happened.
     private func uploadOnce(_ n: Node, _ s: StagedFile) async throws(Errno) {
-        let (dirty, base, path, removed, failed) = locked { (s.dirty, s.baseGeneration, n.path, n.removed, s.failed) }
-        guard dirty, !removed else {
-            if let failed, !removed { throw failed }
-            return
+        let (before, origin, path, removed) = locked { (s.state, s.origin, n.path, n.removed) }
+        switch before {
+        case .dirty, .waitingToRetry:
+            if removed { return }
+        case .givenUp(let e):
+            if removed { return }
+            throw e
+        case .clean, .deleted, .uploading:
+            return  // nothing to upload (`uploading` cannot be seen under `uploadLock`)
         }
         var meta = locked { s.metadata }
         if meta.contentType == nil { meta.contentType = ContentTypes.guess(path) }
-        locked { s.dirty = false }
+        locked { s.state = .uploading(rewritten: false) }
         Glibc.fsync(s.fd)
         do {
             let info = try await store.write(path, from: .file(path: s.path), metadata: meta,
-                                             preconditions: Preconditions(ifGenerationMatch: base))
+                                             preconditions: Preconditions(ifGenerationMatch: origin.ifGenerationMatch))
             locked {
-                s.baseGeneration = info.generation
-                s.metadata = info.writable
+                s.origin = .generation(info.generation)
+                if case .uploading(let rewritten) = s.state {
+                    s.state = rewritten ? .dirty : .clean
+                    // Metadata changed while the upload ran stays for the next one.
+                    if !rewritten { s.metadata = info.writable }
+                }
                 setInfoLocked(n, info, expiry: now + config.metadataTTL)
                 trimCacheLocked()
             }
             failures.clear("s:" + path)
         } catch {
-            locked { s.dirty = true }
+            locked { if case .uploading = s.state { s.state = before } }
             let e = errno(for: error)
             if case StorageError.preconditionFailed = error {
-                let kept = giveUp(n, s, e, reason: "lost a race: the object changed since it was opened (generation \(base))")
-                logger.error("upload of '\(path)' lost a race: the object changed since it was opened (generation \(base)); your data is kept in \(kept)")
+                let kept = giveUp(n, s, e, reason: "lost a race: the object changed since it was opened (generation \(origin.ifGenerationMatch))")
+                logger.error("upload of '\(path)' lost a race: the object changed since it was opened (generation \(origin.ifGenerationMatch)); your data is kept in \(kept)")
             } else if Self.isRefusal(e) {
                 let kept = giveUp(n, s, e, reason: "the server refused the upload: \(error)")
                 logger.error("upload of '\(path)' refused: \(error) → \(e); not retried; your data is kept in \(kept)")
+            } else if locked({ shuttingDown }) {
+                logger.error("upload of '\(path)' failed: \(error) → \(e)")
             } else {
                 logger.error("upload of '\(path)' failed: \(error) → \(e); the data stays staged (\(s.path)) and is retried in the background up to \(config.uploadRetries) times, then kept in \(staging.lostAndFound)")
             }
@@ -108,90 +145,151 @@ extension BucketFileSystem {
         [.EACCES, .EINVAL, .ENAMETOOLONG, .ENOENT, .EROFS, .ESTALE].contains(e)
     }
 
-    /// Copies a stage into lost+found and marks it clean, failed with `e`; the file then shows
-    /// the bucket's state again. Returns where the data is.
+    /// Copies a stage into lost+found; the file is then `givenUp(e)` and shows the bucket's state
+    /// again. The caller holds `s.uploadLock`. Returns where the data is; when not even a copy
+    /// could be made, the stage file itself stays (unsaved, found again at the next mount).
     @discardableResult
     private func giveUp(_ n: Node, _ s: StagedFile, _ e: Errno, reason: String) -> String {
         let path = locked { n.path }
         guard let kept = staging.keepLost(s, object: path, reason: reason) else {
-            // Not even a copy could be made: keep the stage file itself, dirty, and say so.
             return "\(s.path) (the stage file: copying it to lost+found failed)"
         }
         locked {
-            s.dirty = false
-            s.failed = e
-            s.retrying = false
+            // The data is safe in lost+found: a crash from here on must not keep it twice.
+            staging.forgetRecord(s)
+            s.state = .givenUp(e)
             n.infoExpiry = 0
             if let parent = parentLocked(n) { dropListingLocked(parent) }
         }
         return kept
     }
 
-    /// Background attempts after a failed upload, with doubling pauses; after the last, the data
-    /// goes to lost+found.
+    /// Background attempts after a failed upload of unsaved content, unless they are under way
+    /// already or the mount is ending (then `shutdown` makes the last attempt).
     private func scheduleRetries(_ n: Node, _ s: StagedFile) {
-        guard locked({ () -> Bool in
-            if s.retrying { return false }
-            s.retrying = true
-            return true
-        }) else { return }
-        let task = Task { [self] in
-            var lastError: Errno = .EIO
-            for attempt in 1...max(1, config.uploadRetries) {
-                let pause = min(config.retryBackoffMax, pow(2, Double(attempt - 1)))
-                do { try await Task.sleep(for: .milliseconds(Int64(pause * 1000))) } catch {
-                    locked { s.retrying = false }  // cancelled: unlink, or shutdown takes over
-                    return
-                }
-                let path = locked { n.path }
-                do {
-                    try await OperationContext.$deadline.withValue(.now + .milliseconds(Int64(config.operationTimeout * 1000))) {
-                        try await s.uploadLock.withLock { () async throws -> Void in try await self.uploadOnce(n, s) }
-                    }
-                    logger.notice("upload of '\(path)' succeeded on background attempt \(attempt)")
-                    locked { s.retrying = false }
-                    dropStageIfIdle(n)
-                    return
-                } catch {
-                    lastError = errno(for: error)
-                    if locked({ s.failed != nil || !s.dirty }) {  // refused or lost: already in lost+found
-                        locked { s.retrying = false }
-                        dropStageIfIdle(n)
-                        return
-                    }
-                }
-            }
-            let path = locked { n.path }
-            let kept = giveUp(n, s, lastError, reason: "the upload failed \(config.uploadRetries + 1) times (last: \(lastError))")
-            logger.error("upload of '\(path)' failed for good after \(config.uploadRetries) background attempts (\(lastError)); your data is kept in \(kept)")
-            dropStageIfIdle(n)
+        locked {
+            guard !shuttingDown, s.retryTask == nil, s.state == .dirty, !n.removed else { return }
+            s.state = .waitingToRetry(attempt: 1)
+            s.retryTask = Task { [self] in await retryInBackground(n, s) }
         }
-        locked { s.retryTask = task }
     }
 
-    /// Before the process ends (unmount, SIGTERM): every dirty file gets one more upload attempt,
-    /// all within `limit`; what cannot be uploaded goes to lost+found, each logged with its path.
-    public func shutdown(within limit: Duration) async {
-        walkAhead.dropAll()
-        let staged: [(Node, StagedFile)] = locked { nodes.values.compactMap { n in n.staged.map { (n, $0) } } }
-        for (_, s) in staged { locked { s.retryTask }?.cancel() }
-        let end = ContinuousClock.now + limit
-        for (n, s) in staged {
-            let (dirty, path) = locked { (s.dirty && !n.removed, n.path) }
-            if dirty {
+    /// Attempts with doubling pauses; after the last, the data goes to lost+found. Ends early when
+    /// the content is saved (a flush succeeded meanwhile), given up or deleted, and at once when
+    /// cancelled (unlink, shutdown), leaving the rest to whoever cancelled it.
+    private func retryInBackground(_ n: Node, _ s: StagedFile) async {
+        defer {
+            locked { s.retryTask = nil }
+            dropStageIfIdle(n)
+        }
+        var lastError: Errno = .EIO
+        for attempt in 1...max(1, config.uploadRetries) {
+            let goOn = locked { () -> Bool in
+                guard s.state.unsaved, !n.removed else { return false }
+                s.state = .waitingToRetry(attempt: attempt)
+                return true
+            }
+            guard goOn else { return }
+            let pause = min(config.retryBackoffMax, pow(2, Double(attempt - 1)))
+            do { try await Task.sleep(for: .milliseconds(Int64(pause * 1000))) } catch { return }
+            // In a task of its own: cancelling the retries never cuts an upload in flight, whose
+            // effect would then be unknown.
+            let deadline = ContinuousClock.now + .milliseconds(Int64(config.operationTimeout * 1000))
+            let failure = await Task { [self] () async -> Errno? in
                 do {
-                    try await OperationContext.$deadline.withValue(end) {
+                    try await OperationContext.$deadline.withValue(deadline) {
                         try await s.uploadLock.withLock { () async throws -> Void in try await self.uploadOnce(n, s) }
                     }
-                    logger.notice("uploaded '\(path)' before unmounting")
+                    return nil
                 } catch {
-                    if locked({ s.dirty }) {
-                        let kept = giveUp(n, s, errno(for: error), reason: "could not be uploaded before the mount ended: \(error)")
-                        logger.error("could not upload '\(path)' before unmounting (\(error)); your data is kept in \(kept)")
-                    }
+                    return (error as? Errno) ?? errno(for: error)
+                }
+            }.value
+            let path = locked { n.path }
+            if let failure {
+                lastError = failure
+            } else if locked({ s.state == .clean }) {
+                logger.notice("upload of '\(path)' succeeded on background attempt \(attempt)")
+            }
+            if Task.isCancelled { return }
+        }
+        // The last attempt failed: keep the data, unless the mount is ending (shutdown's own
+        // last attempt decides) or it was saved, given up or deleted meanwhile.
+        guard await s.uploadLock.lock() else { return }
+        let (unsaved, path) = locked { (s.state.unsaved && !n.removed && !shuttingDown, n.path) }
+        if unsaved {
+            let kept = giveUp(n, s, lastError, reason: "the upload failed \(config.uploadRetries + 1) times (last: \(lastError))")
+            logger.error("upload of '\(path)' failed for good after \(config.uploadRetries) background attempts (\(lastError)); your data is kept in \(kept)")
+        }
+        await s.uploadLock.unlock()
+    }
+
+    /// The user deleted `n` (unlink, or another file renamed over it): its staged content goes
+    /// nowhere, said in the log when it was unsaved. The caller holds `lock`; the stage file goes
+    /// at its last close (`dropStageIfIdle`).
+    func discardStagedLocked(_ n: Node, because why: String) {
+        guard let s = n.staged else { return }
+        if s.state.unsaved {
+            logger.notice("unsaved changes of '\(n.path)' (\(s.size) bytes) discarded: \(why)")
+        }
+        s.state = .deleted
+        s.retryTask?.cancel()
+        // Nothing to recover after a crash either.
+        if s.recorded { staging.forgetRecord(s) }
+    }
+
+    /// Before the process ends (unmount, SIGTERM): attempts under way end, then every file with
+    /// unsaved content gets one more attempt, all within `limit` together; what cannot be uploaded
+    /// goes to lost+found, each logged with its path. Every stage file is gone afterwards, except
+    /// one whose data could not even be copied to lost+found (logged; the next mount keeps it).
+    public func shutdown(within limit: Duration) async {
+        let end = ContinuousClock.now + limit
+        walkAhead.dropAll()
+        let staged: [(Node, StagedFile)] = locked {
+            shuttingDown = true
+            return nodes.values.compactMap { n in n.staged.map { (n, $0) } }
+        }
+        let pending = locked { staged.filter { $0.1.state.unsaved }.count }
+        if pending > 0 {
+            logger.notice("finishing \(pending) upload(s) before exiting, for at most \(limit)")
+        }
+        // The pauses between background attempts stop; an attempt in flight ends by its deadline.
+        let retries = locked { staged.compactMap { $0.1.retryTask } }
+        for t in retries { t.cancel() }
+        for t in retries { await t.value }
+        await withTaskGroup(of: Void.self) { group in
+            for (n, s) in staged {
+                group.addTask { await self.lastAttempt(n, s, until: end) }
+            }
+        }
+    }
+
+    /// Shutdown's attempt for one file (after any attempt under way, e.g. of a close the kernel
+    /// abandoned at unmount), then the stage file goes.
+    private func lastAttempt(_ n: Node, _ s: StagedFile, until end: ContinuousClock.Instant) async {
+        _ = await s.uploadLock.lock()
+        let (unsaved, path) = locked { (s.state.unsaved && !n.removed, n.path) }
+        if unsaved {
+            var failure: any Error = Errno.ETIMEDOUT
+            if ContinuousClock.now < end {
+                do {
+                    try await OperationContext.$deadline.withValue(end) { try await self.uploadOnce(n, s) }
+                    logger.notice("uploaded '\(path)' before exiting")
+                } catch {
+                    failure = error
                 }
             }
-            if !locked({ s.dirty }) { staging.discard(s) }
+            if locked({ s.state.unsaved }) {
+                let kept = giveUp(n, s, errno(for: failure), reason: "could not be uploaded before the mount ended: \(failure)")
+                logger.error("could not upload '\(path)' before exiting (\(failure)); your data is kept in \(kept)")
+            }
         }
+        let done = locked { () -> Bool in
+            guard !s.state.unsaved else { return false }
+            if n.staged === s { n.staged = nil }
+            return true
+        }
+        if done { staging.discard(s) }
+        await s.uploadLock.unlock()
     }
 }

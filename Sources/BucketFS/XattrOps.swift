@@ -149,7 +149,7 @@ extension BucketFileSystem {
         let n = try node(ino)
         // Pending content (new or modified): the change rides along with the upload. A file that
         // is merely open for writing gets a PATCH like any other (and its stage follows it below).
-        if let s = locked({ n.staged.flatMap { $0.dirty || $0.baseGeneration == 0 ? $0 : nil } }) {
+        if let s = locked({ n.staged.flatMap { $0.state.unsaved || $0.createdHere ? $0 : nil } }) {
             try locked { () throws(Errno) in
                 var m = s.metadata
                 try edit(&m)

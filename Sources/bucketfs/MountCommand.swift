@@ -148,9 +148,13 @@ struct Mount: AsyncParsableCommand {
         KernelReadAhead.apply(kilobytes: kernelReadAheadKB, mountpoint: point, logger: logger)
         await FuseMounter.run(session)
         logger.notice("unmounted \(point)")
-        // Files still dirty (a failed upload waiting for its next attempt): one more try each,
-        // bounded; what fails goes to lost+found, logged.
+        // Unsaved files (an upload in flight, or waiting for its next attempt): attempts under
+        // way end, then one more try each, all within one bound; what fails goes to lost+found,
+        // logged. A second SIGTERM/SIGINT/SIGHUP does not cut this short (SIGKILL does; the next
+        // mount then finds the stage files and keeps their data in lost+found).
+        for sig in [SIGTERM, SIGINT, SIGHUP] { signal(sig, SIG_IGN) }
         await core.shutdown(within: .milliseconds(Int64(opTimeout * 1000)))
+        logger.notice("exiting: every staged file is uploaded or kept in lost+found")
     }
 }
 

@@ -63,6 +63,7 @@ public final class MemoryStore: ObjectStore, @unchecked Sendable {
     private var nextGeneration: Int64 = 1_000_000
     private var _counts: [String: Int] = [:]
     private var faults: [String: [StorageError]] = [:]
+    private var writeHolds: [WriteHold] = []
     /// Damage done to the next read answers (as a lying network would): each closure gets the
     /// right bytes and returns what is answered instead.
     private var readDamage: [@Sendable (Data) -> Data] = []
@@ -120,6 +121,16 @@ public final class MemoryStore: ObjectStore, @unchecked Sendable {
     /// connection that closed mid-body does (`GCSStore.stream` throws after the bytes it delivered).
     public func cutNextStreams(times: Int = 1, after: Int) {
         withLock { streamCuts += Array(repeating: after, count: times) }
+    }
+
+    /// The next `times` writes are held before they read their source, as uploads to a server
+    /// that does not answer, until `WriteHold.release` (with an error, or to go on); a held write
+    /// ends as a real request does when its operation's deadline passes (`.timeout`) or its task
+    /// is cancelled (`.cancelled`). Returns the hold, shared by those writes.
+    public func holdNextWrites(times: Int = 1) -> WriteHold {
+        let hold = WriteHold()
+        withLock { writeHolds += Array(repeating: hold, count: times) }
+        return hold
     }
 
     public func failNext(_ op: String, times: Int = 1, with error: StorageError) {
@@ -261,6 +272,9 @@ public final class MemoryStore: ObjectStore, @unchecked Sendable {
 
     public func write(_ name: String, from source: UploadSource, metadata: WritableMetadata,
                preconditions: Preconditions) async throws -> ObjectInfo {
+        if let hold = withLock({ writeHolds.isEmpty ? nil : writeHolds.removeFirst() }) {
+            try await hold.wait()
+        }
         let data: Data
         switch source {
         case .data(let d): data = d
@@ -360,5 +374,39 @@ public final class MemoryStore: ObjectStore, @unchecked Sendable {
             i += 1
         }
         return nil
+    }
+}
+
+/// Writes held by `MemoryStore.holdNextWrites`: how many wait now, and their release.
+public final class WriteHold: @unchecked Sendable {
+    private let lock = NSLock()
+    private var released = false
+    private var failure: StorageError?
+    private var _waiting = 0
+    private var _entered = 0
+
+    /// Writes waiting at this moment / that ever reached the hold.
+    public var waiting: Int { lock.withLock { _waiting } }
+    public var entered: Int { lock.withLock { _entered } }
+
+    /// Lets the held writes go on, or fail with `error`.
+    public func release(failing error: StorageError? = nil) {
+        lock.withLock { released = true; failure = error }
+    }
+
+    func wait() async throws {
+        lock.withLock { _waiting += 1; _entered += 1 }
+        defer { lock.withLock { _waiting -= 1 } }
+        while true {
+            if let outcome = lock.withLock({ released ? Optional(failure) : nil }) {
+                if let e = outcome { throw e }
+                return
+            }
+            if Task.isCancelled { throw StorageError.cancelled }
+            if let d = OperationContext.deadline, ContinuousClock.now >= d {
+                throw StorageError.timeout(message: "no answer before the deadline (held write)")
+            }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
     }
 }

@@ -35,6 +35,8 @@ not consulted. A request no rule takes is forwarded as it is. Actions (parameter
   JSON API error body; the upstream never sees the request.
 - `lose_response`: the request is forwarded (it takes effect), then the client connection is closed
   without any response.
+- `hang`: a server that takes the request and never answers: nothing is forwarded (the request
+  has no effect upstream) and nothing is sent; the socket is held open like a stall.
 - `delay` [seconds=1]: waits, then forwards normally.
 - `forward`: forwards normally (a rule that only counts or shields later rules).
 """
@@ -48,7 +50,7 @@ import threading
 import time
 
 ACTIONS = {"stall_after_headers", "stall_mid_body", "short_body_no_cl", "reset_mid_body",
-           "wrong_content_length", "empty_body", "status", "lose_response", "delay", "forward"}
+           "wrong_content_length", "empty_body", "status", "lose_response", "hang", "delay", "forward"}
 
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"}
 
@@ -415,6 +417,11 @@ class FaultProxy:
             self._send(c, Response(status, REASONS.get(status, "Error"), headers, body), keep, req)
             self._record(req, status, t, rule)
             return keep
+
+        if action == "hang":
+            self._record(req, "hang", t, rule)
+            self._hold(c)
+            return False
 
         if action == "delay":
             self._wait(float(p.get("seconds", 1)))
