@@ -36,7 +36,9 @@ struct MakeBucket: AsyncParsableCommand {
 
     func run() async throws {
         do {
-            _ = try openStore(try Source.parse(directory, splitLocal: false), gcs: GCSOptions(), logger: Logger(label: "bucketfs"))
+            // Options made by parsing nothing: reading a default-constructed option group traps.
+            _ = try openStore(try Source.parse(directory, splitLocal: false), gcs: try GCSOptions.parse([]),
+                              firebase: try FirebaseOptions.parse([]), logger: Logger(label: "bucketfs"))
         } catch {
             throw failed(error, "mb \(directory)")
         }

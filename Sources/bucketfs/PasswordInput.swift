@@ -25,7 +25,8 @@ enum PasswordInput {
     /// The first line, without its line end; an empty one is refused.
     static func firstLine(_ data: Data, from origin: String) throws -> String {
         let text = String(decoding: data, as: UTF8.self)
-        let line = text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
+        // "\r\n" is one Character in Swift: both line ends stop the line.
+        let line = String(text.prefix { $0 != "\n" && $0 != "\r\n" })
         let password = line.hasSuffix("\r") ? String(line.dropLast()) : line
         guard !password.isEmpty else { throw Problem(description: "no password in \(origin)") }
         return password

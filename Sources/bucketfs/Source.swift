@@ -81,7 +81,7 @@ struct ValidationErrorText: Error, CustomStringConvertible {
 
 /// Opens the store of a source. For gs:// and firebase:// with a path, `prefixMount` makes the
 /// path the store's prefix (mounting a sub-tree) instead of an object path.
-func openStore(_ source: Source, gcs: GCSOptions, firebase: FirebaseOptions = FirebaseOptions(), logger: Logger,
+func openStore(_ source: Source, gcs: GCSOptions, firebase: FirebaseOptions, logger: Logger,
                prefixMount: Bool = false, tuning: GCSStore.Tuning = GCSStore.Tuning(),
                deadline: Duration = .seconds(60)) throws -> any ObjectStore {
     switch source {

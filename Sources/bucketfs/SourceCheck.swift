@@ -50,7 +50,7 @@ enum SourceCheck {
     }
 
     /// Checks a source and returns its store, ready to use.
-    static func open(_ source: Source, gcs: GCSOptions, firebase: FirebaseOptions = FirebaseOptions(), logger: Logger,
+    static func open(_ source: Source, gcs: GCSOptions, firebase: FirebaseOptions, logger: Logger,
                      prefixMount: Bool, mounting: Bool) async throws -> any ObjectStore {
         switch source {
         case .embedded(let dir, _):
@@ -85,13 +85,13 @@ enum SourceCheck {
                         + "account (console: IAM → Service accounts → Keys) and pass it with --key-file")
                 }
             }
-            let store = try openStore(source, gcs: gcs, logger: logger, prefixMount: prefixMount)
+            let store = try openStore(source, gcs: gcs, firebase: firebase, logger: logger, prefixMount: prefixMount)
             guard let g = store as? GCSStore else { return store }
             do {
                 try await g.probe(timeout: probeTimeout)
             } catch {
                 try? await g.shutdown()
-                if !mounting, case StorageError.unauthorized = error { return try openStore(source, gcs: gcs, logger: logger, prefixMount: prefixMount) }
+                if !mounting, case StorageError.unauthorized = error { return try openStore(source, gcs: gcs, firebase: firebase, logger: logger, prefixMount: prefixMount) }
                 var cause = error
                 if case StorageError.timeout = error, let refusal = connectProblem(g.endpoint) {
                     // The HTTP client keeps retrying a refused connection until its deadline: say why.

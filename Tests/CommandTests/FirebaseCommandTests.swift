@@ -42,7 +42,7 @@ import Testing
 
     @Test func noLoginNamesTheLoginLine() throws {
         do {
-            _ = try FirebaseAccess.resolve(bucket: "b.appspot.com", origin: nil, gcs: GCSOptions(), firebase: FirebaseOptions(),
+            _ = try FirebaseAccess.resolve(bucket: "b.appspot.com", origin: nil, gcs: try GCSOptions.parse([]), firebase: try FirebaseOptions.parse([]),
                                            environment: emptyConfig(), logger: quiet)
             Issue.record("resolved with no login")
         } catch let e as SourceProblem {
@@ -52,10 +52,9 @@ import Testing
     }
 
     @Test func gcsCredentialsAreRefusedWithTheWayOut() throws {
-        var gcs = GCSOptions()
-        gcs.anonymous = true
+        let gcs = try GCSOptions.parse(["--anonymous"])
         #expect(throws: SourceProblem.self) {
-            try FirebaseAccess.resolve(bucket: "b", origin: nil, gcs: gcs, firebase: FirebaseOptions(),
+            try FirebaseAccess.resolve(bucket: "b", origin: nil, gcs: gcs, firebase: try FirebaseOptions.parse([]),
                                        environment: emptyConfig(), logger: quiet)
         }
     }
@@ -63,7 +62,7 @@ import Testing
     @Test func idTokenFromTheEnvironmentNeedsNoLogin() throws {
         var env = emptyConfig()
         env["FIREBASE_ID_TOKEN"] = "header.payload.sig"
-        let a = try FirebaseAccess.resolve(bucket: "b", origin: nil, gcs: GCSOptions(), firebase: FirebaseOptions(),
+        let a = try FirebaseAccess.resolve(bucket: "b", origin: nil, gcs: try GCSOptions.parse([]), firebase: try FirebaseOptions.parse([]),
                                            environment: env, logger: quiet)
         #expect(a.tokens is FixedIDToken && a.login == nil)
         #expect(!a.identity.contains("header.payload.sig"))
