@@ -383,20 +383,29 @@ def test_firebase_mount_tools_within_the_rules(fb, mounts, tmp_path):
     assert re.search(r"shared/readme\.txt.*Permission denied. No WRITE permission", log), log[-3000:]
 
 
-def test_firebase_listed_but_not_readable_is_eacces(fb, mounts):
+def listed_not_readable(fb, mounts, wait):
     """The rules let every signed-in user list everything, and read only their own: another
     user's file shows in `ls` (with a log line) and using it is EACCES."""
     seed(fb)
     fb.login_email()
-    mnt = mounts.mount(SRC)
+    mnt = mounts.mount(SRC, "--metadata-ttl", "1")
     other = os.path.join(mnt, "users", "someone-else")
     assert "users" in os.listdir(mnt)
     assert "someone-else" in os.listdir(os.path.join(mnt, "users"))  # by listings (see the xfail test)
     assert os.listdir(other) == ["private.txt"]
-    rc, err = errno_of(["cat", os.path.join(other, "private.txt")])
-    assert rc != 0 and "Permission denied" in err, f"cat of an unreadable file: rc {rc}, {err!r}"
     log = open(mounts.log_path(mnt)).read()
     assert re.search(r"users/someone-else/private\.txt.*Permission denied. No READ permission", log), log[-3000:]
+    time.sleep(wait)
+    rc, err = errno_of(["cat", os.path.join(other, "private.txt")])
+    assert rc != 0 and "Permission denied" in err, f"cat of an unreadable file: rc {rc}, {err!r}"
+
+
+@pytest.mark.xfail(strict=True, reason="the core trusts the entry the store gave for a name "
+                   "listed but not readable (size 0, generation 0), also when it lists the directory again after "
+                   "--metadata-ttl, and reads nothing: `cat` prints nothing and succeeds; the core should "
+                   "revalidate a generation-0 entry before use (notes/fbstore-readme.md, notes/FIREBASE-API.md)")
+def test_firebase_listed_but_not_readable_is_eacces(fb, mounts):
+    listed_not_readable(fb, mounts, wait=1.5)
 
 
 @pytest.mark.xfail(strict=True, reason="the core's lookup of a name not yet listed GETs it and lists NAME/ at once and "
