@@ -183,10 +183,15 @@ enum SourceCheck {
             return SourceProblem("bucket '\(bucket)' does not exist at \(endpoint): check the name in firebase://BUCKET "
                 + "(PROJECT.firebasestorage.app or PROJECT.appspot.com)")
         case .unauthorized(_, let m):
-            let example = access.login.map { "firebase://\(bucket)/users/\($0.uid)" } ?? "firebase://\(bucket)/users/UID"
+            // The store's message may already say what listing needs; say it once.
+            let needs = m.contains("rules_version") ? ""
+                : " Listing needs rules_version = '2' and an `allow list` rule matching "
+                    + (prefix.isEmpty ? "the bucket's root" : "'\(prefix)'") + " (under rules_version = '1' every list is refused)."
+            let own = access.login.map { "users/\($0.uid)" }
+            let other = own.map { $0 == prefix ? "" : " Or mount a prefix the rules let you list, e.g. firebase://\(bucket)/\($0)" }
+                ?? " Or mount a prefix the rules let you list"
             return SourceProblem("\(access.identity) may not list \(listedSource) (HTTP 403: \(m)): the project's Security Rules "
-                + "refuse it. Listing needs rules_version = '2' and an `allow list` rule matching \(prefix.isEmpty ? "the bucket's root" : "'\(prefix)'") "
-                + "(under rules_version = '1' every list is refused); or mount a prefix the rules let you list, e.g. \(example)")
+                + "refuse it.\(needs)\(other)")
         case .unauthenticated(let m):
             let again = m.contains("bucketfs login") ? ""
                 : access.login == nil ? "; pass a fresh ID token, or sign in: \(FirebaseAccess.loginLine(bucket))"
