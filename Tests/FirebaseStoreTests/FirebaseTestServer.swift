@@ -649,6 +649,10 @@ extension FirebaseTestServer {
             guard let offset = headers.first(name: "X-Goog-Upload-Offset").flatMap({ Int($0) }), offset == s.data.count else {
                 return .error(400, "X-Goog-Upload-Offset does not match the \(s.data.count) bytes received.")
             }
+            // Chunks are multiples of 256 KiB, but the last (firebase-v0.md §5).
+            if !verbs.contains("finalize"), body.count % (256 << 10) != 0 {
+                return .error(400, "An upload chunk of \(body.count) bytes is not a multiple of 262144.")
+            }
             s.data.append(body)
             if let total = s.total, s.data.count > total { return .error(400, "More bytes than X-Goog-Upload-Header-Content-Length.") }
         }
