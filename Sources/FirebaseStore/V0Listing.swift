@@ -8,11 +8,15 @@ import StorageModel
 /// delimiter, or under a prefix that ends mid-name (v0 asks for neither), is walked directory by
 /// directory. One list request per page asked for (plus, for a walk, one per directory entered).
 ///
-/// Page tokens are the store's own (`ListCursor`): where each directory being read stands. Within
-/// a directory, the entries taken from a server page are those after the last one taken and up
-/// to the page's horizon: its last entry, or — when the server counted only items against
-/// `maxResults` and sent every prefix on every page, as the emulator does — its last item. So
-/// neither server behaviour shows a prefix twice or out of place.
+/// Page tokens are the store's own (`ListCursor`): where each directory being read stands. Servers
+/// differ in how pages hold prefixes: production counts prefixes and items against `maxResults`,
+/// page by page; the emulator counts items only and sends every prefix on every page. A delimited
+/// listing passes the first kind through and, once a page shows the second kind, returns the
+/// prefixes with its first page and no more — so no prefix shows twice. A walk orders names by
+/// their UTF-8 bytes, as Cloud Storage does, and takes from each server page the entries after
+/// the last one taken and up to the page's horizon: its last entry, or, when every prefix came
+/// with the page, its last item. (The emulator sorts by UTF-16 code units; the two orders differ
+/// only for names that mix characters beyond U+FFFF with ones from U+E000 to U+FFFF.)
 extension FirebaseStore {
     public func list(_ request: ListRequest) async throws -> ListPage {
         guard request.delimiter == nil || request.delimiter == "/" else {
@@ -45,13 +49,15 @@ extension FirebaseStore {
         } else {
             let level = levels[0]
             let page = try await fetchPage(level.dir, token: level.token, maxResults: maxResults)
-            let (entries, horizon) = Self.entries(of: page, at: level, maxResults: maxResults)
-            for e in entries {
-                if e.isPrefix { prefixes.append(e.name) } else { candidates.append(Candidate(name: e.name, placeholder: false)) }
+            let wanted = { (name: String) in name.hasPrefix(level.dir) && level.filter.map { name.hasPrefix($0) } ?? true }
+            for name in page.items where name != level.dir && wanted(name) {
+                candidates.append(Candidate(name: name, placeholder: false))
             }
+            if level.prefixesDone != true { prefixes = page.prefixes.filter(wanted) }
             if let next = page.next {
                 levels[0].token = next
-                levels[0].after = horizon ?? entries.last?.name ?? level.after
+                // Every prefix came with this page: the next ones bring them again.
+                if page.items.count + page.prefixes.count > maxResults { levels[0].prefixesDone = true }
             } else {
                 levels = []
             }
@@ -224,6 +230,8 @@ struct ListCursor: Codable, Equatable {
         var after: String? = nil
         /// Names must start with this: a prefix that ends mid-name (top level only).
         var filter: String? = nil
+        /// A delimited listing returned every prefix already (the server sends them all on every page).
+        var prefixesDone: Bool? = nil
     }
     var flat: Bool
     var levels: [Level]
