@@ -96,6 +96,32 @@ import Testing
         }
     }
 
+    /// A walk over many small server pages, either order, either way of sending prefixes: every
+    /// name once, placeholders included; in byte order where the server pages in byte order.
+    @Test(arguments: [FirebaseTestServer.Flavour.emulator, .production])
+    func aWalkOverManyPagesLosesNoName(flavour: FirebaseTestServer.Flavour) async throws {
+        var t = fastTuning
+        t.walkPageSize = 2
+        try await withFirebase(flavour: flavour, tuning: t) { f in
+            let names = ["w/", "w/a", "w/\u{1F600}", "w/\u{FF46}", "w/b/", "w/b/1", "w/b/2", "w/b/3", "w/c/d/e", "w/c-x", "w/z", "w/zz/", "w/zz/y"]
+            for n in names { f.server.seed(n, Data(n.utf8)) }
+            var got: [String] = []
+            var token: String? = nil
+            var pages = 0
+            repeat {
+                let p = try await f.store.list(ListRequest(prefix: "w/", delimiter: nil, maxResults: 3, pageToken: token))
+                #expect(p.items.count <= 3)
+                got += p.items.map(\.name)
+                token = p.nextPageToken
+                pages += 1
+            } while token != nil && pages < 100
+            #expect(got.sorted() == names.sorted(), "every name once")
+            if flavour == .production {
+                #expect(got == names.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }, "in byte order")
+            }
+        }
+    }
+
     @Test func aFlatListingWalksDirectoriesAndFindsPlaceholders() async throws {
         try await withFirebase { f in
             for n in ["t/", "t/a", "t/b/", "t/b/c", "t/b/d/e", "t/c-d", "t/z"] { f.server.seed(n, Data(n.utf8)) }
