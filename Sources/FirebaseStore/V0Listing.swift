@@ -164,8 +164,8 @@ extension FirebaseStore {
     }
 
     /// The metadata of each candidate, `maxConnections` GETs at a time, in order. A candidate gone
-    /// since (404), or a placeholder the rules hide, is left out; an item the rules let this user
-    /// list but not read is shown with size 0 (and logged once): using it fails with EACCES.
+    /// since (404), or a placeholder the rules hide, is left out. An item the rules let this user
+    /// list but not read is shown (and logged once) as `unreadable(_:)`.
     func metadata(of candidates: [Candidate]) async throws -> [ObjectInfo] {
         guard !candidates.isEmpty else { return [] }
         var results = [ObjectInfo?](repeating: nil, count: candidates.count)
@@ -195,12 +195,19 @@ extension FirebaseStore {
         } catch StorageError.unauthorized(_, let m) {
             if c.placeholder { return nil }
             if once.first("listed-unreadable:" + name) {
-                logger.warning("\(shown(c.name)): listed, but the Security Rules deny reading it (\(m)); shown with size 0, and using it fails with EACCES")
+                logger.warning("\(shown(c.name)): listed, but the Security Rules deny reading it (\(m)); shown with size 1 and time 0 (unknown), and reading it fails with EACCES")
             }
-            let epoch = Date(timeIntervalSince1970: 0)
-            return ObjectInfo(bucket: bucket, name: name, generation: 0, metageneration: 0, size: 0,
-                              timeCreated: epoch, updated: epoch, md5Hash: nil, crc32c: nil, writable: WritableMetadata())
+            return unreadable(name)
         }
+    }
+
+    /// What a listing shows of an object it may not read: generation 0 (none known), time 0, and
+    /// size 1 — not 0, so that reading it asks the server (and fails with EACCES) rather than
+    /// ending at once with no bytes.
+    func unreadable(_ name: String) -> ObjectInfo {
+        let epoch = Date(timeIntervalSince1970: 0)
+        return ObjectInfo(bucket: bucket, name: name, generation: 0, metageneration: 0, size: 1,
+                          timeCreated: epoch, updated: epoch, md5Hash: nil, crc32c: nil, writable: WritableMetadata())
     }
 }
 
