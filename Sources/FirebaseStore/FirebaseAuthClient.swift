@@ -30,36 +30,42 @@ public struct FirebaseAuthClient: Sendable {
     }
 
     public func signIn(email: String, password: String) async throws -> FirebaseTokens {
+        let sent = Date()
         let o = try await post(endpoints.identityToolkit, "v1/accounts:signInWithPassword", what: "sign-in with email and password",
                                json: ["email": email, "password": password, "returnSecureToken": true])
-        return try tokens(o, provider: "password")
+        return try tokens(o, provider: "password", sent: sent)
     }
 
     public func signIn(customToken: String) async throws -> FirebaseTokens {
+        let sent = Date()
         let o = try await post(endpoints.identityToolkit, "v1/accounts:signInWithCustomToken", what: "sign-in with a custom token",
                                json: ["token": customToken, "returnSecureToken": true])
-        return try tokens(o, provider: "custom")
+        return try tokens(o, provider: "custom", sent: sent)
     }
 
     public func signUpAnonymously() async throws -> FirebaseTokens {
+        let sent = Date()
         let o = try await post(endpoints.identityToolkit, "v1/accounts:signUp", what: "anonymous sign-up",
                                json: ["returnSecureToken": true])
-        return try tokens(o, provider: "anonymous")
+        return try tokens(o, provider: "anonymous", sent: sent)
     }
 
     public func refresh(_ refreshToken: String) async throws -> FirebaseTokens {
         let form = "grant_type=refresh_token&refresh_token=\(GCSJSONAPI.encode(refreshToken))"
+        let sent = Date()
         let o = try await post(endpoints.secureToken, "v1/token", what: "token refresh",
                                body: ByteBuffer(string: form), contentType: "application/x-www-form-urlencoded")
-        var t = try tokens(o, provider: nil)
+        var t = try tokens(o, provider: nil, sent: sent)
         if t.refreshToken.isEmpty { t.refreshToken = refreshToken }
         return t
     }
 
     // MARK: exchange
 
-    /// Reads both answer shapes: identitytoolkit's camelCase and securetoken's snake_case.
-    private func tokens(_ o: [String: Any], provider: String?) throws -> FirebaseTokens {
+    /// Reads both answer shapes: identitytoolkit's camelCase and securetoken's snake_case. The
+    /// expiry counts from when the request was sent (the token cannot be older), on this machine's
+    /// clock (the token's own `exp` is on the server's).
+    private func tokens(_ o: [String: Any], provider: String?, sent: Date) throws -> FirebaseTokens {
         guard let id = (o["idToken"] as? String) ?? (o["id_token"] as? String), !id.isEmpty else {
             throw StorageError.unauthenticated(message: "Firebase Auth answered without an ID token")
         }
@@ -69,7 +75,7 @@ public struct FirebaseAuthClient: Sendable {
         guard let uid = (o["localId"] as? String) ?? (o["user_id"] as? String) ?? claims.uid, !uid.isEmpty else {
             throw StorageError.unauthenticated(message: "Firebase Auth answered without a user id")
         }
-        return FirebaseTokens(idToken: id, refreshToken: refresh, expiresAt: Date().addingTimeInterval(expiresIn),
+        return FirebaseTokens(idToken: id, refreshToken: refresh, expiresAt: sent.addingTimeInterval(expiresIn),
                               uid: uid, email: (o["email"] as? String).flatMap { $0.isEmpty ? nil : $0 } ?? claims.email,
                               provider: claims.provider ?? provider ?? "unknown")
     }

@@ -54,6 +54,8 @@ public final class FirebaseStore: ObjectStore, @unchecked Sendable {
         public var receiveBuffer: Int = 512 << 10
         /// Where copies are staged (default: the system's temporary directory).
         public var temporaryDirectory: String? = nil
+        /// Names per list request of a walk (a listing without a delimiter), 1…1000.
+        public var walkPageSize: Int = 1000
         public init() {}
     }
 

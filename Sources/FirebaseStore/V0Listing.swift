@@ -8,11 +8,14 @@ import StorageModel
 /// delimiter, or under a prefix that ends mid-name (v0 asks for neither), is walked directory by
 /// directory. One list request per page asked for (plus, for a walk, one per directory entered).
 ///
-/// Page tokens are the store's own (`ListCursor`): where each directory being read stands. Within
-/// a directory, the entries taken from a server page are those after the last one taken and up
-/// to the page's horizon: its last entry, or — when the server counted only items against
-/// `maxResults` and sent every prefix on every page, as the emulator does — its last item. So
-/// neither server behaviour shows a prefix twice or out of place.
+/// Page tokens are the store's own (`ListCursor`): where each directory being read stands — the
+/// server's token of the page being read, and for a walk how many of its entries were taken.
+/// Servers differ in how pages hold prefixes: production counts prefixes and items against
+/// `maxResults`, page by page; the emulator counts items only and sends every prefix on every page.
+/// Once a page shows the second kind, that directory's prefixes are taken from it and never again,
+/// so none shows twice. Nothing relies on the server's sort order (the emulator sorts by UTF-16
+/// code units, Cloud Storage by UTF-8 bytes). Within a page, entries go in UTF-8 byte order; a walk
+/// over a server of the second kind enters every subdirectory with the directory's first page.
 extension FirebaseStore {
     public func list(_ request: ListRequest) async throws -> ListPage {
         guard request.delimiter == nil || request.delimiter == "/" else {
@@ -45,13 +48,12 @@ extension FirebaseStore {
         } else {
             let level = levels[0]
             let page = try await fetchPage(level.dir, token: level.token, maxResults: maxResults)
-            let (entries, horizon) = Self.entries(of: page, at: level, maxResults: maxResults)
-            for e in entries {
+            for e in Self.entries(of: page, at: level) {
                 if e.isPrefix { prefixes.append(e.name) } else { candidates.append(Candidate(name: e.name, placeholder: false)) }
             }
             if let next = page.next {
                 levels[0].token = next
-                levels[0].after = horizon ?? entries.last?.name ?? level.after
+                if page.sendsEveryPrefix(maxResults: maxResults) { levels[0].prefixesDone = true }
             } else {
                 levels = []
             }
@@ -87,6 +89,12 @@ extension FirebaseStore {
         var items: [String] = []
         var prefixes: [String] = []
         var next: String?
+
+        /// More entries than asked for, and more to come: the server counted items only and sent
+        /// every prefix of the directory (the emulator); its next pages bring them all again.
+        func sendsEveryPrefix(maxResults: Int) -> Bool {
+            next != nil && items.count + prefixes.count > maxResults
+        }
     }
 
     /// One v0 list request (names only).
@@ -107,61 +115,46 @@ extension FirebaseStore {
         return page
     }
 
-    /// The entries of `page` after the level's last one and up to the page's horizon (which is
-    /// returned; nil on the last page), under its filter, in byte order.
-    static func entries(of page: ServerPage, at level: ListCursor.Level, maxResults: Int) -> ([Entry], String?) {
-        let items = page.items.filter { $0 != level.dir }
-        var horizon: String? = nil
-        if page.next != nil {
-            let lastPrefix = page.prefixes.max(by: Self.precedes)
-            if page.items.count + page.prefixes.count > maxResults, let lastItem = items.last {
-                horizon = lastItem  // items counted alone; every prefix on every page
-            } else {
-                horizon = [items.last, lastPrefix].compactMap { $0 }.max(by: Self.precedes)
-            }
-        }
-        var out = items.map { Entry(name: $0, isPrefix: false) } + page.prefixes.map { Entry(name: $0, isPrefix: true) }
-        out = out.filter { e in
-            if let a = level.after, !precedes(a, e.name) { return false }
-            if let h = horizon, precedes(h, e.name) { return false }
-            if let f = level.filter, !e.name.hasPrefix(f) { return false }
-            return e.name.hasPrefix(level.dir)
-        }
+    /// The entries of `page` for `level` (under its directory and filter, without the placeholder
+    /// and, once taken, without the prefixes), in UTF-8 byte order.
+    static func entries(of page: ServerPage, at level: ListCursor.Level) -> [Entry] {
+        let wanted = { (name: String) in name.hasPrefix(level.dir) && level.filter.map { name.hasPrefix($0) } ?? true }
+        var out = page.items.filter { $0 != level.dir && wanted($0) }.map { Entry(name: $0, isPrefix: false) }
+        if level.prefixesDone != true { out += page.prefixes.filter(wanted).map { Entry(name: $0, isPrefix: true) } }
         out.sort { precedes($0.name, $1.name) }
-        var seen = Set<String>()
-        out = out.filter { seen.insert($0.name).inserted }
-        return (out, horizon)
+        return out
     }
 
     static func precedes(_ a: String, _ b: String) -> Bool { a.utf8.lexicographicallyPrecedes(b.utf8) }
 
-    /// Every name under the first level, depth first in byte order (which is the flat listing's
-    /// order), until `limit` candidates: items, and each directory's placeholder before its
-    /// contents. `levels` is left where the walk stopped (empty when it ended).
+    /// Every name under the first level, depth first (each directory's placeholder before its
+    /// contents), until `limit` candidates. `levels` is left where the walk stopped (empty when it
+    /// ended); a page is asked again on the next call and its first `taken` entries skipped.
     func walk(_ levels: inout [ListCursor.Level], into candidates: inout [Candidate], limit: Int) async throws {
-        var pages: [(entries: [Entry], at: Int, next: String?, horizon: String?)?] = Array(repeating: nil, count: levels.count)
+        let pageSize = min(max(tuning.walkPageSize, 1), 1000)
+        var pages: [(entries: [Entry], next: String?, everyPrefix: Bool)?] = Array(repeating: nil, count: levels.count)
         while candidates.count < limit, let top = levels.last {
             let i = levels.count - 1
             if pages[i] == nil {
-                let page = try await fetchPage(top.dir, token: top.token, maxResults: 1000)
-                let (entries, horizon) = Self.entries(of: page, at: top, maxResults: 1000)
-                pages[i] = (entries, 0, page.next, horizon)
+                let page = try await fetchPage(top.dir, token: top.token, maxResults: pageSize)
+                pages[i] = (Self.entries(of: page, at: top), page.next, page.sendsEveryPrefix(maxResults: pageSize))
             }
             let p = pages[i]!
-            guard p.at < p.entries.count else {
+            let taken = top.taken ?? 0
+            guard taken < p.entries.count else {
                 pages[i] = nil
                 if let next = p.next {
                     levels[i].token = next
-                    levels[i].after = p.horizon ?? levels[i].after
+                    levels[i].taken = nil
+                    if p.everyPrefix { levels[i].prefixesDone = true }
                 } else {
                     levels.removeLast()
                     pages.removeLast()
                 }
                 continue
             }
-            let e = p.entries[p.at]
-            pages[i]!.at += 1
-            levels[i].after = e.name
+            let e = p.entries[taken]
+            levels[i].taken = taken + 1
             candidates.append(Candidate(name: e.name, placeholder: e.isPrefix))
             if e.isPrefix {
                 levels.append(ListCursor.Level(dir: e.name))
@@ -171,8 +164,8 @@ extension FirebaseStore {
     }
 
     /// The metadata of each candidate, `maxConnections` GETs at a time, in order. A candidate gone
-    /// since (404), or a placeholder the rules hide, is left out; an item the rules let this user
-    /// list but not read is shown with size 0 (and logged once): using it fails with EACCES.
+    /// since (404), or a placeholder the rules hide, is left out. An item the rules let this user
+    /// list but not read is shown (and logged once) as `unreadable(_:)`.
     func metadata(of candidates: [Candidate]) async throws -> [ObjectInfo] {
         guard !candidates.isEmpty else { return [] }
         var results = [ObjectInfo?](repeating: nil, count: candidates.count)
@@ -202,12 +195,19 @@ extension FirebaseStore {
         } catch StorageError.unauthorized(_, let m) {
             if c.placeholder { return nil }
             if once.first("listed-unreadable:" + name) {
-                logger.warning("\(shown(c.name)): listed, but the Security Rules deny reading it (\(m)); shown with size 0, and using it fails with EACCES")
+                logger.warning("\(shown(c.name)): listed, but the Security Rules deny reading it (\(m)); shown with size 1 and time 0 (unknown), and reading it fails with EACCES")
             }
-            let epoch = Date(timeIntervalSince1970: 0)
-            return ObjectInfo(bucket: bucket, name: name, generation: 0, metageneration: 0, size: 0,
-                              timeCreated: epoch, updated: epoch, md5Hash: nil, crc32c: nil, writable: WritableMetadata())
+            return unreadable(name)
         }
+    }
+
+    /// What a listing shows of an object it may not read: generation 0 (none known), time 0, and
+    /// size 1 — not 0, so that reading it asks the server (and fails with EACCES) rather than
+    /// ending at once with no bytes.
+    func unreadable(_ name: String) -> ObjectInfo {
+        let epoch = Date(timeIntervalSince1970: 0)
+        return ObjectInfo(bucket: bucket, name: name, generation: 0, metageneration: 0, size: 1,
+                          timeCreated: epoch, updated: epoch, md5Hash: nil, crc32c: nil, writable: WritableMetadata())
     }
 }
 
@@ -220,10 +220,12 @@ struct ListCursor: Codable, Equatable {
         var dir: String
         /// The server's token of the page being read; nil for the first page.
         var token: String? = nil
-        /// The last entry taken at this level.
-        var after: String? = nil
+        /// Entries of that page already taken (a walk).
+        var taken: Int? = nil
         /// Names must start with this: a prefix that ends mid-name (top level only).
         var filter: String? = nil
+        /// A delimited listing returned every prefix already (the server sends them all on every page).
+        var prefixesDone: Bool? = nil
     }
     var flat: Bool
     var levels: [Level]

@@ -147,7 +147,7 @@ package final class GCSTransport: Sendable {
         }
     }
 
-    package func giveUp(_ what: String, path: String, attempts: Int, last: StorageError?,
+    private func giveUp(_ what: String, path: String, attempts: Int, last: StorageError?,
                         answer: StorageError?, note: String? = nil) -> StorageError {
         let shown = path.isEmpty ? dialect.bucketURL : path
         if attempts <= 1, case .timeout(let m)? = last { return .timeout(message: "\(what) \(shown): \(m)") }

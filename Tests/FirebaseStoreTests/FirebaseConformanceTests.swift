@@ -8,7 +8,7 @@ import Testing
 /// documented differences are capability flags: no server-side preconditions (the store checks
 /// first, so racing writers may both get through), and the emulator's `maxResults` counting
 /// items only.
-@Suite struct FirebaseConformanceTests {
+@Suite(.serialized) struct FirebaseConformanceTests {
     static let emulator = ConformanceCapabilities(maxResultsCountsPrefixes: false, atomicPreconditions: false)
     static let production = ConformanceCapabilities(maxResultsCountsPrefixes: true, atomicPreconditions: false)
 

@@ -65,7 +65,7 @@ import Testing
         }
     }
 
-    @Test func objectsListedButNotReadableShowWithSizeZeroAndALogLine() async throws {
+    @Test func objectsListedButNotReadableShowAndFailOnUse() async throws {
         try await withFirebase(rules: .perUser, uid: "alice") { f in
             f.server.seed("shared/bob/his", Data("bob's".utf8))
             _ = try await f.store.write("shared/alice/hers", from: .data(Data("alice's".utf8)), metadata: .init(), preconditions: .none)
@@ -75,9 +75,13 @@ import Testing
             }
             let bob = try await f.store.list(ListRequest(prefix: "shared/bob/", delimiter: "/"))
             #expect(bob.items.map(\.name) == ["shared/bob/his"])
-            #expect(bob.items.first?.size == 0 && bob.items.first?.generation == 0)
-            let e = await storageError { _ = try await f.store.read("shared/bob/his", generation: nil, range: nil) }
-            #expect(Self.isUnauthorized(e), "using it fails with EACCES")
+            let his = try #require(bob.items.first)
+            #expect(his.generation == 0 && his.size == 1, "unknown, and not empty: a read must ask")
+            // A read as the core makes it, of the generation and range the listing gave.
+            let e = await storageError { try await f.store.stream("shared/bob/his", generation: his.generation, range: 0..<his.size) { _ in } }
+            #expect(Self.isUnauthorized(e), "reading it fails with EACCES")
+            let r = await storageError { _ = try await f.store.read("shared/bob/his", generation: nil, range: nil) }
+            #expect(Self.isUnauthorized(r))
             _ = try await f.store.list(ListRequest(prefix: "shared/bob/", delimiter: "/"))
             let lines = f.logs.all.filter { $0.contains("shared/bob/his") && $0.contains("listed, but the Security Rules deny reading it") }
             #expect(lines.count == 1, "logged once per object: \(lines)")

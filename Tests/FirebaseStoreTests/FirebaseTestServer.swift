@@ -23,7 +23,7 @@ import StorageModel
 ///   loaded denies everything; listing under rules_version 1 is refused.
 /// - Flavours: `.emulator` has the Firebase emulator's quirks the document names (`maxResults`
 ///   counts items only and every page carries every prefix, the page token is the next item's
-///   name, 404 bodies are plain text, crc32c is decimal, contentEncoding defaults to identity, a
+///   name (items in JavaScript's UTF-16 order), 404 bodies are plain text, crc32c is decimal, contentEncoding defaults to identity, a
 ///   range past the end gets the whole object); `.production` counts prefixes and items together,
 ///   has opaque page tokens and JSON errors, and answers a range past the end with 416.
 /// - Faults: 503s, 402s, 401s, latency on every answer, stalled and cut download bodies, an answer
@@ -434,10 +434,11 @@ extension FirebaseTestServer {
             }
         }
         let before = { (a: String, b: String) in a.utf8.lexicographicallyPrecedes(b.utf8) }
-        items.sort(by: before)
         var out: [String: Any] = [:]
         switch flavour {
         case .emulator:
+            // JavaScript's sort: UTF-16 code units.
+            items.sort { $0.utf16.lexicographicallyPrecedes($1.utf16) }
             // maxResults counts items; every page has every prefix; the token is the next item,
             // and a token no longer found starts over.
             if let t = q["pageToken"], let i = items.firstIndex(of: t) { items = Array(items[i...]) }
@@ -448,6 +449,7 @@ extension FirebaseTestServer {
             out["prefixes"] = prefixes.sorted(by: before)
             out["items"] = items.map { ["name": $0, "bucket": bucket] }
         case .production:
+            items.sort(by: before)
             // Prefixes and items count together; the token (opaque) resumes after the last entry.
             var entries = (items.map { ($0, false) } + prefixes.map { ($0, true) }).sorted { before($0.0, $1.0) }
             if let t = q["pageToken"] {
@@ -648,6 +650,10 @@ extension FirebaseTestServer {
             // The emulator ignores the offset; a checked one is what the protocol promises.
             guard let offset = headers.first(name: "X-Goog-Upload-Offset").flatMap({ Int($0) }), offset == s.data.count else {
                 return .error(400, "X-Goog-Upload-Offset does not match the \(s.data.count) bytes received.")
+            }
+            // Chunks are multiples of 256 KiB, but the last (firebase-v0.md §5).
+            if !verbs.contains("finalize"), body.count % (256 << 10) != 0 {
+                return .error(400, "An upload chunk of \(body.count) bytes is not a multiple of 262144.")
             }
             s.data.append(body)
             if let total = s.total, s.data.count > total { return .error(400, "More bytes than X-Goog-Upload-Header-Content-Length.") }
