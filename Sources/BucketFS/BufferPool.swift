@@ -77,6 +77,17 @@ final class BufferPool: @unchecked Sendable {
         if kept { scheduleSweep() } else { b.base.deallocate() }
     }
 
+    /// INVARIANT: the bytes counted as waiting are the buffers waiting, within the limit.
+    func invariantViolations() -> [String] {
+        lock.withLock {
+            let sum = free.reduce(0) { $0 + $1.key * $1.value.count }
+            var bad: [String] = []
+            if held != sum { bad.append("the buffer pool counts \(held) bytes waiting, it holds \(sum)") }
+            if held > limit { bad.append("the buffer pool holds \(held) bytes, its limit is \(limit)") }
+            return bad
+        }
+    }
+
     /// Frees the buffers that waited longer than `idle`.
     func sweep(now: ContinuousClock.Instant = .now) {
         let old: [UnsafeMutableRawPointer] = lock.withLock {

@@ -1,7 +1,11 @@
 import Foundation
 
-/// What the mount options of SPEC.md §3 decide for the core.
+/// What the mount options of SPEC.md §3 decide for the core. The values written here are the
+/// defaults, in this one place: the command line's options take theirs from `MountConfig.defaults`.
 public struct MountConfig: Sendable {
+    /// The defaults of every option (the command line shows them in `--help`).
+    public static let defaults = MountConfig()
+
     public var readOnly = false
     public var uid: UInt32 = getuid()
     public var gid: UInt32 = getgid()
@@ -14,8 +18,7 @@ public struct MountConfig: Sendable {
     /// The bound on cached metadata: files' and directories' metadata count one each, and each
     /// name in a cached directory listing one; past it the oldest are evicted (read again when
     /// next needed). Inodes the kernel holds keep their numbers whatever is evicted.
-    public var maxCachedEntries = MountConfig.defaultMaxCachedEntries
-    public static let defaultMaxCachedEntries = 100_000
+    public var maxCachedEntries = 100_000
     /// One memory budget for everything fetched ahead of readers, mount-wide (bytes): parts ahead
     /// of sequential readers and small files ahead of a tree walk.
     public var readAheadBudget = 128 << 20

@@ -59,7 +59,7 @@ extension BucketFileSystem {
             return count
         }
         // A large snapshot held metadata the cache had already evicted: that memory is free now.
-        if released >= 5000 { releaseFreedMemory() }
+        if released >= largeListingNames { releaseFreedMemory() }
     }
 
     /// Takes a directory handle's snapshot of `l`: each child node (pinned in the table, so the

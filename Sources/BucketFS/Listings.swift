@@ -13,7 +13,7 @@ extension BucketFileSystem {
     @discardableResult
     func loadListing(_ dir: Node, into handle: DirHandle? = nil) async throws(Errno) -> Listing {
         let prefix = locked { dir.childPrefix }
-        if let e = failures.check("l:" + prefix) { throw e }
+        if let e = failures.check(.listing(prefix: prefix)) { throw e }
         var token: String? = nil
         var dirs: [String] = []
         // In the bucket's order, so the cache's FIFO keeps the end of a listing it cannot hold.
@@ -34,11 +34,11 @@ extension BucketFileSystem {
             } while token != nil
         } catch {
             let e = fail(error, "list", prefix)
-            failures.note("l:" + prefix, e)
+            failures.note(.listing(prefix: prefix), e)
             throw e
         }
         let t = now
-        let big = dirs.count + files.count >= 5000
+        let big = dirs.count + files.count >= largeListingNames
         defer {
             if big {
                 // The pages of a large listing were parsed into many short-lived objects, and the
@@ -164,7 +164,7 @@ extension BucketFileSystem {
             return n
         }) { return local }
         if StoragePath.mountProblem(path) != nil { throw .ENOENT }
-        if let e = failures.check("s:" + path) { throw e }
+        if let e = failures.check(.metadata(path: path)) { throw e }
         async let meta: ObjectInfo? = { () async throws -> ObjectInfo? in
             do { return try await store.getMetadata(path) } catch StorageError.objectNotFound { return nil }
         }()
@@ -176,7 +176,7 @@ extension BucketFileSystem {
             info = try await meta
         } catch {
             let e = fail(error, "lookup", path)
-            failures.note("s:" + path, e)
+            failures.note(.metadata(path: path), e)
             throw e
         }
         let t = now
@@ -208,6 +208,12 @@ extension BucketFileSystem {
         if n.ino == Self.rootIno || n.removed { return false }
         if n.staged != nil && !force { return false }
         return force || n.infoExpiry <= now
+    }
+
+    /// A stat or a listing found `n`'s object missing. A node this mount already unlinked stays
+    /// so (it left the path index). Caller holds `lock`.
+    func markGoneLocked(_ n: Node) {
+        if n.presence == .present { n.presence = .gone }
     }
 
     /// The directory holding `n`, when known. Caller holds `lock`.
@@ -245,19 +251,19 @@ extension BucketFileSystem {
             // (A listing larger than the cache may have evicted this very info: read it alone.)
             if listed, box != nil { return box }
             if !listed {
-                locked { n.removed = true }
+                locked { markGoneLocked(n) }
                 logger.debug("stat \(name): not found")
                 throw .ENOENT
             }
         }
-        if let e = failures.check("s:" + name) { throw e }
+        if let e = failures.check(.metadata(path: name)) { throw e }
         do {
             let info = try await store.getMetadata(name)
             return keep(info, in: n)
         } catch {
-            if case StorageError.objectNotFound = error { locked { n.removed = true } }
+            if case StorageError.objectNotFound = error { locked { markGoneLocked(n) } }
             let e = fail(error, "stat", name)
-            failures.note("s:" + name, e)
+            failures.note(.metadata(path: name), e)
             throw e
         }
     }
@@ -275,6 +281,11 @@ extension BucketFileSystem {
 /// in the heap, not only at its top). A few milliseconds for a heap of 100 MB: only after work
 /// that freed a lot.
 func releaseFreedMemory() { _ = mallocTrim(0) }
+
+/// A listing (or a readdir snapshot) of at least this many names is large: once its pages or
+/// snapshot are freed, the freed heap is given back at once (`releaseFreedMemory`). Below it the
+/// trim would cost more than the little memory it returns.
+let largeListingNames = 5000
 
 @_silgen_name("malloc_trim")
 private func mallocTrim(_ pad: Int) -> Int32

@@ -38,6 +38,8 @@ struct CacheOrder {
     var entries: Int { infos + listedNames }
     /// Tickets in the queue, live and stale.
     var queued: Int { queue.count - head }
+    /// The tickets in the queue, oldest first (invariant checks).
+    var queuedTickets: ArraySlice<Ticket> { queue[head...] }
 
     /// A new ticket at the back of the queue; the caller stores its number in the node.
     mutating func push(_ ino: UInt64, listing: Bool) -> UInt64 {
@@ -193,7 +195,9 @@ extension BucketFileSystem {
         if handles.values.contains(where: { $0.ino == n.ino }) || dirHandles.values.contains(where: { $0.ino == n.ino }) {
             return
         }
-        if !n.removed, let parent = parentLocked(n), parent.listing?.children[n.name] == n.ino { return }
+        // (A node found gone stays while a listing names it: within its TTL the listing answers
+        // as it did, whether or not the kernel forgot the node meanwhile.)
+        if n.presence != .unlinked, let parent = parentLocked(n), parent.listing?.children[n.name] == n.ino { return }
         dropListingLocked(n)
         // The info stays on the object (uncounted) for an operation under way that holds it;
         // `attachLocked` counts it again should that operation hand the node to the kernel.
@@ -208,9 +212,11 @@ extension BucketFileSystem {
     /// Caller holds `lock`.
     func attachLocked(_ n: Node) -> Node {
         if isTabledLocked(n) { return n }
-        if !n.removed, let ino = byPath[key(n)], let bound = nodes[ino] { return bound }
+        if n.presence != .unlinked {
+            if let ino = byPath[key(n)], let bound = nodes[ino] { return bound }
+            byPath[key(n)] = n.ino
+        }
         nodes[n.ino] = n
-        if !n.removed { byPath[key(n)] = n.ino }
         if n.box != nil {
             cache.infos += 1
             n.infoTicket = cache.push(n.ino, listing: false)

@@ -62,7 +62,7 @@ extension BucketFileSystem {
                 }
             }
             locked {
-                n.removed = true
+                n.presence = .unlinked
                 clearInfoLocked(n)
                 discardStagedLocked(n, because: "the file was deleted")
                 removeChildLocked(p, name)
@@ -102,7 +102,7 @@ extension BucketFileSystem {
             throw fail(error, "rmdir", prefix)
         }
         locked {
-            n.removed = true
+            n.presence = .unlinked
             clearInfoLocked(n)
             dropListingLocked(n)
             removeChildLocked(p, name)
@@ -188,13 +188,13 @@ extension BucketFileSystem {
         }
         locked {
             if let dst, dst !== src {
-                dst.removed = true
+                dst.presence = .unlinked
                 discardStagedLocked(dst, because: "another file was renamed over it")
                 if byPath[key(dst)] == dst.ino { byPath.removeValue(forKey: key(dst)) }
             }
             if byPath[key(src)] == src.ino { byPath.removeValue(forKey: key(src)) }
             src.path = dstPath
-            if isTabledLocked(src) { byPath[key(src)] = src.ino }
+            if isTabledLocked(src) { bindPathLocked(src) }
             if let s = src.staged, s.recorded { staging.record(s, object: dstPath) }
             if src.staged?.createdHere == true { notePendingLocked(src) }
             src.infoExpiry = 0
@@ -255,7 +255,7 @@ extension BucketFileSystem {
                 if let s = n.staged, s.recorded { staging.record(s, object: n.path) }
                 if n.staged?.createdHere == true { notePendingLocked(n) }
                 n.infoExpiry = 0
-                byPath[key(n)] = n.ino
+                bindPathLocked(n)
             }
             // Once every node has its new path (dropping a listing may drop children it held).
             for n in moved { dropListingLocked(n) }

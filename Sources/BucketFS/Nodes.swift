@@ -30,8 +30,14 @@ final class Node: @unchecked Sendable {
     var listingTicket: UInt64 = 0
     /// Open directory handles whose snapshot holds this node: it stays in the table meanwhile.
     var snapshotPins: UInt32 = 0
-    /// Set once the object is gone (unlinked, renamed over).
-    var removed = false
+    /// Whether the object is there, found missing, or removed through this mount.
+    var presence = Presence.present
+    /// The object is gone: found missing, or removed through this mount.
+    var removed: Bool {
+        get { presence != .present }
+        // `false` brings a node back (seen in a listing again, created again); `true` is an unlink.
+        set { presence = newValue ? .unlinked : .present }
+    }
     /// The generation the kernel's page cache holds for this file: the one last opened for
     /// reading here (nil after an open for writing).
     var cachedGeneration: Int64?
@@ -47,6 +53,18 @@ final class Node: @unchecked Sendable {
     var objectName: String { type == .directory ? path + "/" : path }
     /// The list prefix for a directory's children.
     var childPrefix: String { path.isEmpty ? "" : path + "/" }
+}
+
+/// Whether a node's object exists, as far as this mount knows.
+enum Presence: Equatable {
+    /// Listed, looked up or made here.
+    case present
+    /// A stat or a listing found it missing (changed behind the mount's back). The node keeps its
+    /// path and its place in the path index: should the object come back, it gets its number back.
+    case gone
+    /// Removed through this mount (unlink, rmdir, renamed over or away): the node left the path
+    /// index, and lives on only while the kernel or an operation under way holds it.
+    case unlinked
 }
 
 /// The children of a directory as of one listing (plus changes made through this mount).

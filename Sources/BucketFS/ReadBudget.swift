@@ -40,6 +40,23 @@ final class ReadBudget: @unchecked Sendable {
         }
     }
 
+    /// Bytes `holder` has reserved now.
+    func reserved(by holder: AnyObject) -> Int {
+        lock.withLock { holders[ObjectIdentifier(holder)] ?? 0 }
+    }
+
+    /// INVARIANT: what is in use is what the holders reserved, within the capacity.
+    func invariantViolations() -> [String] {
+        lock.withLock {
+            var bad: [String] = []
+            let sum = holders.values.reduce(0, +)
+            if used != sum { bad.append("the read budget has \(used) bytes in use, its holders \(sum)") }
+            if used < 0 || used > capacity { bad.append("the read budget has \(used) bytes in use of \(capacity)") }
+            if holders.values.contains(where: { $0 <= 0 }) { bad.append("a read budget holder has no bytes reserved") }
+            return bad
+        }
+    }
+
     /// Moves a reservation to another holder (a walk-ahead file handed to the handle that opens it).
     func transfer(_ bytes: Int, from old: AnyObject, to new: AnyObject) {
         lock.withLock {

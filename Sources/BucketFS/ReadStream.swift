@@ -13,14 +13,22 @@ import StorageModel
 /// With `streams == 0` (a local store) every read goes straight to the store, and with a local
 /// file (the embedded bucket's blob of this generation) straight to that file.
 final class ReadStream: @unchecked Sendable {
+    /// From the mount's options (`MountConfig`, where their defaults are).
     struct Tuning: Sendable {
-        var firstPart = 1 << 20
-        var maxPart = 8 << 20
+        var firstPart: Int
+        var maxPart: Int
         /// Parts in flight or unread ahead of the reader; 0 reads on demand only.
-        var streams = 4
+        var streams: Int
         /// How far apart in order the requests of one sequential reader may arrive (the kernel's
         /// read-ahead sends that much at once).
-        var reorder: Int64 = 1 << 20
+        var reorder: Int64
+
+        init(_ config: MountConfig) {
+            firstPart = config.readPartFirst
+            maxPart = config.readPartMax
+            streams = config.readStreams
+            reorder = Int64(config.kernelReadAhead)
+        }
     }
 
     let path: String
@@ -99,6 +107,23 @@ final class ReadStream: @unchecked Sendable {
     /// The byte ranges of the parts held now (tests).
     var partRanges: [Range<Int64>] { lock.withLock { parts.map(\.range) } }
 
+    /// INVARIANT: the parts are contiguous, in order, within the object, and what they reserved
+    /// is what the budget holds for this stream (none once closed).
+    func invariantViolations() -> [String] {
+        lock.withLock {
+            var bad: [String] = []
+            for (a, b) in zip(parts, parts.dropFirst()) where a.range.upperBound != b.range.lowerBound {
+                bad.append("'\(path)': parts \(a.range) and \(b.range) are not contiguous")
+            }
+            if let last = parts.last, last.range.upperBound > size { bad.append("'\(path)': part \(last.range) is past the end (\(size))") }
+            let reserved = parts.reduce(0) { $0 + $1.reserved }
+            let held = budget.reserved(by: self)
+            if reserved != held { bad.append("'\(path)': its parts reserved \(reserved) bytes, the budget holds \(held) for it") }
+            if closed, !parts.isEmpty { bad.append("'\(path)': closed with \(parts.count) parts") }
+            return bad
+        }
+    }
+
     /// The bytes at [off, off + count) (fewer at the end), and whether this read completed a
     /// reading of the whole object in order from 0 (said once).
     func read(at off: Int64, count: Int) async throws -> (Data, whole: Bool) {
@@ -170,7 +195,7 @@ final class ReadStream: @unchecked Sendable {
     }
 
     /// How many times a broken part is fetched again before its bytes are read on demand.
-    static let maxRefills = 3
+    static let maxRefills = RetryBudget.partRefills
 
     /// Cancels what is still being fetched and gives the budget back.
     func close() {

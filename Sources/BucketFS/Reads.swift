@@ -64,8 +64,7 @@ extension BucketFileSystem {
     /// Reads of one generation; a local store reads on demand, anything else with read-ahead.
     /// Caller holds `lock`.
     func makeStream(_ path: String, _ info: ObjectInfo, localFile: Int32? = nil) -> ReadStream {
-        var tuning = ReadStream.Tuning(firstPart: config.readPartFirst, maxPart: config.readPartMax,
-                                       streams: config.readStreams, reorder: Int64(config.kernelReadAhead))
+        var tuning = ReadStream.Tuning(config)
         if store.isLocal { tuning.streams = 0 }
         let generation = info.generation
         let store = self.store
@@ -87,7 +86,7 @@ extension BucketFileSystem {
             return Data(buf[0..<r])
         }
         guard let stream = h.stream else { return Data() }
-        let key = "r:\(h.path)#\(h.generation)"
+        let key = RecentFailures.Key.bytes(path: h.path, generation: h.generation)
         if let e = failures.check(key) { throw e }
         do {
             let (data, whole) = try await stream.read(at: Int64(offset), count: size)
@@ -147,7 +146,8 @@ extension BucketFileSystem {
     }
 
     /// Reads exactly `range` of a generation. An answer of another length is a transport fault:
-    /// retried within the operation's deadline, never returned as data.
+    /// retried within the operation's deadline (`RetryBudget.wrongLengthReadAttempts`), never
+    /// returned as data.
     func fetch(_ path: String, generation: Int64, _ range: Range<Int64>) async throws -> Data {
         let want = Int(range.upperBound - range.lowerBound)
         let deadline = OperationContext.deadline(capping: .now + .milliseconds(Int64(config.operationTimeout * 1000)))
@@ -157,8 +157,8 @@ extension BucketFileSystem {
             let data = try await store.read(path, generation: generation, range: range)
             if data.count == want { return data }
             let problem = "asked for \(want) bytes at offset \(range.lowerBound) of generation \(generation), got \(data.count)"
-            let pause = Duration.milliseconds(100 << min(attempt, 5))
-            if attempt >= 5 || ContinuousClock.now + pause >= deadline {
+            let pause = RetryBudget.wrongLengthReadPause(after: attempt)
+            if attempt >= RetryBudget.wrongLengthReadAttempts || ContinuousClock.now + pause >= deadline {
                 throw StorageError.retryLimitExceeded(message: "read \(path): \(problem) (\(attempt) attempts)")
             }
             logger.warning("read of '\(path)': \(problem); retrying")

@@ -5,8 +5,18 @@ import FuseKit
 /// for a few seconds: the kernel and tools repeat a failed read or listing at once, and each
 /// repeat would otherwise wait a whole deadline again (SPEC §5: one deadline, not two).
 final class RecentFailures: @unchecked Sendable {
+    /// What failed.
+    enum Key: Hashable {
+        /// The listing of the directory with this child prefix ("" for the root).
+        case listing(prefix: String)
+        /// The metadata of this object (a stat, or a lookup of this path).
+        case metadata(path: String)
+        /// The bytes of this generation of an object.
+        case bytes(path: String, generation: Int64)
+    }
+
     private let lock = NSLock()
-    private var failures: [String: (errno: Errno, until: Double)] = [:]
+    private var failures: [Key: (errno: Errno, until: Double)] = [:]
     private let ttl: Double
     private let now: @Sendable () -> Double
 
@@ -16,7 +26,7 @@ final class RecentFailures: @unchecked Sendable {
     }
 
     /// The error to answer at once for `key`, if it failed within the last `ttl` seconds.
-    func check(_ key: String) -> Errno? {
+    func check(_ key: Key) -> Errno? {
         lock.withLock {
             guard let f = failures[key] else { return nil }
             if f.until > now() { return f.errno }
@@ -27,7 +37,7 @@ final class RecentFailures: @unchecked Sendable {
 
     /// Remembers a failure; only EIO (the server or the network let us down) is remembered, never
     /// answers such as ENOENT or an interrupted wait.
-    func note(_ key: String, _ e: Errno) {
+    func note(_ key: Key, _ e: Errno) {
         guard e == .EIO, ttl > 0 else { return }
         lock.withLock {
             if failures.count > 10_000 { failures.removeAll() }
@@ -36,7 +46,7 @@ final class RecentFailures: @unchecked Sendable {
     }
 
     /// Forgets `key` (it just worked, or this mount changed it).
-    func clear(_ key: String) {
+    func clear(_ key: Key) {
         _ = lock.withLock { failures.removeValue(forKey: key) }
     }
 }

@@ -56,9 +56,10 @@ public struct CoreStatistics: Sendable, Equatable {
 }
 
 extension BucketFileSystem {
-    /// What the core holds now, for the metrics endpoint. O(inodes), under `lock` once.
+    /// What the core holds now, for the metrics endpoint. O(inodes), under `lock` once; it only
+    /// reads (files fetched ahead of a walk and never opened leave the budget when the walk-ahead's
+    /// own sweep drops them, at most `walkAheadTTL` and a moment after they were fetched).
     public func statistics() -> CoreStatistics {
-        walkAhead.sweep()
         var s = locked { () -> CoreStatistics in
             var s = CoreStatistics()
             let t = now

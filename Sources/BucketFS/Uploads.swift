@@ -121,7 +121,7 @@ extension BucketFileSystem {
                 setInfoLocked(n, info, expiry: now + config.metadataTTL)
                 trimCacheLocked()
             }
-            failures.clear("s:" + path)
+            failures.clear(.metadata(path: path))
         } catch {
             locked { if case .uploading = s.state { s.state = before } }
             let e = errno(for: error)
@@ -190,7 +190,7 @@ extension BucketFileSystem {
                 return true
             }
             guard goOn else { return }
-            let pause = min(config.retryBackoffMax, pow(2, Double(attempt - 1)))
+            let pause = RetryBudget.uploadPause(beforeAttempt: attempt, max: config.retryBackoffMax)
             do { try await Task.sleep(for: .milliseconds(Int64(pause * 1000))) } catch { return }
             // In a task of its own: cancelling the retries never cuts an upload in flight, whose
             // effect would then be unknown.

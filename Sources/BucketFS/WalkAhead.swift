@@ -96,6 +96,16 @@ final class WalkAhead: @unchecked Sendable {
         return nil
     }
 
+    /// INVARIANT: the budget holds at least what the files fetched ahead reserved (a file just
+    /// taken or dropped has left `entries` and gives its reservation back a moment later).
+    func invariantViolations() -> [String] {
+        lock.withLock {
+            let reserved = entries.values.reduce(0) { $0 + $1.reserved }
+            let held = budget.reserved(by: self)
+            return held >= reserved ? [] : ["the walk-ahead's files reserved \(reserved) bytes, the budget holds \(held) for them"]
+        }
+    }
+
     /// Drops what waited longer than `ttl` to be opened.
     func sweep() {
         let t = now()

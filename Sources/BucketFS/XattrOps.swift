@@ -8,20 +8,12 @@ extension BucketFileSystem {
 
     /// `security.*`, `system.*`, `trusted.*`, hidden keys and other namespaces need no request.
     public func immediateGetxattrError(name: String) -> Errno? {
-        switch XattrName(name) {
-        case .local, .hidden, .emptyKey: return .ENODATA
-        case .unsupported: return .ENOTSUP
-        default: return nil
-        }
+        XattrName(name).refusal(change: false)
     }
 
     public func getxattr(ino: UInt64, name: String) async throws(Errno) -> [UInt8] {
         let x = XattrName(name)
-        switch x {
-        case .local, .hidden, .emptyKey: throw .ENODATA
-        case .unsupported: throw .ENOTSUP
-        default: break
-        }
+        if let e = x.refusal(change: false) { throw e }
         let n = try node(ino)
         let box = try await refreshed(n)
         return try locked { () throws(Errno) -> [UInt8] in try xattrValueLocked(n, x, info: n.info ?? box?.info) }
@@ -55,11 +47,7 @@ extension BucketFileSystem {
     /// The value of one attribute from what is cached: a staged file's pending metadata, else the
     /// object's (`info`: the node's, or the one just read). Caller holds `lock`.
     private func xattrValueLocked(_ n: Node, _ x: XattrName, info: ObjectInfo?) throws(Errno) -> [UInt8] {
-        switch x {
-        case .local, .hidden, .emptyKey: throw .ENODATA
-        case .unsupported: throw .ENOTSUP
-        default: break
-        }
+        if let e = x.refusal(change: false) { throw e }
         if let s = n.staged {
             switch x {
             case .writable(let p): if let v = p.get(s.metadata) { return Array(v.utf8) }; throw .ENODATA
@@ -85,16 +73,12 @@ extension BucketFileSystem {
 
     public func setxattr(ino: UInt64, name: String, value: [UInt8], flags: Int32) async throws(Errno) {
         let x = XattrName(name)
-        switch x {
-        case .local, .unsupported: throw .ENOTSUP
-        case .emptyKey:
-            throw refused(name, .EINVAL, "an attribute name needs a key after 'user.'")
-        case .hidden, .readOnly: throw .EPERM
-        case .custom(let k):
-            if k.utf8.count > CustomMetadataLimits.maxKeyBytes {
-                throw refused(name, .E2BIG, "the key is \(k.utf8.count) bytes; Cloud Storage allows \(CustomMetadataLimits.maxKeyBytes)")
-            }
-        case .writable: break
+        if let e = x.refusal(change: true) {
+            if case .emptyKey = x { throw refused(name, e, "an attribute name needs a key after 'user.'") }
+            throw e
+        }
+        if case .custom(let k) = x, k.utf8.count > CustomMetadataLimits.maxKeyBytes {
+            throw refused(name, .E2BIG, "the key is \(k.utf8.count) bytes; Cloud Storage allows \(CustomMetadataLimits.maxKeyBytes)")
         }
         if config.readOnly { throw .EROFS }
         guard let v = String(validating: value, as: UTF8.self) else {
@@ -122,12 +106,7 @@ extension BucketFileSystem {
 
     public func removexattr(ino: UInt64, name: String) async throws(Errno) {
         let x = XattrName(name)
-        switch x {
-        case .local, .unsupported: throw .ENOTSUP
-        case .emptyKey: throw .EINVAL
-        case .hidden, .readOnly: throw .EPERM
-        default: break
-        }
+        if let e = x.refusal(change: true) { throw e }
         if config.readOnly { throw .EROFS }
         try await changeMetadata(ino: ino, op: "removexattr \(name)") { (m: inout WritableMetadata) throws(Errno) in
             switch x {
@@ -174,7 +153,7 @@ extension BucketFileSystem {
                     let created = try await store.write(objectName, from: .data(Data()), metadata: m, preconditions: .doesNotExist)
                     locked { setInfoLocked(n, created, expiry: now + config.metadataTTL); trimCacheLocked() }
                     return
-                } catch StorageError.preconditionFailed where attempt < 3 {
+                } catch StorageError.preconditionFailed where attempt < RetryBudget.placeholderCreateAttempts {
                     box = try await reloadPlaceholder(n)
                     continue
                 } catch {
@@ -199,7 +178,7 @@ extension BucketFileSystem {
                     trimCacheLocked()
                 }
                 return
-            } catch StorageError.preconditionFailed where attempt < 5 {
+            } catch StorageError.preconditionFailed where attempt < RetryBudget.metadataPatchAttempts {
                 // Changed elsewhere: re-read and apply our edit to what is there now.
                 if n.type == .directory { box = try await reloadPlaceholder(n) } else { box = try await refreshed(n, force: true) }
                 continue
@@ -235,5 +214,24 @@ extension BucketFileSystem {
     func refused(_ what: String, _ e: Errno, _ why: String) -> Errno {
         logger.warning("setxattr '\(what.prefix(200))' refused: \(why) → \(e)")
         return e
+    }
+}
+
+extension XattrName {
+    /// What this name answers without looking at any object, for a read (getxattr) or a change
+    /// (setxattr, removexattr); nil: the object decides. The one place for the namespaces:
+    /// `security.*`, `system.*` and `trusted.*` are answered locally (nothing to read, nothing
+    /// may be set: the kernel asks for `security.capability` on every write), other namespaces
+    /// are not supported, hidden keys read as absent and are refused, `user.` alone is no name,
+    /// and the object's read-only properties can be read, not changed.
+    func refusal(change: Bool) -> Errno? {
+        switch self {
+        case .custom, .writable: return nil
+        case .readOnly: return change ? .EPERM : nil
+        case .hidden: return change ? .EPERM : .ENODATA
+        case .emptyKey: return change ? .EINVAL : .ENODATA
+        case .local: return change ? .ENOTSUP : .ENODATA
+        case .unsupported: return .ENOTSUP
+        }
     }
 }

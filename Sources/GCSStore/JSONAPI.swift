@@ -44,6 +44,21 @@ public enum GCSJSONAPI {
         }
     }
 
+    /// A writable property of an object resource (`cacheControl`, `contentDisposition`,
+    /// `contentEncoding`, `contentLanguage`, `contentType`): the value, or nil when it is not set.
+    /// An empty string is not set: each of these is the value of an HTTP header served with the
+    /// object's data (Cache-Control, Content-Disposition, Content-Encoding, Content-Language,
+    /// Content-Type), where an empty value carries no directive, disposition, coding, language or
+    /// media type; and Cloud Storage's own gRPC API (`google.storage.v2.Object`) declares them as
+    /// proto3 strings without presence, where "" and unset are one and the same value. So a server
+    /// that answers `"cacheControl": ""` for an object without one (fake-gcs-server 1.54 does, in
+    /// its PATCH answers) does not make the property look set to "". Custom metadata values are
+    /// not touched: "" is a value a custom key can hold.
+    static func property(_ v: Any?) -> String? {
+        guard let s = v as? String, !s.isEmpty else { return nil }
+        return s
+    }
+
     /// An object resource → `ObjectInfo`, with `stripPrefix` removed from the name.
     package static func objectInfo(_ o: [String: Any], stripPrefix: String = "") throws -> ObjectInfo {
         guard var name = o["name"] as? String else {
@@ -57,9 +72,9 @@ public enum GCSJSONAPI {
         let created = (o["timeCreated"] as? String).flatMap(RFC3339.parse)
         let updated = (o["updated"] as? String).flatMap(RFC3339.parse)
         let writable = WritableMetadata(
-            cacheControl: o["cacheControl"] as? String, contentDisposition: o["contentDisposition"] as? String,
-            contentEncoding: o["contentEncoding"] as? String, contentLanguage: o["contentLanguage"] as? String,
-            contentType: o["contentType"] as? String, customMetadata: custom)
+            cacheControl: property(o["cacheControl"]), contentDisposition: property(o["contentDisposition"]),
+            contentEncoding: property(o["contentEncoding"]), contentLanguage: property(o["contentLanguage"]),
+            contentType: property(o["contentType"]), customMetadata: custom)
         return ObjectInfo(bucket: (o["bucket"] as? String) ?? "", name: name,
                           generation: int64(o["generation"]) ?? 0, metageneration: int64(o["metageneration"]) ?? 1,
                           size: int64(o["size"]) ?? 0,

@@ -36,9 +36,10 @@ struct ObjectJSON: Decodable {
         let created = timeCreated.flatMap(RFC3339.parse)
         let updatedDate = updated.flatMap(RFC3339.parse)
         let s = strings ?? Interner()
-        let writable = WritableMetadata(cacheControl: s[cacheControl], contentDisposition: s[contentDisposition],
-                                        contentEncoding: s[contentEncoding], contentLanguage: s[contentLanguage],
-                                        contentType: s[contentType], customMetadata: s[custom])
+        let p = GCSJSONAPI.property  // "" is not set (see there)
+        let writable = WritableMetadata(cacheControl: s[p(cacheControl)], contentDisposition: s[p(contentDisposition)],
+                                        contentEncoding: s[p(contentEncoding)], contentLanguage: s[p(contentLanguage)],
+                                        contentType: s[p(contentType)], customMetadata: s[custom])
         return ObjectInfo(bucket: s[bucket] ?? "", name: name, generation: generation?.value ?? 0,
                           metageneration: metageneration?.value ?? 1, size: size?.value ?? 0,
                           timeCreated: created ?? updatedDate ?? Date(timeIntervalSince1970: 0),

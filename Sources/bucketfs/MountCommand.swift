@@ -107,8 +107,8 @@ struct Mount: AsyncParsableCommand {
         config.readOnly = readOnly
         if let uid { config.uid = uid }
         if let gid { config.gid = gid }
-        config.fileMode = UInt32(fileMode, radix: 8) ?? 0o644
-        config.dirMode = UInt32(dirMode, radix: 8) ?? 0o755
+        config.fileMode = UInt32(fileMode, radix: 8) ?? MountConfig.defaults.fileMode
+        config.dirMode = UInt32(dirMode, radix: 8) ?? MountConfig.defaults.dirMode
         config.metadataTTL = metadataTTL
         config.listPageSize = listPageSize
         config.readAheadBudget = max(0, readAheadMB) << 20

@@ -1,16 +1,19 @@
 import ArgumentParser
 import BucketFS
 import Foundation
+import GCSStore
 
 // The options of `bucketfs mount`, in the groups `--help` shows (mount, caching, Cloud Storage,
-// logging and metrics). `Mount` reads them through the forwarding properties at the end.
+// logging and metrics). `Mount` reads them through the forwarding properties at the end. Their
+// defaults are `MountConfig.defaults` (and `GCSStore.Tuning()` for the connection options), so a
+// default is written once.
 
 struct MountBehaviourOptions: ParsableArguments {
     @Flag(name: .customLong("read-only"), help: "Refuse every change with EROFS.") var readOnly = false
     @Option(help: "Owner of every file (default: the caller).") var uid: UInt32?
     @Option(help: "Group of every file (default: the caller's).") var gid: UInt32?
-    @Option(name: .customLong("file-mode"), help: "Permission bits of files, octal.") var fileMode: String = "644"
-    @Option(name: .customLong("dir-mode"), help: "Permission bits of directories, octal.") var dirMode: String = "755"
+    @Option(name: .customLong("file-mode"), help: "Permission bits of files, octal.") var fileMode: String = String(MountConfig.defaults.fileMode, radix: 8)
+    @Option(name: .customLong("dir-mode"), help: "Permission bits of directories, octal.") var dirMode: String = String(MountConfig.defaults.dirMode, radix: 8)
     @Flag(name: .customLong("allow-other"), help: "Let other users see the mount (needs user_allow_other for non-root).")
     var allowOther = false
     @Flag(help: "Stay in the foreground (logs go to standard error); for systemd units and debugging.")
@@ -19,39 +22,39 @@ struct MountBehaviourOptions: ParsableArguments {
 
 struct CachingOptions: ParsableArguments {
     @Option(name: .customLong("metadata-ttl"), help: "Seconds entries, attributes and listings are trusted.")
-    var metadataTTL: Double = 5
+    var metadataTTL: Double = MountConfig.defaults.metadataTTL
     @Option(name: .customLong("cache-dir"), help: "Where writes are staged before upload and failed uploads are kept (CACHE_DIR/lost+found).")
     var cacheDir: String?
     @Option(name: .customLong("read-ahead-mb"), help: "Memory for everything fetched ahead of readers, all open files together, MiB (0: read on demand only).")
-    var readAheadMB: Int = 128
+    var readAheadMB: Int = MountConfig.defaults.readAheadBudget >> 20
     @Option(name: .customLong("read-streams"), help: "Ranged requests in flight ahead of one sequential reader (0: no read-ahead).")
-    var readStreams: Int = 4
-    @Option(name: .customLong("read-part-mb"), help: "Largest ranged request of a sequential read, MiB (parts start at 1 MiB and double).")
-    var readPartMB: Int = 8
-    @Option(name: .customLong("walk-ahead"), help: "Small files (up to 1 MiB) fetched ahead of a process that reads a directory's files in listing order, as tar and rsync do (0: off).")
-    var walkAheadFiles: Int = 8
+    var readStreams: Int = MountConfig.defaults.readStreams
+    @Option(name: .customLong("read-part-mb"), help: "Largest ranged request of a sequential read, MiB (parts start at \(MountConfig.defaults.readPartFirst >> 20) MiB and double).")
+    var readPartMB: Int = MountConfig.defaults.readPartMax >> 20
+    @Option(name: .customLong("walk-ahead"), help: "Small files (up to \(MountConfig.defaults.walkAheadMaxSize >> 20) MiB) fetched ahead of a process that reads a directory's files in listing order, as tar and rsync do (0: off).")
+    var walkAheadFiles: Int = MountConfig.defaults.walkAheadFiles
     @Option(name: .customLong("max-connections"), help: "HTTP connections to Cloud Storage at once (requests beyond wait for one).")
-    var maxConnections: Int = 16
+    var maxConnections: Int = GCSStore.Tuning().maxConnectionsPerHost
     @Option(name: .customLong("kernel-read-ahead-kb"), help: "The kernel's read-ahead for this mount, KiB: the size of the read requests a sequential reader sends (needs root; 0 keeps the kernel's 128).")
-    var kernelReadAheadKB: Int = 1024
+    var kernelReadAheadKB: Int = MountConfig.defaults.kernelReadAhead >> 10
     @Option(name: .customLong("list-page-size"), help: "maxResults of each list call (1…1000).")
-    var listPageSize: Int = 1000
+    var listPageSize: Int = MountConfig.defaults.listPageSize
     @Option(name: .customLong("max-cached-entries"),
             help: "Bound on cached metadata: each file's or directory's metadata and each name in a cached listing counts one; the oldest go first.")
-    var maxCachedEntries: Int = MountConfig.defaultMaxCachedEntries
+    var maxCachedEntries: Int = MountConfig.defaults.maxCachedEntries
 }
 
 struct FaultOptions: ParsableArguments {
     @Option(name: .customLong("op-timeout"), help: "Seconds one filesystem operation may take, all its requests and retries included; then EIO.")
-    var opTimeout: Double = 60
+    var opTimeout: Double = MountConfig.defaults.operationTimeout
     @Option(name: .customLong("idle-timeout"), help: "Seconds a response may send nothing before it is abandoned and retried.")
-    var idleTimeout: Double = 10
+    var idleTimeout: Double = GCSStore.Tuning().idleTimeout.seconds
     @Option(name: .customLong("upload-retries"), help: "Background attempts after a failed upload before its data goes to CACHE_DIR/lost+found.")
-    var uploadRetries: Int = 5
+    var uploadRetries: Int = MountConfig.defaults.uploadRetries
     @Option(name: .customLong("retry-backoff-max"), help: "Longest pause between background upload attempts, seconds (pauses start at 1 s and double).")
-    var retryBackoffMax: Double = 30
+    var retryBackoffMax: Double = MountConfig.defaults.retryBackoffMax
     @Option(name: .customLong("failure-ttl"), help: "Seconds an object or listing whose request just failed answers EIO at once.")
-    var failureTTL: Double = 5
+    var failureTTL: Double = MountConfig.defaults.failureTTL
 }
 
 struct MonitoringOptions: ParsableArguments {
@@ -113,4 +116,8 @@ extension Mount {
 
         Unmount with `bucketfs unmount MOUNTPOINT` (or fusermount3 -u). `man bucketfs` has the rest.
         """
+}
+
+private extension Duration {
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }

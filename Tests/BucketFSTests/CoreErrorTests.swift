@@ -132,8 +132,10 @@ import Testing
         h.store.failNext("write", with: .unauthorized(path: "f", message: "denied"))
         await #expect(throws: Errno.EACCES) { try await h.fs.flush(ino: e.attributes.ino, fh: fh) }
         await #expect(throws: Errno.EACCES) { try await h.fs.release(ino: e.attributes.ino, fh: fh) }
-        try await Task.sleep(for: .milliseconds(200))
-        #expect(h.store.counts["write"] == 1, "what close said stays true: nothing lands later")
+        // What close said stays true: nothing can land later. The last close discarded the
+        // stage (every upload reads it), so no attempt, now or in the background, has data to send.
+        #expect(stageFiles(h).isEmpty)
+        #expect(h.store.counts["write"] == 1)
         #expect(h.store.object("f") == nil)
         #expect(lostFiles(h).count == 1)
     }
@@ -213,6 +215,11 @@ import Testing
         await #expect(throws: Errno.ENOENT) { try await h.fs.getattr(ino: ino) }
         await #expect(throws: Errno.ENOENT) { try await h.fs.open(ino: ino, flags: OpenFlags(O_RDONLY)) }
     }
+}
+
+/// Stage files (not sidecars) in a harness's cache directory: the files with local content.
+func stageFiles(_ h: Harness) -> [String] {
+    ((try? FileManager.default.contentsOfDirectory(atPath: h.cacheDirectory)) ?? []).filter { $0.hasPrefix("stage-") && !$0.contains(".") }
 }
 
 /// Files (not sidecars) in a harness's lost+found.

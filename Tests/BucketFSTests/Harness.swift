@@ -1,7 +1,9 @@
-import BucketFS
+@testable import BucketFS
 import Foundation
+import Synchronization
 import FuseKit
 import StorageModel
+import Testing
 import TestSupport
 
 /// A settable clock for `MountConfig.now`.
@@ -19,15 +21,19 @@ final class TestClock: @unchecked Sendable {
     }
 }
 
-/// A mount over a `MemoryStore` with its own cache directory and an injected clock.
+/// A mount over a `MemoryStore` with its own cache directory and an injected clock. `fs` is the
+/// core behind a checker: after every call a test makes, the core's invariants are checked.
 final class Harness: @unchecked Sendable {
     let store: MemoryStore
     let clock: TestClock
-    let fs: BucketFileSystem
+    let fs: CheckedCore
+    var core: BucketFileSystem { fs.core }
     let cacheDirectory: String
     var config: MountConfig { fs.config }
 
-    init(store: MemoryStore = MemoryStore(), _ configure: (inout MountConfig) -> Void = { _ in }) {
+    /// `checkEvery`: check the invariants after every call (1), or after every Nth: the check is
+    /// O(inodes), so a test that makes thousands of calls over thousands of files samples.
+    init(store: MemoryStore = MemoryStore(), checkEvery: Int = 1, _ configure: (inout MountConfig) -> Void = { _ in }) {
         self.store = store
         let clock = TestClock()
         self.clock = clock
@@ -37,7 +43,7 @@ final class Harness: @unchecked Sendable {
         c.metadataTTL = 5
         c.now = { clock.now }
         configure(&c)
-        fs = try! BucketFileSystem(store: store, config: c)
+        fs = CheckedCore(try! BucketFileSystem(store: store, config: c), every: checkEvery)
     }
 
     deinit { try? FileManager.default.removeItem(atPath: cacheDirectory) }
@@ -133,5 +139,146 @@ extension Data {
             }
         }
         return d
+    }
+}
+
+/// The core as the tests call it: every entry point the kernel calls (and the few the command
+/// line does) goes to the `BucketFileSystem`, and once it returns (or throws) the core's
+/// invariants (Sources/BucketFS/Invariants.swift) are checked; any that fails is a test issue
+/// naming the call. Properties of the core are reached through it unchanged.
+@dynamicMemberLookup
+final class CheckedCore: FuseFileSystem, @unchecked Sendable {
+    let core: BucketFileSystem
+    private let every: Int
+    private let calls = Mutex(0)
+
+    init(_ core: BucketFileSystem, every: Int = 1) {
+        self.core = core
+        self.every = max(1, every)
+    }
+
+    subscript<T>(dynamicMember path: KeyPath<BucketFileSystem, T>) -> T { core[keyPath: path] }
+
+    /// Records an issue for every invariant that does not hold after `call`.
+    func check(_ call: @autoclosure () -> String) {
+        if every > 1, calls.withLock({ $0 += 1; return $0 % every }) != 0 { return }
+        let bad = core.invariantViolations()
+        if !bad.isEmpty {
+            Issue.record(Comment(rawValue: "after \(call()): the core's invariants do not hold:\n" + bad.joined(separator: "\n")))
+        }
+    }
+
+    @inline(__always)
+    private func checked<T>(_ call: String, _ body: () -> T) -> T {
+        defer { check(call) }
+        return body()
+    }
+
+    @inline(__always)
+    private func checked<T>(_ call: String, _ body: () async throws(Errno) -> T) async throws(Errno) -> T {
+        defer { check(call) }
+        return try await body()
+    }
+
+    func lookup(parent: UInt64, name: String) async throws(Errno) -> FuseEntry {
+        try await checked("lookup(\(parent), \(name))") { () async throws(Errno) in try await core.lookup(parent: parent, name: name) }
+    }
+    func forget(ino: UInt64, nlookup: UInt64) { checked("forget(\(ino), \(nlookup))") { core.forget(ino: ino, nlookup: nlookup) } }
+    func noteLookup(ino: UInt64) { checked("noteLookup(\(ino))") { core.noteLookup(ino: ino) } }
+    func immediateGetxattrError(name: String) -> Errno? { checked("immediateGetxattrError(\(name))") { core.immediateGetxattrError(name: name) } }
+    func perform<T: Sendable>(_ work: @escaping @Sendable () async throws(Errno) -> T) async throws(Errno) -> T {
+        try await checked("perform") { () async throws(Errno) in try await core.perform(work) }
+    }
+    func getattr(ino: UInt64) async throws(Errno) -> (FileAttributes, Double) {
+        try await checked("getattr(\(ino))") { () async throws(Errno) in try await core.getattr(ino: ino) }
+    }
+    func keepsCache(ino: UInt64, fh: UInt64) -> Bool { checked("keepsCache(\(ino), \(fh))") { core.keepsCache(ino: ino, fh: fh) } }
+    func cachedLookup(parent: UInt64, name: String) -> Result<FuseEntry, Errno>? {
+        checked("cachedLookup(\(parent), \(name))") { core.cachedLookup(parent: parent, name: name) }
+    }
+    func cachedGetattr(ino: UInt64) -> (FileAttributes, Double)? { checked("cachedGetattr(\(ino))") { core.cachedGetattr(ino: ino) } }
+    func cachedGetxattr(ino: UInt64, name: String) -> Result<[UInt8], Errno>? {
+        checked("cachedGetxattr(\(ino), \(name))") { core.cachedGetxattr(ino: ino, name: name) }
+    }
+    func cachedListxattr(ino: UInt64) -> [String]? { checked("cachedListxattr(\(ino))") { core.cachedListxattr(ino: ino) } }
+    func readdir(ino: UInt64, fh: UInt64, offset: UInt64, limit: Int) async throws(Errno) -> [DirectoryEntry] {
+        try await checked("readdir(\(ino), \(fh), \(offset), limit \(limit))") { () async throws(Errno) in
+            try await core.readdir(ino: ino, fh: fh, offset: offset, limit: limit)
+        }
+    }
+    func readdir(ino: UInt64, fh: UInt64, offset: UInt64) async throws(Errno) -> [DirectoryEntry] {
+        try await checked("readdir(\(ino), \(fh), \(offset))") { () async throws(Errno) in try await core.readdir(ino: ino, fh: fh, offset: offset) }
+    }
+    func setattr(ino: UInt64, fh: UInt64?, changes: SetAttributes) async throws(Errno) -> (FileAttributes, Double) {
+        try await checked("setattr(\(ino))") { () async throws(Errno) in try await core.setattr(ino: ino, fh: fh, changes: changes) }
+    }
+    func opendir(ino: UInt64) async throws(Errno) -> UInt64 {
+        try await checked("opendir(\(ino))") { () async throws(Errno) in try await core.opendir(ino: ino) }
+    }
+    func releasedir(ino: UInt64, fh: UInt64) { checked("releasedir(\(ino), \(fh))") { core.releasedir(ino: ino, fh: fh) } }
+    func open(ino: UInt64, flags: OpenFlags) async throws(Errno) -> UInt64 {
+        try await checked("open(\(ino), \(flags.rawValue))") { () async throws(Errno) in try await core.open(ino: ino, flags: flags) }
+    }
+    func read(ino: UInt64, fh: UInt64, offset: UInt64, size: Int) async throws(Errno) -> Data {
+        try await checked("read(\(ino), \(fh), \(offset), \(size))") { () async throws(Errno) in
+            try await core.read(ino: ino, fh: fh, offset: offset, size: size)
+        }
+    }
+    func write(ino: UInt64, fh: UInt64, offset: UInt64, data: Data) async throws(Errno) -> Int {
+        try await checked("write(\(ino), \(fh), \(offset), \(data.count) bytes)") { () async throws(Errno) in
+            try await core.write(ino: ino, fh: fh, offset: offset, data: data)
+        }
+    }
+    func flush(ino: UInt64, fh: UInt64) async throws(Errno) {
+        try await checked("flush(\(ino), \(fh))") { () async throws(Errno) in try await core.flush(ino: ino, fh: fh) }
+    }
+    func fsync(ino: UInt64, fh: UInt64, dataOnly: Bool) async throws(Errno) {
+        try await checked("fsync(\(ino), \(fh))") { () async throws(Errno) in try await core.fsync(ino: ino, fh: fh, dataOnly: dataOnly) }
+    }
+    func release(ino: UInt64, fh: UInt64) async throws(Errno) {
+        try await checked("release(\(ino), \(fh))") { () async throws(Errno) in try await core.release(ino: ino, fh: fh) }
+    }
+    func create(parent: UInt64, name: String, mode: UInt32, flags: OpenFlags) async throws(Errno) -> (FuseEntry, UInt64) {
+        try await checked("create(\(parent), \(name))") { () async throws(Errno) in
+            try await core.create(parent: parent, name: name, mode: mode, flags: flags)
+        }
+    }
+    func mkdir(parent: UInt64, name: String, mode: UInt32) async throws(Errno) -> FuseEntry {
+        try await checked("mkdir(\(parent), \(name))") { () async throws(Errno) in try await core.mkdir(parent: parent, name: name, mode: mode) }
+    }
+    func unlink(parent: UInt64, name: String) async throws(Errno) {
+        try await checked("unlink(\(parent), \(name))") { () async throws(Errno) in try await core.unlink(parent: parent, name: name) }
+    }
+    func rmdir(parent: UInt64, name: String) async throws(Errno) {
+        try await checked("rmdir(\(parent), \(name))") { () async throws(Errno) in try await core.rmdir(parent: parent, name: name) }
+    }
+    func rename(parent: UInt64, name: String, newParent: UInt64, newName: String, flags: UInt32) async throws(Errno) {
+        try await checked("rename(\(parent), \(name), \(newParent), \(newName))") { () async throws(Errno) in
+            try await core.rename(parent: parent, name: name, newParent: newParent, newName: newName, flags: flags)
+        }
+    }
+    func statfs(ino: UInt64) async throws(Errno) -> StatFS {
+        try await checked("statfs(\(ino))") { () async throws(Errno) in try await core.statfs(ino: ino) }
+    }
+    func getxattr(ino: UInt64, name: String) async throws(Errno) -> [UInt8] {
+        try await checked("getxattr(\(ino), \(name))") { () async throws(Errno) in try await core.getxattr(ino: ino, name: name) }
+    }
+    func listxattr(ino: UInt64) async throws(Errno) -> [String] {
+        try await checked("listxattr(\(ino))") { () async throws(Errno) in try await core.listxattr(ino: ino) }
+    }
+    func setxattr(ino: UInt64, name: String, value: [UInt8], flags: Int32) async throws(Errno) {
+        try await checked("setxattr(\(ino), \(name))") { () async throws(Errno) in
+            try await core.setxattr(ino: ino, name: name, value: value, flags: flags)
+        }
+    }
+    func removexattr(ino: UInt64, name: String) async throws(Errno) {
+        try await checked("removexattr(\(ino), \(name))") { () async throws(Errno) in try await core.removexattr(ino: ino, name: name) }
+    }
+
+    // Not kernel calls: the metrics endpoint's and the unmount's.
+    func statistics() -> CoreStatistics { checked("statistics()") { core.statistics() } }
+    func shutdown(within limit: Duration) async {
+        await core.shutdown(within: limit)
+        check("shutdown")
     }
 }

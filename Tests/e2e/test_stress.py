@@ -1,0 +1,36 @@
+"""The short version of Scripts/stress.sh (issue 22): 16 processes on one mount, 2 readers on a
+second mount of the same bucket, for STRESS_SECONDS (default 20) each on the embedded bucket and
+on gs:// against gcp-storage-emulator. stress.py says what is checked; its table is printed."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import BIN, run
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SECONDS = float(os.environ.get("STRESS_SECONDS", "20"))
+
+
+def stress(capsys, *args):
+    p = subprocess.run([sys.executable, os.path.join(HERE, "stress.py"), "--bin", BIN, "--seconds", str(SECONDS),
+                        "--op-bound", "90", "--settle", "3", *args],
+                       capture_output=True, text=True, timeout=SECONDS + 600)
+    with capsys.disabled():
+        print("\n" + p.stdout[-4000:])
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+
+
+def test_stress_embedded(tmp_path, capsys):
+    run("mb", str(tmp_path / "bucket"))
+    stress(capsys, "--source", str(tmp_path / "bucket"), "--tmp", str(tmp_path))
+
+
+def test_stress_gs(tmp_path, capsys):
+    hostport = os.environ.get("BUCKETFS_EMULATOR")
+    if not hostport:
+        pytest.skip("BUCKETFS_EMULATOR is not set")
+    bucket = os.environ.get("BUCKETFS_EMULATOR_BUCKET", "bucketfs-test")
+    stress(capsys, "--source", f"gs://{bucket}", "--endpoint", f"http://{hostport}", "--tmp", str(tmp_path),
+           "--server-ignores-generation")
