@@ -132,7 +132,7 @@ let package = Package(
         .testTarget(name: "BucketFSTests", dependencies: ["BucketFS", "FuseKit", "StorageModel", "ObjectStores", "TestSupport",
                                                           .product(name: "Crypto", package: "swift-crypto")]),
         // The command line's pure parts: source checks, metrics address, log lines, progress, help.
-        .testTarget(name: "CommandTests", dependencies: ["bucketfs", "StorageModel", "ObjectStores", "GCSStore", "FuseKit"]),
+        .testTarget(name: "CommandTests", dependencies: ["bucketfs", "StorageModel", "ObjectStores", "GCSStore", "FirebaseStore", "FuseKit"]),
         // An in-memory filesystem mounted in the foreground: FuseKitTests drive it from outside.
         .executableTarget(name: "fusekit-demo", dependencies: ["FuseKit"]),
         .testTarget(name: "FuseKitTests", dependencies: ["FuseKit"]),
