@@ -10,24 +10,24 @@ public struct ConformanceCapabilities: Sendable {
     public var metadataMerge = true
     public var preconditions = true
     public var dotDotNames = true
+    /// A range that starts at or past the end is answered 416 with `Content-Range: bytes */SIZE`
+    /// (Cloud Storage does; without the size it cannot be told from a 416 inside the object, which
+    /// the store retries as a fault until its deadline).
+    public var sizeIn416 = true
     /// `maxResults` counts prefixes and items together (the JSON API). The Firebase emulator counts
     /// items only, and sends every prefix on every page.
     public var maxResultsCountsPrefixes = true
     /// Preconditions are checked by the server atomically with the write. v0 has none: the store
     /// checks them first, so racing writers may both get through (last writer wins).
     public var atomicPreconditions = true
-    /// A range that starts at or past the end is answered 416 with `Content-Range: bytes */SIZE`
-    /// (Cloud Storage does; without the size it cannot be told from a 416 inside the object, which
-    /// the store retries as a fault until its deadline).
-    public var sizeIn416 = true
 
     public init(pagination: Bool = true, metadataMerge: Bool = true, preconditions: Bool = true, dotDotNames: Bool = true,
-                maxResultsCountsPrefixes: Bool = true, atomicPreconditions: Bool = true, sizeIn416: Bool = true) {
-        self.sizeIn416 = sizeIn416
+                sizeIn416: Bool = true, maxResultsCountsPrefixes: Bool = true, atomicPreconditions: Bool = true) {
         self.pagination = pagination
         self.metadataMerge = metadataMerge
         self.preconditions = preconditions
         self.dotDotNames = dotDotNames
+        self.sizeIn416 = sizeIn416
         self.maxResultsCountsPrefixes = maxResultsCountsPrefixes
         self.atomicPreconditions = atomicPreconditions
     }
