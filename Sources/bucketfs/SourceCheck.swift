@@ -184,7 +184,7 @@ enum SourceCheck {
                 + "(PROJECT.firebasestorage.app or PROJECT.appspot.com)")
         case .unauthorized(_, let m):
             // The store's message may already say what listing needs; say it once.
-            let needs = m.contains("rules_version") ? ""
+            let needs = m.contains("rules_version") ? " Under rules_version = '1' every list is refused."
                 : " Listing needs rules_version = '2' and an `allow list` rule matching "
                     + (prefix.isEmpty ? "the bucket's root" : "'\(prefix)'") + " (under rules_version = '1' every list is refused)."
             let own = access.login.map { "users/\($0.uid)" }

@@ -400,10 +400,6 @@ def listed_not_readable(fb, mounts, wait):
     assert rc != 0 and "Permission denied" in err, f"cat of an unreadable file: rc {rc}, {err!r}"
 
 
-@pytest.mark.xfail(strict=True, reason="the core trusts the entry the store gave for a name "
-                   "listed but not readable (size 0, generation 0), also when it lists the directory again after "
-                   "--metadata-ttl, and reads nothing: `cat` prints nothing and succeeds; the core should "
-                   "revalidate a generation-0 entry before use (notes/fbstore-readme.md, notes/FIREBASE-API.md)")
 def test_firebase_listed_but_not_readable_is_eacces(fb, mounts):
     listed_not_readable(fb, mounts, wait=1.5)
 
