@@ -130,7 +130,8 @@ let package = Package(
             ]
         ),
         .testTarget(name: "BucketFSTests", dependencies: ["BucketFS", "FuseKit", "StorageModel", "ObjectStores", "TestSupport",
-                                                          .product(name: "Crypto", package: "swift-crypto")]),
+                                                          .product(name: "Crypto", package: "swift-crypto"),
+                                                          .product(name: "PropertyBased", package: "swift-property-based")]),
         // The command line's pure parts: source checks, metrics address, log lines, progress, help.
         .testTarget(name: "CommandTests", dependencies: ["bucketfs", "StorageModel", "ObjectStores", "GCSStore", "FirebaseStore", "FuseKit"]),
         // An in-memory filesystem mounted in the foreground: FuseKitTests drive it from outside.

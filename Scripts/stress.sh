@@ -17,13 +17,13 @@ BUCKETFS_NO_INSTALL=1 Scripts/setup.sh >/dev/null
 BIN="${BUCKETFS_BIN:-$(swift build --show-bin-path)/bucketfs}"
 TMP="$(mktemp -d /tmp/bucketfs-stress-XXXXXX)"
 stop=()
+status=0
 cleanup() {
   for s in "${stop[@]}"; do "$s" stop >/dev/null 2>&1 || true; done
-  rm -rf "$TMP"
+  if [ "$status" = 0 ]; then rm -rf "$TMP"; else echo "stress: kept $TMP (logs of the failed run)"; fi
 }
 trap cleanup EXIT
 
-status=0
 for src in ${STRESS_SOURCES:-embedded emulator}; do
   echo "== stress: $src, $SECONDS_EACH s"
   case "$src" in

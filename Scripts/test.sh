@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Sets up and runs every test: Swift unit/integration tests, then real-mount tests (pytest)
-# against the embedded bucket and gcp-storage-emulator.
+# against the embedded bucket and two independent Cloud Storage servers: gcp-storage-emulator
+# (Scripts/emulator.sh, EMULATOR_PORT) and fake-gcs-server (Scripts/fake-gcs.sh, FAKE_GCS_PORT,
+# default EMULATOR_PORT + 1).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 Scripts/setup.sh || exit 1
@@ -9,9 +11,11 @@ status=0
 echo "== swift build (tests)"
 swift build --build-tests 2>&1 | grep -E "error|warning: unre|Compiling|Build" | tail -n 5
 
-echo "== emulator"
+echo "== servers: gcp-storage-emulator, fake-gcs-server"
+export FAKE_GCS_PORT="${FAKE_GCS_PORT:-$(( ${EMULATOR_PORT:-9023} + 1 ))}"
+trap 'Scripts/emulator.sh stop >/dev/null 2>&1 || true; Scripts/fake-gcs.sh stop >/dev/null 2>&1 || true' EXIT
 eval "$(Scripts/emulator.sh start)" || { echo "emulator did not start"; exit 1; }
-trap 'Scripts/emulator.sh stop >/dev/null 2>&1 || true' EXIT
+eval "$(Scripts/fake-gcs.sh start)" || { echo "fake-gcs-server did not start"; exit 1; }
 
 echo "== swift test"
 swift test --skip-build 2>&1 | tee /tmp/bucketfs-swift-test.log | grep -vE '^\[|^Test Case .* started' | tail -n 60

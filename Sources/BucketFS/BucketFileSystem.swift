@@ -167,10 +167,14 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     }
 
     /// Binds `n`'s path to `n` in the path index. A node bound there before (an object a rename
-    /// replaced) is unlinked: a path names one node. Caller holds `lock`.
+    /// replaced, or a directory that was gone from the bucket) is unlinked, and its listing goes:
+    /// a path names one node. Caller holds `lock`.
     func bindPathLocked(_ n: Node) {
         let k = key(n)
-        if let old = byPath[k], old != n.ino, let o = nodes[old] { o.presence = .unlinked }
+        if let old = byPath[k], old != n.ino, let o = nodes[old] {
+            o.presence = .unlinked
+            dropListingLocked(o)
+        }
         byPath[k] = n.ino
     }
 

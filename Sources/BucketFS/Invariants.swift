@@ -23,8 +23,8 @@ extension BucketFileSystem {
             // One pass over the table checks what is per node; the sums are compared after it.
             var queued = Set<UInt64>()
             for t in cache.queuedTickets { queued.insert(t.number) }
-            var openByIno: [UInt64: Int] = [:]
-            for h in handles.values { openByIno[h.ino, default: 0] += 1 }
+            var keptBy: [ObjectIdentifier: Int] = [:]
+            for h in handles.values { if let s = h.stage { keptBy[ObjectIdentifier(s), default: 0] += 1 } }
             var pins: [ObjectIdentifier: (node: Node, count: UInt32)] = [:]
             for h in dirHandles.values {
                 for e in h.entries ?? [] { pins[ObjectIdentifier(e.node), default: (e.node, 0)].count += 1 }
@@ -79,10 +79,11 @@ extension BucketFileSystem {
                     bad.append("'\(n.path)' has \(n.snapshotPins) snapshot pins, no open snapshot holds it")
                 }
 
-                // INVARIANT: a stage counts at most the handles open on its file.
+                // INVARIANT: a stage counts the open handles that keep it (a stage nobody keeps
+                // and whose content is saved is dropped).
                 if let s = n.staged {
-                    let open = openByIno[n.ino] ?? 0
-                    expect(s.openHandles >= 0 && s.openHandles <= open, "'\(n.path)': its stage counts \(s.openHandles) open handles, \(open) are open")
+                    let kept = keptBy[ObjectIdentifier(s)] ?? 0
+                    expect(s.openHandles == kept, "'\(n.path)': its stage counts \(s.openHandles) open handles, \(kept) keep it")
                 }
             }
 

@@ -48,6 +48,10 @@ extension BucketFileSystem {
             }
         }
         return locked {
+            // Directories that hold files created here and not uploaded yet exist before the
+            // bucket has anything under them.
+            let pendingDirs = pendingDirectoriesLocked(in: dir.path).subtracting(dirs)
+            let dirs = dirs + pendingDirs.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
             var children: [String: UInt64] = [:]
             children.reserveCapacity(dirs.count + files.count)
             var hidden: [String: ObjectInfo] = [:]
@@ -68,13 +72,8 @@ extension BucketFileSystem {
             }
             // Files created here and not yet uploaded stay visible (even when this directory had
             // no listing yet when they were created).
-            for ino in pendingNew[dir.path] ?? [] {
-                guard let n = nodes[ino], n.type == .regular, !n.removed, n.staged?.createdHere == true,
-                      StoragePath.parent(n.path) == dir.path else {
-                    pendingNew[dir.path]?.remove(ino)
-                    continue
-                }
-                if children[n.name] == nil { children[n.name] = n.ino }
+            for n in pendingFilesLocked(in: dir.path) where children[n.name] == nil {
+                children[n.name] = n.ino
             }
             var listing = Listing(children: children, expiry: t + config.metadataTTL)
             listing.hiddenFiles = hidden
@@ -115,6 +114,44 @@ extension BucketFileSystem {
     /// Caller holds `lock`.
     func notePendingLocked(_ n: Node) {
         pendingNew[StoragePath.parent(n.path) ?? "", default: []].insert(n.ino)
+    }
+
+    /// The files created here and not uploaded yet directly in the directory `dirPath` ("": the
+    /// root). Entries that no longer are (uploaded, unlinked, moved) leave the index. Caller
+    /// holds `lock`.
+    func pendingFilesLocked(in dirPath: String) -> [Node] {
+        guard let inos = pendingNew[dirPath] else { return [] }
+        var live: [Node] = []
+        for ino in inos {
+            if let n = nodes[ino], n.type == .regular, !n.removed, n.staged?.createdHere == true,
+               (StoragePath.parent(n.path) ?? "") == dirPath {
+                live.append(n)
+            } else {
+                pendingNew[dirPath]?.remove(ino)
+            }
+        }
+        if live.isEmpty { pendingNew[dirPath] = nil }
+        return live
+    }
+
+    /// The names, in `dirPath`, of the directories below which files were created here and not
+    /// uploaded yet: they exist even while the bucket has nothing under them (their last object
+    /// was deleted, or they were only ever a prefix). Caller holds `lock`.
+    func pendingDirectoriesLocked(in dirPath: String) -> Set<String> {
+        let prefix = dirPath.isEmpty ? "" : dirPath + "/"
+        var names = Set<String>()
+        for key in Array(pendingNew.keys) where key.count > prefix.count && key.hasPrefix(prefix) {
+            guard !pendingFilesLocked(in: key).isEmpty else { continue }
+            names.insert(String(key.dropFirst(prefix.count).prefix { $0 != "/" }))
+        }
+        return names
+    }
+
+    /// Whether files created here and not uploaded yet are in the directory `path` or below it.
+    /// Caller holds `lock`.
+    func hasPendingFilesLocked(below path: String) -> Bool {
+        if !pendingFilesLocked(in: path).isEmpty { return true }
+        return Array(pendingNew.keys).contains { $0.hasPrefix(path + "/") && !pendingFilesLocked(in: $0).isEmpty }
     }
 
     /// A child of a listing, if it is a live node. Caller holds `lock`.
@@ -182,7 +219,7 @@ extension BucketFileSystem {
         let t = now
         return try locked { () throws(Errno) -> Node in
             defer { trimCacheLocked() }
-            if !listed.items.isEmpty || !listed.prefixes.isEmpty {
+            if !listed.items.isEmpty || !listed.prefixes.isEmpty || hasPendingFilesLocked(below: path) {
                 let n = nodeLocked(path: path, type: .directory)
                 n.removed = false
                 let ph = listed.items.first.flatMap { $0.name == path + "/" ? $0 : nil }

@@ -93,8 +93,8 @@ extension BucketFileSystem {
         do {
             let page = try await store.list(ListRequest(prefix: prefix, delimiter: "/", maxResults: 2))
             if !page.prefixes.isEmpty || page.items.contains(where: { $0.name != prefix }) { throw Errno.ENOTEMPTY }
-            let localChildren = locked { n.listing?.children.values.contains { nodes[$0]?.staged.map { $0.createdHere && $0.state.unsaved } ?? false } ?? false }
-            if localChildren { throw Errno.ENOTEMPTY }
+            // Files created here and not uploaded yet are in it too.
+            if locked({ hasPendingFilesLocked(below: n.path) }) { throw Errno.ENOTEMPTY }
             do { try await store.delete(prefix, preconditions: .none) } catch StorageError.objectNotFound {}
         } catch let e as Errno {
             throw e
@@ -226,11 +226,15 @@ extension BucketFileSystem {
             throw fail(error, "rename", srcPrefix)
         }
         var done = 0
+        // Each object's generation before and after its copy: a file being written here moves
+        // with its directory, and its next upload replaces the copy.
+        var copied: [String: (from: Int64, to: ObjectInfo)] = [:]
         for o in objects {
             let target = dstPrefix + o.name.dropFirst(srcPrefix.count)
             do {
-                _ = try await store.copy(from: o.name, sourceGeneration: o.generation, to: target, metadata: nil,
-                                         preconditions: .doesNotExist)
+                let copy = try await store.copy(from: o.name, sourceGeneration: o.generation, to: target, metadata: nil,
+                                                preconditions: .doesNotExist)
+                copied[target] = (o.generation, copy)
                 try await store.delete(o.name, preconditions: Preconditions(ifGenerationMatch: o.generation))
                 done += 1
             } catch {
@@ -246,19 +250,27 @@ extension BucketFileSystem {
         locked {
             // Move every known node under the old prefix to the new one.
             // Live nodes only: a removed directory's inode may still carry the same path.
+            let srcPath = src.path  // (src is among the moved: its path changes in the loop)
             let moved = nodes.values.filter {
-                ($0.path == src.path || $0.path.hasPrefix(srcPrefix)) && !$0.removed && byPath[key($0)] == $0.ino
+                ($0.path == srcPath || $0.path.hasPrefix(srcPrefix)) && !$0.removed && byPath[key($0)] == $0.ino
             }
             for n in moved { byPath.removeValue(forKey: key(n)) }
             for n in moved {
-                n.path = dstPath + n.path.dropFirst(src.path.count)
+                n.path = dstPath + n.path.dropFirst(srcPath.count)
+                n.infoExpiry = 0
+                if let c = copied[n.objectName] {
+                    // What is there now is the copy (the generation a later unlink or upload
+                    // must name).
+                    if let s = n.staged, case .generation(let g) = s.origin, c.from == g { s.origin = .generation(c.to.generation) }
+                    setInfoLocked(n, c.to, expiry: now + config.metadataTTL)
+                }
                 if let s = n.staged, s.recorded { staging.record(s, object: n.path) }
                 if n.staged?.createdHere == true { notePendingLocked(n) }
-                n.infoExpiry = 0
                 bindPathLocked(n)
             }
             // Once every node has its new path (dropping a listing may drop children it held).
             for n in moved { dropListingLocked(n) }
+            trimCacheLocked()
         }
     }
 

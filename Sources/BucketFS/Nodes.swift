@@ -186,14 +186,18 @@ final class Handle: @unchecked Sendable {
     let stream: ReadStream?
     /// The kernel may keep its cached pages: the same generation was opened for reading before.
     var keepCache = false
+    /// The local content this handle keeps (counted in its `openHandles`): the file's stage when
+    /// the handle was opened for writing, or for reading while the file had one.
+    let stage: StagedFile?
 
-    init(ino: UInt64, writable: Bool, info: ObjectInfo?, path: String, stream: ReadStream?) {
+    init(ino: UInt64, writable: Bool, info: ObjectInfo?, path: String, stream: ReadStream?, stage: StagedFile?) {
         self.ino = ino
         self.writable = writable
         self.generation = info?.generation ?? 0
         self.size = info?.size ?? 0
         self.path = path
         self.stream = stream
+        self.stage = stage
     }
 }
 

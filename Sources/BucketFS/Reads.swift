@@ -29,11 +29,12 @@ extension BucketFileSystem {
             }
         }
         let fh: UInt64 = locked {
-            if flags.isWrite { n.staged?.openHandles += 1 }
             let info = n.info ?? (n.staged == nil ? seen : nil)
             let stream = flags.isWrite || n.staged != nil ? nil : info.map { makeStream(n.path, $0, localFile: localFile) }
             if stream == nil, let fd = localFile { Glibc.close(fd) }
-            let h = Handle(ino: ino, writable: flags.isWrite, info: info, path: n.path, stream: stream)
+            // A handle keeps the file's local content while it is open (read through it too).
+            n.staged?.openHandles += 1
+            let h = Handle(ino: ino, writable: flags.isWrite, info: info, path: n.path, stream: stream, stage: n.staged)
             // Close-to-open: pages cached for the generation opened last stay; any other
             // generation (or local content being written) drops them.
             if !flags.isWrite, n.staged == nil, let g = info?.generation {
@@ -45,7 +46,6 @@ extension BucketFileSystem {
             let fh = nextFh
             nextFh += 1
             handles[fh] = h
-            if !flags.isWrite, let s = n.staged { s.openHandles += 1 }
             return fh
         }
         if let h = locked({ handles[fh] }), let stream = h.stream,

@@ -130,7 +130,7 @@ extension BucketFileSystem {
             n.lookups += 1
             addChildLocked(p, name, n.ino)
             notePendingLocked(n)
-            let h = Handle(ino: n.ino, writable: true, info: nil, path: path, stream: nil)
+            let h = Handle(ino: n.ino, writable: true, info: nil, path: path, stream: nil, stage: staged)
             let fh = nextFh
             nextFh += 1
             handles[fh] = h

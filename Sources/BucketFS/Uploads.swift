@@ -47,7 +47,9 @@ extension BucketFileSystem {
         if h.writable, locked({ n.staged?.retryTask == nil }) {
             do { try await upload(ino: ino) } catch { uploadError = error }
         }
-        locked { n.staged?.openHandles -= 1 }
+        // Only the stage this handle kept: a handle opened before the file had local content
+        // (or whose content was replaced since) keeps none.
+        locked { h.stage?.openHandles -= 1 }
         dropStageIfIdle(n)
         if let uploadError { throw uploadError }
     }

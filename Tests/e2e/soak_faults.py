@@ -18,7 +18,7 @@ Phase 1, one mount, as a user works on while one upload is in trouble:
   download-stalled-always      every ranged GET stalls after its headers: EIO within one deadline
   download-cut-once            a body ends early (no Content-Length, clean close) once: right bytes
   download-reset-always        every body is reset mid-way: EIO within one deadline
-  unmount-after-last-attempt   unmount once the hung upload has been given up
+  unmount-after-hung-upload-given-up   unmount once the hung upload has been given up
 Phase 2, for unmount (fusermount3 -u) and for SIGTERM, each on a fresh mount of the same cache dir:
   …-right-after-eio            the server hangs; 0.2 s after close's EIO (before the first
                                background attempt, due 1 s after it)
@@ -316,7 +316,7 @@ class Soak:
             case()
         bg.join(timeout=OP + self.schedule_bound(OP) + 120)
         drop_caches()
-        o = Outcome("unmount-after-last-attempt")
+        o = Outcome("unmount-after-hung-upload-given-up")
         o.t_end, o.end_bound = self.end("unmount"), OP + SLACK
         self.check_end(o)
         self.check_bytes(o, "hung.bin", self.hung_data, ended=True)
