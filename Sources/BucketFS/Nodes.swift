@@ -2,7 +2,8 @@ import Foundation
 import FuseKit
 import StorageModel
 
-/// One inode. Guarded by `BucketFileSystem.lock` (every field).
+/// One inode. Guarded by the superblock's lock (every field but `ino` and `type`), and changed
+/// only by the superblock (Superblock.swift).
 final class Node: @unchecked Sendable {
     let ino: UInt64
     /// Object path without a trailing slash; "" for the root.
@@ -83,8 +84,9 @@ struct Listing {
 }
 
 /// Where a staged file's content stands against the bucket (SPEC §3). Every transition is made
-/// in Uploads.swift (and `markDirtyLocked` in Staging.swift); the stage file may be discarded only
-/// in `.clean`, `.givenUp` and `.deleted`, and never while an attempt is under way.
+/// in Uploads.swift (and `markDirty` in Staging.swift), under the superblock's lock
+/// (`withStage`); the stage file may be discarded only in `.clean`, `.givenUp` and `.deleted`,
+/// and never while an attempt is under way.
 enum UploadState: Equatable {
     /// The same bytes as the bucket's generation the file is based on: nothing to upload.
     case clean
