@@ -8,6 +8,7 @@ let package = Package(
         .executable(name: "bucketfs", targets: ["bucketfs"]),
         .library(name: "StorageModel", targets: ["StorageModel"]),
         .library(name: "ObjectStores", targets: ["ObjectStores"]),
+        .library(name: "FirebaseStore", targets: ["FirebaseStore"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -60,6 +61,20 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),
+        // Cloud Storage for Firebase: the v0 API under Security Rules, Firebase Auth sign-in and
+        // tokens, the login file. Reuses GCSStore's transport (retries, streams, checks).
+        .target(
+            name: "FirebaseStore",
+            dependencies: [
+                "StorageModel", "GCSStore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // The filesystem core: inode table, caches, xattrs, handles. No kernel, no network.
         .target(
             name: "BucketFS",
@@ -69,7 +84,7 @@ let package = Package(
         .executableTarget(
             name: "bucketfs",
             dependencies: [
-                "StorageModel", "ObjectStores", "GCSStore", "BucketFS", "FuseKit",
+                "StorageModel", "ObjectStores", "GCSStore", "FirebaseStore", "BucketFS", "FuseKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -83,8 +98,9 @@ let package = Package(
             name: "StorageModelTests",
             dependencies: ["StorageModel", "ObjectStores", .product(name: "PropertyBased", package: "swift-property-based")]
         ),
-        // What both test targets share: the in-memory store double (run through the store
-        // conformance suite in ObjectStoresTests, used by the core tests in BucketFSTests).
+        // What the test targets share: the in-memory store double (run through the store
+        // conformance suite in ObjectStoresTests, used by the core tests in BucketFSTests) and the
+        // store conformance suite (ObjectStoresTests, FirebaseStoreTests).
         .target(
             name: "TestSupport",
             dependencies: ["StorageModel", .product(name: "Crypto", package: "swift-crypto")],
@@ -100,10 +116,24 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
+        // The v0 store, Auth client, token manager and login file against an in-process v0 + Auth
+        // server; the conformance suite and the seeds' examples over firebase://.
+        .testTarget(
+            name: "FirebaseStoreTests",
+            dependencies: [
+                "FirebaseStore", "StorageModel", "GCSStore", "TestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
         .testTarget(name: "BucketFSTests", dependencies: ["BucketFS", "FuseKit", "StorageModel", "ObjectStores", "TestSupport",
-                                                          .product(name: "Crypto", package: "swift-crypto")]),
+                                                          .product(name: "Crypto", package: "swift-crypto"),
+                                                          .product(name: "PropertyBased", package: "swift-property-based")]),
         // The command line's pure parts: source checks, metrics address, log lines, progress, help.
-        .testTarget(name: "CommandTests", dependencies: ["bucketfs", "StorageModel", "ObjectStores", "GCSStore", "FuseKit"]),
+        .testTarget(name: "CommandTests", dependencies: ["bucketfs", "StorageModel", "ObjectStores", "GCSStore", "FirebaseStore", "FuseKit"]),
         // An in-memory filesystem mounted in the foreground: FuseKitTests drive it from outside.
         .executableTarget(name: "fusekit-demo", dependencies: ["FuseKit"]),
         .testTarget(name: "FuseKitTests", dependencies: ["FuseKit"]),

@@ -7,49 +7,57 @@ import StorageModel
 /// FuseKit's `FuseFileSystem`, so tests drive the very entry points the kernel adapter calls,
 /// with an injected store and clock and no kernel.
 ///
+/// ## The parts, and who owns what
+///
+/// `BucketFileSystem` owns no table: it orchestrates async work (store requests, uploads,
+/// reads) over its parts and hands the results to them. `superblock` (Superblock.swift) owns the
+/// inode table, the path index, the index of files created here, the bounded cache's order,
+/// the open handles and their lock; the stages' upload states are the upload part's (Uploads.swift,
+/// Staging.swift), changed under the superblock's lock through `withStage`; the read side owns
+/// its buffers and budget (ReadStream, PartBuffer, ReadBudget, BufferPool, WalkAhead).
+/// docs/ARCHITECTURE.md walks a lookup, a read and a write through them.
+///
 /// ## Locks: what each guards, and the order they are taken in
 ///
 /// The metadata side:
-/// - `lock` (NSLock, the core's one lock) guards the inode table and everything hanging off it:
-///   `nodes`, `byPath`, `handles`, `dirHandles`, `nextFh`, `pendingNew`, `shuttingDown`, `cache` (the
-///   eviction queue and counts of MetadataCache.swift); every field of every `Node` (including
-///   its `listing`); every field of every `StagedFile` except `fd`'s bytes; `DirHandle.entries`;
-///   `Handle.keepCache`. It is held for short, synchronous stretches only: never across an
-///   `await`, and no store request is made under it (local file work is: `ftruncate` of a stage
-///   file, the sidecar `markDirtyLocked` writes). Methods named `…Locked` expect the caller to
-///   hold it.
+/// - `Superblock.lock` (NSLock, private to the superblock) guards its tables (`nodes`, `byPath`,
+///   `pendingNew`, `cache`, `handles`, `dirHandles`, `nextFh`, `shuttingDown`); every field of
+///   every `Node` (including its `listing`); every field of every `StagedFile` except `fd`'s
+///   bytes; `DirHandle.entries`; `Handle.keepCache`. It is held for short, synchronous stretches
+///   only (one superblock method each): never across an `await`, and no store request is made
+///   under it (local file work is: `ftruncate` of a stage file, the sidecar written when a stage
+///   first becomes dirty or its path changes).
 /// - `StagedFile.uploadLock` (AsyncLock) serialises the uploads of one file, and what must not
-///   overlap one (unlink, giving up, the last attempt at unmount). Taken before `lock`, never
-///   while holding it; the upload itself runs with only `uploadLock` held. It is the only
-///   AsyncLock, and no two are held at once.
+///   overlap one (unlink, giving up, the last attempt at unmount). Taken before the superblock's
+///   lock, never while holding it; the upload itself runs with only `uploadLock` held. It is the
+///   only AsyncLock, and no two are held at once.
 ///
 /// The read side (each an NSLock private to its type, held for short synchronous stretches):
 /// - `ReadStream.lock`: one open file's parts, its place in the file, its content check. Under
 ///   it `ReadStream` takes `ReadBudget.lock` (reserving and releasing parts), `PartBuffer.lock`
 ///   (cancelling or refilling a part) and `BufferPool.lock` (a new part takes its buffer; a part
-///   dropped for good gives it back). Never taken under `lock`.
+///   dropped for good gives it back). Never taken under the superblock's lock.
 /// - `WalkAhead.lock`: the files fetched ahead of a walk. Under it: `ReadBudget.lock`,
 ///   `BufferPool.lock` and `PartBuffer.lock` (a new fetch), as under `ReadStream.lock`. Never
-///   taken together with `ReadStream.lock` or `lock`.
+///   taken together with `ReadStream.lock` or the superblock's lock.
 /// - `PartBuffer.lock`: one part's bytes, waiters and fill. Nothing is taken under it (waiters
 ///   are resumed after it is released; a fill reports to its `ReadStream` outside it).
 /// - `ReadBudget.lock`, `BufferPool.lock`: leaves. A buffer given back asks the budget for room
 ///   before it takes the pool's lock, not under it.
 ///
 /// Leaves everywhere else, under which nothing is taken: the private NSLocks of `CacheCounters`,
-/// `RecentFailures` and `WarnOnce` (the hidden-name log). `lock` takes `CacheCounters`,
-/// `WarnOnce` and `ReadBudget` (statistics) under it. `StagingArea` has no lock of its own: its
-/// `.lock` flock only keeps other mounts out of the cache directory.
+/// `RecentFailures` and `WarnOnce` (the hidden-name log). The superblock's lock takes
+/// `CacheCounters` and `WarnOnce` under it. `StagingArea` has no lock of its own: its `.lock`
+/// flock only keeps other mounts out of the cache directory.
 ///
-/// So the order is: `uploadLock` → `lock` → a leaf; and `ReadStream.lock` or `WalkAhead.lock` →
-/// `PartBuffer.lock` / `BufferPool.lock` / `ReadBudget.lock`. No thread-blocking lock is held
-/// across an `await`.
+/// So the order is: `uploadLock` → the superblock's lock → a leaf; and `ReadStream.lock` or
+/// `WalkAhead.lock` → `PartBuffer.lock` / `BufferPool.lock` / `ReadBudget.lock`. No
+/// thread-blocking lock is held across an `await`.
 ///
-/// Immutable after `init` (no lock): `store`, `config`, `logger`, `names`, `stat`, `mountTime`,
-/// `staging`, `failures`, `cacheCounters`, `readBudget`, `bufferPool`, `walkAhead`, and
+/// Immutable after `init` (no lock): every stored property of `BucketFileSystem`, and
 /// `Node.ino`/`type`, `Handle`'s `let`s.
 public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
-    public static let rootIno: UInt64 = 1
+    public static let rootIno: UInt64 = Superblock.rootIno
 
     let store: any ObjectStore
     public let config: MountConfig
@@ -57,21 +65,8 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     let names: NameRules
     let stat: StatMapper
 
-    let lock = NSLock()
-    var nodes: [UInt64: Node] = [:]
-    /// (path, is a directory) → inode, so a path keeps its number while the kernel holds it. The
-    /// key shares the node's path string (no second copy).
-    var byPath: [PathKey: UInt64] = [:]
-    var handles: [UInt64: Handle] = [:]
-    var dirHandles: [UInt64: DirHandle] = [:]
-    var nextFh: UInt64 = 1
-    /// Files created here and not yet uploaded, by directory path: listings of that directory
-    /// include them (an index, so a listing never scans every inode).
-    var pendingNew: [String: Set<UInt64>] = [:]
-    /// The bounded metadata cache's queue and counts (MetadataCache.swift).
-    var cache = CacheOrder()
-    /// The mount is ending (`shutdown`): no new background upload attempts start.
-    var shuttingDown = false
+    /// The inode table, the path index, the open handles and the cache order (Superblock.swift).
+    let superblock: Superblock
     let mountTime: Double
     /// The cache directory: stage files, their sidecars, lost+found.
     let staging: StagingArea
@@ -106,17 +101,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
                                 room: { budget.capacity - budget.inUse })
         walkAhead = WalkAhead(budget: readBudget, pool: bufferPool, ttl: config.walkAheadTTL, now: config.now)
         staging.recoverOrphans()
-        let root = Node(ino: Self.rootIno, path: "", type: .directory)
-        root.lookups = 1
-        nodes[Self.rootIno] = root
-        byPath[PathKey(path: "", isDirectory: true)] = Self.rootIno
-    }
-
-    @inline(__always)
-    func locked<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body()
+        superblock = Superblock(config: config, stat: stat, staging: staging, counters: cacheCounters, hiddenLog: names.hiddenLog)
     }
 
     var now: Double { config.now() }
@@ -134,52 +119,10 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         }
     }
 
-    // MARK: - inode table
-
-    /// Returns the inode for a path and type, creating it if needed. Caller holds `lock`.
-    /// Pass a path string that lives on anyway (a listed object's name) so the node shares it.
-    func nodeLocked(path: String, type: FileType) -> Node {
-        let key = PathKey(path: path, isDirectory: type == .directory)
-        if let ino = byPath[key], let n = nodes[ino] { return n }
-        let n = Node(ino: inodeNumberLocked(for: key), path: path, type: type)
-        nodes[n.ino] = n
-        byPath[key] = n.ino
-        return n
-    }
-
-    /// Inode numbers come from the path: a 64-bit hash of type and path, probed past numbers in
-    /// use. A path the kernel forgot and the table dropped gets its old number back when it is
-    /// seen again, so numbers stay stable for the life of the mount (SPEC §3) without keeping
-    /// every path ever seen. Only a collision with a live number (a path unlinked or renamed
-    /// while the kernel still holds its node) moves a path to another number. Caller holds `lock`.
-    func inodeNumberLocked(for key: PathKey) -> UInt64 {
-        var h: UInt64 = key.isDirectory ? 0x84222325_cbf29ce4 : 0xcbf29ce4_84222325
-        for b in key.path.utf8 { h = (h ^ UInt64(b)) &* 0x0000_0100_0000_01b3 }  // FNV-1a
-        func mix(_ x: UInt64) -> UInt64 {  // SplitMix64's finalizer: spreads the bits
-            var z = x &+ 0x9e37_79b9_7f4a_7c15
-            z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-            z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-            return (z ^ (z >> 31)) & 0x7fff_ffff_ffff_ffff
-        }
-        var ino = mix(h)
-        while ino <= Self.rootIno || nodes[ino] != nil { ino = mix(ino) }
-        return ino
-    }
-
-    /// Binds `n`'s path to `n` in the path index. A node bound there before (an object a rename
-    /// replaced) is unlinked: a path names one node. Caller holds `lock`.
-    func bindPathLocked(_ n: Node) {
-        let k = key(n)
-        if let old = byPath[k], old != n.ino, let o = nodes[old] { o.presence = .unlinked }
-        byPath[k] = n.ino
-    }
-
     func node(_ ino: UInt64) throws(Errno) -> Node {
-        guard let n = locked({ nodes[ino] }) else { throw .ENOENT }
+        guard let n = superblock.node(ino) else { throw .ENOENT }
         return n
     }
-
-    func key(_ n: Node) -> PathKey { PathKey(path: n.path, isDirectory: n.type == .directory) }
 
     // MARK: - errors
 
@@ -200,34 +143,22 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         guard p.type == .directory else { throw .ENOTDIR }
         let found = try await resolve(p, name)
         let info = try await shownInfo(found)
-        return locked {
-            let n = attachLocked(found)
-            n.lookups += 1
-            return stat.entry(n, info: n.info ?? info, now: now)
-        }
+        return superblock.lookedUp(found, shown: info)
     }
 
     public func forget(ino: UInt64, nlookup: UInt64) {
-        locked {
-            guard ino != Self.rootIno, let n = nodes[ino] else { return }
-            n.lookups = n.lookups > nlookup ? n.lookups - nlookup : 0
-            guard n.lookups == 0 else { return }
-            // The kernel no longer knows this number: its listing goes, and the node too unless
-            // something else holds it (MetadataCache.swift).
-            if n.staged == nil { dropListingLocked(n) }
-            dropIfUnusedLocked(n)
-        }
+        superblock.forget(ino: ino, nlookup: nlookup)
     }
 
     /// readdirplus entries that reached the kernel count as lookups.
     public func noteLookup(ino: UInt64) {
-        locked { nodes[ino]?.lookups += 1 }
+        superblock.noteLookup(ino: ino)
     }
 
     public func getattr(ino: UInt64) async throws(Errno) -> (FileAttributes, Double) {
         let n = try node(ino)
         let box = try await refreshed(n)
-        return locked { (stat.attributes(n, info: n.info ?? box?.info, now: now), config.metadataTTL) }
+        return (superblock.attributes(of: n, shown: box?.info), config.metadataTTL)
     }
 
     public func statfs(ino: UInt64) async throws(Errno) -> StatFS {
@@ -236,11 +167,4 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         return s
     }
 
-}
-
-/// A key of `byPath`: a path and whether it names a directory (a file and a directory of the same
-/// name are different inodes).
-struct PathKey: Hashable {
-    let path: String
-    let isDirectory: Bool
 }

@@ -3,7 +3,8 @@ import FuseKit
 import StorageModel
 
 /// The metadata cache (SPEC §6): directory listings that fill every child's attributes, their
-/// TTL, and the per-name and per-file revalidation when a listing is missing or expired.
+/// TTL, and the per-name and per-file revalidation when a listing is missing or expired. The
+/// requests are made here; what they bring is applied by the superblock.
 extension BucketFileSystem {
     // MARK: - listing
 
@@ -12,7 +13,7 @@ extension BucketFileSystem {
     /// directory handle's snapshot is taken from it at once, before anything can be evicted.
     @discardableResult
     func loadListing(_ dir: Node, into handle: DirHandle? = nil) async throws(Errno) -> Listing {
-        let prefix = locked { dir.childPrefix }
+        let prefix = superblock.childPrefix(of: dir)
         if let e = failures.check(.listing(prefix: prefix)) { throw e }
         var token: String? = nil
         var dirs: [String] = []
@@ -37,7 +38,6 @@ extension BucketFileSystem {
             failures.note(.listing(prefix: prefix), e)
             throw e
         }
-        let t = now
         let big = dirs.count + files.count >= largeListingNames
         defer {
             if big {
@@ -47,122 +47,31 @@ extension BucketFileSystem {
                 releaseFreedMemory()
             }
         }
-        return locked {
-            var children: [String: UInt64] = [:]
-            children.reserveCapacity(dirs.count + files.count)
-            var hidden: [String: ObjectInfo] = [:]
-            for name in dirs {
-                let n = nodeLocked(path: prefix + name, type: .directory)
-                children[name] = n.ino
-            }
-            for (name, info) in files {
-                if children[name] != nil {
-                    hidden[name] = info
-                    names.hiddenLog.warn("'\(prefix + name)' is both an object and a prefix: the directory is shown; the object stays reachable through `bucketfs cat/stat`", key: "clash:" + prefix + name)
-                    continue
-                }
-                // The object's name is the node's path: a new node shares that string.
-                let n = nodeLocked(path: info.name, type: .regular)
-                n.removed = false
-                children[name] = n.ino
-            }
-            // Files created here and not yet uploaded stay visible (even when this directory had
-            // no listing yet when they were created).
-            for ino in pendingNew[dir.path] ?? [] {
-                guard let n = nodes[ino], n.type == .regular, !n.removed, n.staged?.createdHere == true,
-                      StoragePath.parent(n.path) == dir.path else {
-                    pendingNew[dir.path]?.remove(ino)
-                    continue
-                }
-                if children[n.name] == nil { children[n.name] = n.ino }
-            }
-            var listing = Listing(children: children, expiry: t + config.metadataTTL)
-            listing.hiddenFiles = hidden
-            // The listing is queued before the metadata it brings, so under pressure it goes
-            // first: the files' metadata answers stat and getxattr without it, not it without
-            // them. One larger than the whole cache is answered from but not kept.
-            listing.fileOrder = files.map { $0.name }
-            if children.count <= config.maxCachedEntries, isTabledLocked(dir) {
-                setListingLocked(dir, listing)
-            } else {
-                dropListingLocked(dir)
-            }
-            for (name, info) in files {
-                guard let ino = children[name], let n = nodes[ino], n.type == .regular else { continue }
-                if !(n.staged?.state.unsaved ?? false) {
-                    setInfoLocked(n, info, expiry: t + config.metadataTTL)
-                } else {
-                    n.infoExpiry = t + config.metadataTTL
-                }
-            }
-            if dir.ino != Self.rootIno {
-                setInfoLocked(dir, placeholder, expiry: t + config.metadataTTL)
-            }
-            if let handle { snapshotLocked(handle, listing) }
-            trimCacheLocked()
-            return listing
-        }
-    }
-
-    /// Whether a directory's listing should be refreshed by listing it again (rather than a
-    /// request per name): it was listed before and has expired. With a TTL of 0 every question
-    /// is a request of its own, so a single GET is cheaper.
-    func shouldRelistLocked(_ dir: Node) -> Bool {
-        config.metadataTTL > 0 && dir.listing.map { $0.expiry <= now } == true
-    }
-
-    /// Records a file created here and not yet uploaded, so listings of its directory show it.
-    /// Caller holds `lock`.
-    func notePendingLocked(_ n: Node) {
-        pendingNew[StoragePath.parent(n.path) ?? "", default: []].insert(n.ino)
-    }
-
-    /// A child of a listing, if it is a live node. Caller holds `lock`.
-    func childLocked(_ l: Listing, _ name: String) -> Node? {
-        guard let ino = l.children[name], let n = nodes[ino], !n.removed else { return nil }
-        return n
+        return superblock.applyListing(dir, prefix: prefix, dirs: dirs, files: files, placeholder: placeholder,
+                                       at: now, into: handle)
     }
 
     /// lookup with no I/O: from a fresh listing of the parent (a miss there is ENOENT).
     public func cachedLookup(parent: UInt64, name: String) -> Result<FuseEntry, Errno>? {
-        locked {
-            guard let p = nodes[parent], p.type == .directory, let l = p.listing, l.expiry > now else { return nil }
-            cacheCounters.count(.listing, hit: true)
-            guard let n = childLocked(l, name) else {
-                // Names the rules refuse get their logged error from the async path.
-                return name.utf8.count <= StoragePath.maxSegmentBytes && !name.contains("/") ? .failure(.ENOENT) : nil
-            }
-            // Its metadata was evicted: the async path reads it again.
-            if lacksInfoLocked(n) { return nil }
-            n.lookups += 1
-            return .success(stat.entry(n, now: now))
-        }
-    }
-
-    func freshListing(_ dir: Node) -> Listing? {
-        locked { dir.listing.flatMap { $0.expiry > now ? $0 : nil } }
+        superblock.cachedLookup(parent: parent, name: name)
     }
 
     /// Resolves one name in a directory: from a fresh listing, else with a get and a one-item list.
     func resolve(_ parent: Node, _ name: String) async throws(Errno) -> Node {
-        let path = try names.childPath(parent.path, name)
-        if let l = freshListing(parent) {
+        let path = try names.childPath(superblock.path(of: parent), name)
+        if let l = superblock.freshListing(parent) {
             cacheCounters.count(.listing, hit: true)
-            guard let n = locked({ childLocked(l, name) }) else { throw .ENOENT }
+            guard let n = superblock.child(l, name) else { throw .ENOENT }
             return n
         }
         cacheCounters.count(.listing, hit: false)
-        if locked({ shouldRelistLocked(parent) }) {
+        if superblock.shouldRelist(parent) {
             // Listed before and expired: one listing answers this name and all its siblings.
             let l = try await loadListing(parent)
-            guard let n = locked({ childLocked(l, name) }) else { throw .ENOENT }
+            guard let n = superblock.child(l, name) else { throw .ENOENT }
             return n
         }
-        if let local = locked({ () -> Node? in
-            guard let ino = byPath[PathKey(path: path, isDirectory: false)], let n = nodes[ino], let s = n.staged,
-                  s.createdHere, !n.removed else { return nil }
-            return n
-        }) { return local }
+        if let local = superblock.pendingNewFile(at: path) { return local }
         if StoragePath.mountProblem(path) != nil { throw .ENOENT }
         if let e = failures.check(.metadata(path: path)) { throw e }
         async let meta: ObjectInfo? = { () async throws -> ObjectInfo? in
@@ -179,55 +88,12 @@ extension BucketFileSystem {
             failures.note(.metadata(path: path), e)
             throw e
         }
-        let t = now
-        return try locked { () throws(Errno) -> Node in
-            defer { trimCacheLocked() }
-            if !listed.items.isEmpty || !listed.prefixes.isEmpty {
-                let n = nodeLocked(path: path, type: .directory)
-                n.removed = false
-                let ph = listed.items.first.flatMap { $0.name == path + "/" ? $0 : nil }
-                setInfoLocked(n, ph, expiry: t + config.metadataTTL)
-                return n
-            }
-            guard let info else { throw .ENOENT }
-            let n = nodeLocked(path: info.name == path ? info.name : path, type: .regular)
-            n.removed = false
-            if !(n.staged?.state.unsaved ?? false) {
-                setInfoLocked(n, info, expiry: t + config.metadataTTL)
-            } else {
-                n.infoExpiry = t + config.metadataTTL
-            }
-            return n
-        }
-    }
-
-    /// Whether `n`'s metadata must be read before it is shown: its TTL has passed (or `force`).
-    /// A staged file keeps its metadata unless forced (rename and 412 retries must re-read).
-    /// Caller holds `lock`.
-    func needsRefreshLocked(_ n: Node, force: Bool = false) -> Bool {
-        if n.ino == Self.rootIno || n.removed { return false }
-        if n.staged != nil && !force { return false }
-        return force || n.infoExpiry <= now
-    }
-
-    /// A stat or a listing found `n`'s object missing. A node this mount already unlinked stays
-    /// so (it left the path index). Caller holds `lock`.
-    func markGoneLocked(_ n: Node) {
-        if n.presence == .present { n.presence = .gone }
-    }
-
-    /// The directory holding `n`, when known. Caller holds `lock`.
-    func parentLocked(_ n: Node) -> Node? {
-        StoragePath.parent(n.path).flatMap { byPath[PathKey(path: $0, isDirectory: true)] }.flatMap { nodes[$0] }
+        return try superblock.bindLookedUp(path, listed: listed, info: info, at: now)
     }
 
     /// getattr with no I/O: nil when the metadata must be read first.
     public func cachedGetattr(ino: UInt64) -> (FileAttributes, Double)? {
-        locked {
-            guard let n = nodes[ino], !needsRefreshLocked(n) else { return nil }
-            cacheCounters.count(.attributes, hit: true)
-            return (stat.attributes(n, now: now), config.metadataTTL)
-        }
+        superblock.cachedAttributes(ino: ino)
     }
 
     /// Refreshes a file's metadata when its TTL has passed (no request while fresh or staged): by
@@ -236,22 +102,18 @@ extension BucketFileSystem {
     /// cache evicts it from the node meanwhile.
     @discardableResult
     func refreshed(_ n: Node, force: Bool = false) async throws(Errno) -> InfoBox? {
-        let (need, name, relist, box) = locked { () -> (Bool, String, Node?, InfoBox?) in
-            let parent = parentLocked(n)
-            return (needsRefreshLocked(n, force: force), n.path,
-                    !force && n.type == .regular && parent.map(shouldRelistLocked) == true ? parent : nil, n.box)
-        }
+        let (need, name, relist, box) = superblock.refreshPlan(n, force: force)
         cacheCounters.count(.attributes, hit: !need)
         guard need else { return box }
         // A directory's attributes and xattrs are those of its `dir/` placeholder.
         if n.type == .directory { return try await reloadPlaceholder(n) }
         if let dir = relist {
             let l = try await loadListing(dir)
-            let (listed, box) = locked { (l.children[n.name] == n.ino, n.box) }
+            let (listed, box) = superblock.isListed(n, in: l)
             // (A listing larger than the cache may have evicted this very info: read it alone.)
             if listed, box != nil { return box }
             if !listed {
-                locked { markGoneLocked(n) }
+                superblock.markGone(n)
                 logger.debug("stat \(name): not found")
                 throw .ENOENT
             }
@@ -259,9 +121,9 @@ extension BucketFileSystem {
         if let e = failures.check(.metadata(path: name)) { throw e }
         do {
             let info = try await store.getMetadata(name)
-            return keep(info, in: n)
+            return superblock.setInfo(n, info)
         } catch {
-            if case StorageError.objectNotFound = error { locked { markGoneLocked(n) } }
+            if case StorageError.objectNotFound = error { superblock.markGone(n) }
             let e = fail(error, "stat", name)
             failures.note(.metadata(path: name), e)
             throw e
@@ -271,7 +133,7 @@ extension BucketFileSystem {
     /// The metadata to show for `n` now: the cached one, or, when the cache evicted it after the
     /// operation found `n`, read again.
     func shownInfo(_ n: Node) async throws(Errno) -> ObjectInfo? {
-        let (lacks, info) = locked { (lacksInfoLocked(n), n.info) }
+        let (lacks, info) = superblock.cachedInfo(n)
         if !lacks { return info }
         return try await refreshed(n, force: true)?.info
     }

@@ -2,7 +2,8 @@ import Foundation
 import FuseKit
 import StorageModel
 
-/// One inode. Guarded by `BucketFileSystem.lock` (every field).
+/// One inode. Guarded by the superblock's lock (every field but `ino` and `type`), and changed
+/// only by the superblock (Superblock.swift).
 final class Node: @unchecked Sendable {
     let ino: UInt64
     /// Object path without a trailing slash; "" for the root.
@@ -83,8 +84,9 @@ struct Listing {
 }
 
 /// Where a staged file's content stands against the bucket (SPEC §3). Every transition is made
-/// in Uploads.swift (and `markDirtyLocked` in Staging.swift); the stage file may be discarded only
-/// in `.clean`, `.givenUp` and `.deleted`, and never while an attempt is under way.
+/// in Uploads.swift (and `markDirty` in Staging.swift), under the superblock's lock
+/// (`withStage`); the stage file may be discarded only in `.clean`, `.givenUp` and `.deleted`,
+/// and never while an attempt is under way.
 enum UploadState: Equatable {
     /// The same bytes as the bucket's generation the file is based on: nothing to upload.
     case clean
@@ -186,14 +188,18 @@ final class Handle: @unchecked Sendable {
     let stream: ReadStream?
     /// The kernel may keep its cached pages: the same generation was opened for reading before.
     var keepCache = false
+    /// The local content this handle keeps (counted in its `openHandles`): the file's stage when
+    /// the handle was opened for writing, or for reading while the file had one.
+    let stage: StagedFile?
 
-    init(ino: UInt64, writable: Bool, info: ObjectInfo?, path: String, stream: ReadStream?) {
+    init(ino: UInt64, writable: Bool, info: ObjectInfo?, path: String, stream: ReadStream?, stage: StagedFile?) {
         self.ino = ino
         self.writable = writable
         self.generation = info?.generation ?? 0
         self.size = info?.size ?? 0
         self.path = path
         self.stream = stream
+        self.stage = stage
     }
 }
 

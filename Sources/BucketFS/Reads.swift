@@ -17,38 +17,22 @@ extension BucketFileSystem {
             // Close-to-open: a file opened after its TTL sees the current generation.
             seen = try await refreshed(n)?.info
             // Known to be gone (a stat saw 404, or unlinked) and not being written here.
-            if locked({ n.removed && n.staged == nil }) { throw .ENOENT }
+            if superblock.isGoneAndNotStaged(n) { throw .ENOENT }
         }
         // A local store's file of the generation opened: reads go straight to it.
         var localFile: Int32? = nil
-        if !flags.isWrite, store.isLocal, let (path, info) = locked({ n.staged == nil ? (n.info ?? seen).map { (n.path, $0) } : nil }) {
+        if !flags.isWrite, store.isLocal, let (path, info) = superblock.readTarget(n, seen: seen) {
             do {
                 localFile = try await store.openLocal(path, generation: info.generation)
             } catch {
                 throw fail(error, "open", path)
             }
         }
-        let fh: UInt64 = locked {
-            if flags.isWrite { n.staged?.openHandles += 1 }
-            let info = n.info ?? (n.staged == nil ? seen : nil)
-            let stream = flags.isWrite || n.staged != nil ? nil : info.map { makeStream(n.path, $0, localFile: localFile) }
-            if stream == nil, let fd = localFile { Glibc.close(fd) }
-            let h = Handle(ino: ino, writable: flags.isWrite, info: info, path: n.path, stream: stream)
-            // Close-to-open: pages cached for the generation opened last stay; any other
-            // generation (or local content being written) drops them.
-            if !flags.isWrite, n.staged == nil, let g = info?.generation {
-                h.keepCache = n.cachedGeneration == g
-                n.cachedGeneration = g
-            } else {
-                n.cachedGeneration = nil
-            }
-            let fh = nextFh
-            nextFh += 1
-            handles[fh] = h
-            if !flags.isWrite, let s = n.staged { s.openHandles += 1 }
-            return fh
+        let (fh, h) = superblock.openFile(n, writable: flags.isWrite, seen: seen) { path, info in
+            makeStream(path, info, localFile: localFile)
         }
-        if let h = locked({ handles[fh] }), let stream = h.stream,
+        if h.stream == nil, let fd = localFile { Glibc.close(fd) }
+        if let stream = h.stream,
            let ahead = walkAhead.take(h.path, generation: h.generation) {
             // Fetched ahead of this walk: the open takes the bytes, and the walk moves on.
             stream.seed(ahead.bytes, reserved: ahead.reserved, from: walkAhead)
@@ -58,11 +42,10 @@ extension BucketFileSystem {
     }
 
     public func keepsCache(ino: UInt64, fh: UInt64) -> Bool {
-        locked { handles[fh]?.keepCache ?? false }
+        superblock.keepsCache(fh)
     }
 
     /// Reads of one generation; a local store reads on demand, anything else with read-ahead.
-    /// Caller holds `lock`.
     func makeStream(_ path: String, _ info: ObjectInfo, localFile: Int32? = nil) -> ReadStream {
         var tuning = ReadStream.Tuning(config)
         if store.isLocal { tuning.streams = 0 }
@@ -78,8 +61,8 @@ extension BucketFileSystem {
     }
 
     public func read(ino: UInt64, fh: UInt64, offset: UInt64, size: Int) async throws(Errno) -> Data {
-        guard let h = locked({ handles[fh] }), let n = locked({ nodes[ino] }) else { throw .EBADF }
-        if let s = locked({ n.staged }) {
+        guard let h = superblock.handle(fh), let n = superblock.node(ino) else { throw .EBADF }
+        if let s = superblock.stage(of: n) {
             var buf = [UInt8](repeating: 0, count: size)
             let r = buf.withUnsafeMutableBytes { pread(s.fd, $0.baseAddress, size, off_t(offset)) }
             if r < 0 { throw Errno(Glibc.errno) }
@@ -103,11 +86,7 @@ extension BucketFileSystem {
     /// directory in listing order.
     func walkOn(from n: Node) {
         guard config.walkAheadFiles > 0, !store.isLocal else { return }
-        let (window, dir) = locked { () -> ([WalkAhead.Candidate], String) in
-            let dirPath = StoragePath.parent(n.path) ?? ""
-            guard let d = parentLocked(n), let l = d.listing else { return ([], dirPath) }
-            return (walkWindowLocked(after: n.name, in: l, directory: dirPath), dirPath)
-        }
+        let (window, dir) = superblock.walkWindow(after: n, limit: config.walkAheadFiles, maxSize: Int64(config.walkAheadMaxSize))
         if window.isEmpty { return }
         walkAhead.prefetch(window, in: dir) { [weak self] c in
             guard let self else { throw StorageError.cancelled }
@@ -120,29 +99,6 @@ extension BucketFileSystem {
             }
             return data
         }
-    }
-
-    /// The next small files after `name` in the listing's order: regular, listed, not written
-    /// here. Caller holds `lock`.
-    private func walkWindowLocked(after name: String, in l: Listing, directory: String) -> [WalkAhead.Candidate] {
-        // Binary search: a listing's files come in the bucket's (UTF-8 byte) order.
-        let order = l.fileOrder
-        var lo = 0, hi = order.count
-        while lo < hi {
-            let mid = (lo + hi) / 2
-            if order[mid].utf8.lexicographicallyPrecedes(name.utf8) { lo = mid + 1 } else { hi = mid }
-        }
-        guard lo < order.count, order[lo] == name else { return [] }
-        let at = lo
-        var window: [WalkAhead.Candidate] = []
-        let limit = config.walkAheadFiles
-        for next in l.fileOrder[(at + 1)...].prefix(limit * 4) {
-            guard let c = childLocked(l, next), c.type == .regular, c.staged == nil, let info = c.info,
-                  info.size > 0, info.size <= Int64(config.walkAheadMaxSize) else { continue }
-            window.append(WalkAhead.Candidate(path: c.path, info: info))
-            if window.count == limit { break }
-        }
-        return window
     }
 
     /// Reads exactly `range` of a generation. An answer of another length is a transport fault:

@@ -8,18 +8,18 @@ import StorageModel
 extension BucketFileSystem {
     /// Gives a file local content: empty (truncate, or new), else a copy of the generation read.
     func stage(_ n: Node, truncate: Bool) async throws(Errno) {
-        if let s = locked({ n.staged }) {
+        if let s = superblock.stage(of: n) {
             if truncate {
-                locked {
+                superblock.withStage(of: n, stage: s) { s, file in
                     ftruncate(s.fd, 0)
                     s.size = 0
-                    markDirtyLocked(n, s)
+                    markDirty(s, object: file.path)
                 }
             }
             return
         }
         let box = try await refreshed(n, force: true)
-        let (info, path) = locked { (n.info ?? box?.info, n.path) }
+        let (info, path) = superblock.infoAndPath(n, fallback: box?.info)
         guard let info else { throw .ENOENT }
         let staged = try staging.makeStage(origin: .generation(info.generation), metadata: info.writable,
                                            dirty: truncate && info.size > 0, object: path)
@@ -31,11 +31,7 @@ extension BucketFileSystem {
                 throw fail(error, "open for writing (copying the object first)", path)
             }
         }
-        let winner = locked { () -> StagedFile in
-            if let s = n.staged { return s }
-            n.staged = staged
-            return staged
-        }
+        let winner = superblock.installStage(staged, on: n)
         if winner !== staged { staging.discard(staged) }
     }
 
@@ -68,11 +64,11 @@ extension BucketFileSystem {
         staged.size = off
     }
 
-    /// Marks staged content as differing from the bucket, writing its sidecar first, so that a
-    /// crash from here on leaves data that names its object. Called before a change (for the
-    /// sidecar) and again after it (so that an upload which started in between is known to have
-    /// missed it). Caller holds `lock`.
-    func markDirtyLocked(_ n: Node, _ s: StagedFile) {
+    /// Marks staged content as differing from the bucket, writing its sidecar first (naming
+    /// `object`, the file's path), so that a crash from here on leaves data that names its object.
+    /// Called before a change (for the sidecar) and again after it (so that an upload which
+    /// started in between is known to have missed it). Runs in `superblock.withStage`.
+    func markDirty(_ s: StagedFile, object: String) {
         switch s.state {
         case .deleted:
             return  // an unlinked file still open: its content goes nowhere
@@ -83,26 +79,27 @@ extension BucketFileSystem {
         case .clean, .givenUp:
             s.state = .dirty
         }
-        if !s.recorded { staging.record(s, object: n.path) }
+        if !s.recorded { staging.record(s, object: object) }
     }
 
     public func write(ino: UInt64, fh: UInt64, offset: UInt64, data: Data) async throws(Errno) -> Int {
-        guard let h = locked({ handles[fh] }), h.writable, let n = locked({ nodes[ino] }),
-              let s = locked({ n.staged }) else { throw .EBADF }
-        locked { markDirtyLocked(n, s) }
+        guard let h = superblock.handle(fh), h.writable, let n = superblock.node(ino),
+              let s = superblock.stage(of: n) else { throw .EBADF }
+        superblock.withStage(of: n, stage: s) { s, file in markDirty(s, object: file.path) }
         let w = data.withUnsafeBytes { pwrite(s.fd, $0.baseAddress, data.count, off_t(offset)) }
         if w < 0 { throw Errno(Glibc.errno) }
-        locked {
-            markDirtyLocked(n, s)
+        superblock.withStage(of: n, stage: s) { s, file in
+            markDirty(s, object: file.path)
             s.size = max(s.size, Int64(offset) + Int64(w))
-            touchMtimeLocked(s)
+            touchMtime(s)
         }
         return w
     }
 
     /// New content means a new mtime: an mtime key carried over from the object read (gsutil's
-    /// convention, or an earlier utimens) would otherwise pin the old time. Caller holds `lock`.
-    func touchMtimeLocked(_ s: StagedFile) {
+    /// convention, or an earlier utimens) would otherwise pin the old time. Runs in
+    /// `superblock.withStage`.
+    func touchMtime(_ s: StagedFile) {
         if s.metadata.customMetadata[XattrName.mtimeKey] != nil {
             s.metadata.customMetadata[XattrName.mtimeKey] = String(Int64(now.rounded(.down)))
         }
@@ -111,35 +108,20 @@ extension BucketFileSystem {
     public func create(parent: UInt64, name: String, mode: UInt32, flags: OpenFlags) async throws(Errno) -> (FuseEntry, UInt64) {
         if config.readOnly { throw .EROFS }
         let p = try node(parent)
-        let path = try names.childPath(p.path, name)
+        let path = try names.childPath(superblock.path(of: p), name)
         var existing: Node? = nil
         do { existing = try await resolve(p, name) } catch where error == .ENOENT {}
         if let e = existing {
             if e.type == .directory { throw .EISDIR }
             let fh = try await open(ino: e.ino, flags: OpenFlags(flags.rawValue | O_TRUNC))
-            return locked { e.lookups += 1; return (stat.entry(e, now: now), fh) }
+            return (superblock.lookedUp(e, shown: nil), fh)
         }
         let staged = try staging.makeStage(origin: .createdHere, metadata: WritableMetadata(), dirty: true, object: path)
-        let (entry, fh, replaced) = locked { () -> (FuseEntry, UInt64, StagedFile?) in
-            let n = nodeLocked(path: path, type: .regular)
-            n.removed = false
-            clearInfoLocked(n)
-            let replaced = n.staged
-            n.staged = staged
-            staged.openHandles = 1
-            n.lookups += 1
-            addChildLocked(p, name, n.ino)
-            notePendingLocked(n)
-            let h = Handle(ino: n.ino, writable: true, info: nil, path: path, stream: nil)
-            let fh = nextFh
-            nextFh += 1
-            handles[fh] = h
-            return (stat.entry(n, now: now), fh, replaced)
-        }
+        let (entry, fh, replaced) = superblock.created(path, in: p, name: name, staged: staged)
         if let replaced {
             // The name's earlier local content is replaced by the new file (once an upload of it
             // under way has ended).
-            locked { replaced.state = .deleted; replaced.retryTask?.cancel() }
+            superblock.withStage(replaced) { $0.state = .deleted; $0.retryTask?.cancel() }
             Task { [staging] in
                 _ = await replaced.uploadLock.lock()
                 staging.discard(replaced)
@@ -155,15 +137,13 @@ extension BucketFileSystem {
         if config.readOnly, changesSomething { throw .EROFS }
         if let size = changes.size {
             guard n.type == .regular else { throw .EISDIR }
-            let hadStage = locked { n.staged != nil }
+            let hadStage = superblock.stage(of: n) != nil
             try await stage(n, truncate: size == 0)
-            locked {
-                if let s = n.staged {
-                    markDirtyLocked(n, s)
-                    ftruncate(s.fd, off_t(size))
-                    s.size = Int64(size)
-                    touchMtimeLocked(s)
-                }
+            superblock.withStage(of: n) { s, file in
+                markDirty(s, object: file.path)
+                ftruncate(s.fd, off_t(size))
+                s.size = Int64(size)
+                touchMtime(s)
             }
             if !hadStage {
                 // truncate(2) on a path: no close follows, so upload now.
@@ -178,6 +158,6 @@ extension BucketFileSystem {
             }
         }
         // chmod and chown are accepted and change nothing: modes come from mount options.
-        return locked { (stat.attributes(n, now: now), config.metadataTTL) }
+        return (superblock.attributes(of: n), config.metadataTTL)
     }
 }

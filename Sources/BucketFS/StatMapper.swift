@@ -17,7 +17,7 @@ struct StatMapper: Sendable {
     }
 
     /// The attributes of `n`; `now` dates content written here and not yet uploaded. The caller
-    /// holds the core's lock (Node fields).
+    /// holds the superblock's lock (Node fields).
     func attributes(_ n: Node, now: Double) -> FileAttributes { attributes(n, info: n.info, now: now) }
 
     /// The attributes of `n` with `info` as its object (the one an operation read, when the

@@ -56,25 +56,13 @@ public struct CoreStatistics: Sendable, Equatable {
 }
 
 extension BucketFileSystem {
-    /// What the core holds now, for the metrics endpoint. O(inodes), under `lock` once; it only
+    /// What the core holds now, for the metrics endpoint. O(inodes), under the superblock's lock once; it only
     /// reads (files fetched ahead of a walk and never opened leave the budget when the walk-ahead's
     /// own sweep drops them, at most `walkAheadTTL` and a moment after they were fetched).
     public func statistics() -> CoreStatistics {
-        var s = locked { () -> CoreStatistics in
-            var s = CoreStatistics()
-            let t = now
-            s.inodes = nodes.count
-            s.cachedEntries = cache.entries
-            s.maxCachedEntries = config.maxCachedEntries
-            for n in nodes.values {
-                if n.info != nil, n.infoExpiry > t { s.cachedAttributes += 1 }
-                if let l = n.listing, l.expiry > t { s.cachedListings += 1; s.cachedListingEntries += l.children.count }
-                if let st = n.staged { s.stagedFiles += 1; if st.state.unsaved { s.dirtyFiles += 1 } }
-            }
-            s.openFiles = handles.count
-            s.readAheadBytes = readBudget.inUse
-            return s
-        }
+        var s = CoreStatistics()
+        superblock.statistics(into: &s)
+        s.readAheadBytes = readBudget.inUse
         // Each kept file has a JSON sidecar naming its object: count the data files (not the
         // sidecars, nor the hidden temporary file Foundation writes a sidecar through).
         let kept = (try? FileManager.default.contentsOfDirectory(atPath: staging.lostAndFound)) ?? []

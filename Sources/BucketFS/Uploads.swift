@@ -38,16 +38,18 @@ extension BucketFileSystem {
     }
 
     public func release(ino: UInt64, fh: UInt64) async throws(Errno) {
-        guard let h = locked({ handles.removeValue(forKey: fh) }) else { return }
+        guard let h = superblock.closeFile(fh) else { return }
         h.stream?.close()
-        guard let n = locked({ nodes[ino] }) else { return }
+        guard let n = superblock.node(ino) else { return }
         var uploadError: Errno? = nil
         // A file whose upload just failed is in the background attempts' hands: uploading it
         // again here, right after close reported the failure, would make close's answer untrue.
-        if h.writable, locked({ n.staged?.retryTask == nil }) {
+        if h.writable, superblock.withStage(of: n, { s, _ in s.retryTask == nil }) ?? true {
             do { try await upload(ino: ino) } catch { uploadError = error }
         }
-        locked { n.staged?.openHandles -= 1 }
+        // Only the stage this handle kept: a handle opened before the file had local content
+        // (or whose content was replaced since) keeps none.
+        if let kept = h.stage { superblock.withStage(kept) { $0.openHandles -= 1 } }
         dropStageIfIdle(n)
         if let uploadError { throw uploadError }
     }
@@ -55,19 +57,13 @@ extension BucketFileSystem {
     /// Drops a stage nobody has open whose content is saved (or was deleted by the user), with
     /// no attempt under way or scheduled.
     func dropStageIfIdle(_ n: Node) {
-        let gone: StagedFile? = locked {
-            guard let s = n.staged, s.openHandles <= 0, s.retryTask == nil, !s.state.unsaved else { return nil }
-            n.staged = nil
-            // Nothing local any more: the node may leave the table (the kernel forgot it already).
-            dropIfUnusedLocked(n)
-            return s
-        }
+        let gone = superblock.detachStage(of: n) { s in s.openHandles <= 0 && s.retryTask == nil && !s.state.unsaved }
         if let gone { staging.discard(gone) }
     }
 
     /// Uploads a staged file's unsaved content now (flush, fsync, close, truncate, rename).
     func upload(ino: UInt64) async throws(Errno) {
-        guard let n = locked({ nodes[ino] }), let s = locked({ n.staged }) else { return }
+        guard let n = superblock.node(ino), let s = superblock.stage(of: n) else { return }
         do {
             try await s.uploadLock.withLock { () async throws -> Void in try await self.uploadOnce(n, s) }
         } catch {
@@ -94,7 +90,7 @@ extension BucketFileSystem {
 
     /// One attempt; the caller holds `s.uploadLock`. Logs what happened.
     private func uploadOnce(_ n: Node, _ s: StagedFile) async throws(Errno) {
-        let (before, origin, path, removed) = locked { (s.state, s.origin, n.path, n.removed) }
+        let (before, origin, path, removed) = superblock.withStage(of: n, stage: s) { s, file in (s.state, s.origin, file.path, file.removed) }!
         switch before {
         case .dirty, .waitingToRetry:
             if removed { return }
@@ -104,26 +100,24 @@ extension BucketFileSystem {
         case .clean, .deleted, .uploading:
             return  // nothing to upload (`uploading` cannot be seen under `uploadLock`)
         }
-        var meta = locked { s.metadata }
+        var meta = superblock.withStage(s) { $0.metadata }
         if meta.contentType == nil { meta.contentType = ContentTypes.guess(path) }
-        locked { s.state = .uploading(rewritten: false) }
+        superblock.withStage(s) { $0.state = .uploading(rewritten: false) }
         Glibc.fsync(s.fd)
         do {
             let info = try await store.write(path, from: .file(path: s.path), metadata: meta,
                                              preconditions: Preconditions(ifGenerationMatch: origin.ifGenerationMatch))
-            locked {
+            superblock.setInfo(n, info, alongWith: {
                 s.origin = .generation(info.generation)
                 if case .uploading(let rewritten) = s.state {
                     s.state = rewritten ? .dirty : .clean
                     // Metadata changed while the upload ran stays for the next one.
                     if !rewritten { s.metadata = info.writable }
                 }
-                setInfoLocked(n, info, expiry: now + config.metadataTTL)
-                trimCacheLocked()
-            }
+            })
             failures.clear(.metadata(path: path))
         } catch {
-            locked { if case .uploading = s.state { s.state = before } }
+            superblock.withStage(s) { s in if case .uploading = s.state { s.state = before } }
             let e = errno(for: error)
             if case StorageError.preconditionFailed = error {
                 let kept = giveUp(n, s, e, reason: "lost a race: the object changed since it was opened (generation \(origin.ifGenerationMatch))")
@@ -131,7 +125,7 @@ extension BucketFileSystem {
             } else if Self.isRefusal(e) {
                 let kept = giveUp(n, s, e, reason: "the server refused the upload: \(error)")
                 logger.error("upload of '\(path)' refused: \(error) → \(e); not retried; your data is kept in \(kept)")
-            } else if locked({ shuttingDown }) {
+            } else if superblock.withStage(of: n, stage: s, { _, file in file.shuttingDown }) == true {
                 logger.error("upload of '\(path)' failed: \(error) → \(e)")
             } else {
                 logger.error("upload of '\(path)' failed: \(error) → \(e); the data stays staged (\(s.path)) and is retried in the background up to \(config.uploadRetries) times, then kept in \(staging.lostAndFound)")
@@ -150,25 +144,24 @@ extension BucketFileSystem {
     /// could be made, the stage file itself stays (unsaved, found again at the next mount).
     @discardableResult
     private func giveUp(_ n: Node, _ s: StagedFile, _ e: Errno, reason: String) -> String {
-        let path = locked { n.path }
+        let path = superblock.path(of: n)
         guard let kept = staging.keepLost(s, object: path, reason: reason) else {
             return "\(s.path) (the stage file: copying it to lost+found failed)"
         }
-        locked {
+        superblock.withStage(s) { s in
             // The data is safe in lost+found: a crash from here on must not keep it twice.
             staging.forgetRecord(s)
             s.state = .givenUp(e)
-            n.infoExpiry = 0
-            if let parent = parentLocked(n) { dropListingLocked(parent) }
         }
+        superblock.expire(n, parentListing: true)
         return kept
     }
 
     /// Background attempts after a failed upload of unsaved content, unless they are under way
     /// already or the mount is ending (then `shutdown` makes the last attempt).
     private func scheduleRetries(_ n: Node, _ s: StagedFile) {
-        locked {
-            guard !shuttingDown, s.retryTask == nil, s.state == .dirty, !n.removed else { return }
+        superblock.withStage(of: n, stage: s) { s, file in
+            guard !file.shuttingDown, s.retryTask == nil, s.state == .dirty, !file.removed else { return }
             s.state = .waitingToRetry(attempt: 1)
             s.retryTask = Task { [self] in await retryInBackground(n, s) }
         }
@@ -179,16 +172,16 @@ extension BucketFileSystem {
     /// cancelled (unlink, shutdown), leaving the rest to whoever cancelled it.
     private func retryInBackground(_ n: Node, _ s: StagedFile) async {
         defer {
-            locked { s.retryTask = nil }
+            superblock.withStage(s) { $0.retryTask = nil }
             dropStageIfIdle(n)
         }
         var lastError: Errno = .EIO
         for attempt in 1...max(1, config.uploadRetries) {
-            let goOn = locked { () -> Bool in
-                guard s.state.unsaved, !n.removed else { return false }
+            let goOn = superblock.withStage(of: n, stage: s) { s, file -> Bool in
+                guard s.state.unsaved, !file.removed else { return false }
                 s.state = .waitingToRetry(attempt: attempt)
                 return true
-            }
+            }!
             guard goOn else { return }
             let pause = RetryBudget.uploadPause(beforeAttempt: attempt, max: config.retryBackoffMax)
             do { try await Task.sleep(for: .milliseconds(Int64(pause * 1000))) } catch { return }
@@ -205,10 +198,10 @@ extension BucketFileSystem {
                     return (error as? Errno) ?? errno(for: error)
                 }
             }.value
-            let path = locked { n.path }
+            let path = superblock.path(of: n)
             if let failure {
                 lastError = failure
-            } else if locked({ s.state == .clean }) {
+            } else if superblock.withStage(s, { $0.state == .clean }) {
                 logger.notice("upload of '\(path)' succeeded on background attempt \(attempt)")
             }
             if Task.isCancelled { return }
@@ -216,7 +209,9 @@ extension BucketFileSystem {
         // The last attempt failed: keep the data, unless the mount is ending (shutdown's own
         // last attempt decides) or it was saved, given up or deleted meanwhile.
         guard await s.uploadLock.lock() else { return }
-        let (unsaved, path) = locked { (s.state.unsaved && !n.removed && !shuttingDown, n.path) }
+        let (unsaved, path) = superblock.withStage(of: n, stage: s) { s, file in
+            (s.state.unsaved && !file.removed && !file.shuttingDown, file.path)
+        }!
         if unsaved {
             let kept = giveUp(n, s, lastError, reason: "the upload failed \(config.uploadRetries + 1) times (last: \(lastError))")
             logger.error("upload of '\(path)' failed for good after \(config.uploadRetries) background attempts (\(lastError)); your data is kept in \(kept)")
@@ -225,12 +220,12 @@ extension BucketFileSystem {
     }
 
     /// The user deleted `n` (unlink, or another file renamed over it): its staged content goes
-    /// nowhere, said in the log when it was unsaved. The caller holds `lock`; the stage file goes
-    /// at its last close (`dropStageIfIdle`).
-    func discardStagedLocked(_ n: Node, because why: String) {
-        guard let s = n.staged else { return }
+    /// nowhere, said in the log when it was unsaved. Runs in a superblock change (unlink, rename)
+    /// that hands it the stage and the file's path; the stage file goes at its last close
+    /// (`dropStageIfIdle`).
+    func discardStaged(_ s: StagedFile, path: String, because why: String) {
         if s.state.unsaved {
-            logger.notice("unsaved changes of '\(n.path)' (\(s.size) bytes) discarded: \(why)")
+            logger.notice("unsaved changes of '\(path)' (\(s.size) bytes) discarded: \(why)")
         }
         s.state = .deleted
         s.retryTask?.cancel()
@@ -245,16 +240,13 @@ extension BucketFileSystem {
     public func shutdown(within limit: Duration) async {
         let end = ContinuousClock.now + limit
         walkAhead.dropAll()
-        let staged: [(Node, StagedFile)] = locked {
-            shuttingDown = true
-            return nodes.values.compactMap { n in n.staged.map { (n, $0) } }
-        }
-        let pending = locked { staged.filter { $0.1.state.unsaved }.count }
+        let staged = superblock.beginShutdown()
+        let pending = staged.filter { superblock.withStage($0.1) { $0.state.unsaved } }.count
         if pending > 0 {
             logger.notice("finishing \(pending) upload(s) before exiting, for at most \(limit)")
         }
         // The pauses between background attempts stop; an attempt in flight ends by its deadline.
-        let retries = locked { staged.compactMap { $0.1.retryTask } }
+        let retries = staged.compactMap { superblock.withStage($0.1) { $0.retryTask } }
         for t in retries { t.cancel() }
         for t in retries { await t.value }
         await withTaskGroup(of: Void.self) { group in
@@ -268,7 +260,7 @@ extension BucketFileSystem {
     /// abandoned at unmount), then the stage file goes.
     private func lastAttempt(_ n: Node, _ s: StagedFile, until end: ContinuousClock.Instant) async {
         _ = await s.uploadLock.lock()
-        let (unsaved, path) = locked { (s.state.unsaved && !n.removed, n.path) }
+        let (unsaved, path) = superblock.withStage(of: n, stage: s) { s, file in (s.state.unsaved && !file.removed, file.path) }!
         if unsaved {
             var failure: any Error = Errno.ETIMEDOUT
             if ContinuousClock.now < end {
@@ -279,17 +271,16 @@ extension BucketFileSystem {
                     failure = error
                 }
             }
-            if locked({ s.state.unsaved }) {
+            if superblock.withStage(s, { $0.state.unsaved }) {
                 let kept = giveUp(n, s, errno(for: failure), reason: "could not be uploaded before the mount ended: \(failure)")
                 logger.error("could not upload '\(path)' before exiting (\(failure)); your data is kept in \(kept)")
             }
         }
-        let done = locked { () -> Bool in
-            guard !s.state.unsaved else { return false }
-            if n.staged === s { n.staged = nil }
-            return true
+        let saved = superblock.withStage(s) { !$0.state.unsaved }
+        if saved {
+            _ = superblock.detachStage(of: n) { $0 === s }
+            staging.discard(s)
         }
-        if done { staging.discard(s) }
         await s.uploadLock.unlock()
     }
 }

@@ -16,58 +16,51 @@ extension BucketFileSystem {
         if let e = x.refusal(change: false) { throw e }
         let n = try node(ino)
         let box = try await refreshed(n)
-        return try locked { () throws(Errno) -> [UInt8] in try xattrValueLocked(n, x, info: n.info ?? box?.info) }
+        return try xattrValue(superblock.xattrSource(n, shown: box?.info), x)
     }
 
     public func listxattr(ino: UInt64) async throws(Errno) -> [String] {
         let n = try node(ino)
         let box = try await refreshed(n)
-        return locked { xattrNamesLocked(n, info: n.info ?? box?.info) }
+        return xattrNames(superblock.xattrSource(n, shown: box?.info))
     }
 
     /// getxattr with no I/O, on the libfuse thread: nil when the metadata must be read first.
     public func cachedGetxattr(ino: UInt64, name: String) -> Result<[UInt8], Errno>? {
         let x = XattrName(name)
-        return locked { () -> Result<[UInt8], Errno>? in
-            guard let n = nodes[ino], !needsRefreshLocked(n) else { return nil }
-            cacheCounters.count(.attributes, hit: true)
-            do throws(Errno) { return .success(try xattrValueLocked(n, x, info: n.info)) } catch { return .failure(error) }
-        }
+        guard let source = superblock.cachedXattrSource(ino: ino) else { return nil }
+        do throws(Errno) { return .success(try xattrValue(source, x)) } catch { return .failure(error) }
     }
 
     /// listxattr with no I/O: nil when the metadata must be read first.
     public func cachedListxattr(ino: UInt64) -> [String]? {
-        locked {
-            guard let n = nodes[ino], !needsRefreshLocked(n) else { return nil }
-            cacheCounters.count(.attributes, hit: true)
-            return xattrNamesLocked(n, info: n.info)
-        }
+        superblock.cachedXattrSource(ino: ino).map(xattrNames)
     }
 
     /// The value of one attribute from what is cached: a staged file's pending metadata, else the
-    /// object's (`info`: the node's, or the one just read). Caller holds `lock`.
-    private func xattrValueLocked(_ n: Node, _ x: XattrName, info: ObjectInfo?) throws(Errno) -> [UInt8] {
+    /// object's (`info`: the node's, or the one just read).
+    private func xattrValue(_ source: Superblock.XattrSource, _ x: XattrName) throws(Errno) -> [UInt8] {
         if let e = x.refusal(change: false) { throw e }
-        if let s = n.staged {
+        if let m = source.stagedMetadata {
             switch x {
-            case .writable(let p): if let v = p.get(s.metadata) { return Array(v.utf8) }; throw .ENODATA
-            case .custom(let k): if let v = s.metadata.customMetadata[k] { return Array(v.utf8) }; throw .ENODATA
+            case .writable(let p): if let v = p.get(m) { return Array(v.utf8) }; throw .ENODATA
+            case .custom(let k): if let v = m.customMetadata[k] { return Array(v.utf8) }; throw .ENODATA
             default: break
             }
         }
-        guard let info, let v = x.value(in: info) else { throw .ENODATA }
+        guard let info = source.info, let v = x.value(in: info) else { throw .ENODATA }
         return Array(v.utf8)
     }
 
-    /// The listed attribute names. Caller holds `lock`.
-    private func xattrNamesLocked(_ n: Node, info: ObjectInfo?) -> [String] {
-        if let s = n.staged { return XattrName.listed(for: s.metadata) }
-        guard let info else { return [] }
+    /// The listed attribute names.
+    private func xattrNames(_ source: Superblock.XattrSource) -> [String] {
+        if let m = source.stagedMetadata { return XattrName.listed(for: m) }
+        guard let info = source.info else { return [] }
         let names = XattrName.listed(for: info.writable)
         // A placeholder's properties (servers give it a default contentType) mean nothing for a
         // directory: list only its custom keys, so rsync -aX / cp -a neither copy nor strip them.
         // They stay readable and settable by name.
-        if n.type == .directory { return names.filter { !$0.hasPrefix("user.storage.") } }
+        if source.isDirectory { return names.filter { !$0.hasPrefix("user.storage.") } }
         return names
     }
 
@@ -128,21 +121,22 @@ extension BucketFileSystem {
         let n = try node(ino)
         // Pending content (new or modified): the change rides along with the upload. A file that
         // is merely open for writing gets a PATCH like any other (and its stage follows it below).
-        if let s = locked({ n.staged.flatMap { $0.state.unsaved || $0.createdHere ? $0 : nil } }) {
-            try locked { () throws(Errno) in
-                var m = s.metadata
-                try edit(&m)
-                try checkTotal(m)
-                s.metadata = m
-                markDirtyLocked(n, s)
-            }
-            return
+        let ridesAlong = try superblock.withStage(of: n) { (s, file) throws(Errno) -> Bool in
+            guard s.state.unsaved || s.createdHere else { return false }
+            var m = s.metadata
+            try edit(&m)
+            try checkTotal(m)
+            s.metadata = m
+            markDirty(s, object: file.path)
+            return true
         }
+        if ridesAlong == true { return }
         var box = try await refreshed(n)
         var attempt = 0
         while true {
             attempt += 1
-            let (info, objectName) = locked { (n.info ?? box?.info, n.objectName) }
+            let info = superblock.infoAndPath(n, fallback: box?.info).info
+            let objectName = superblock.objectName(of: n)
             guard let info else {
                 guard n.type == .directory else { throw .ENOENT }
                 // A prefix-only directory: create its placeholder carrying the attribute.
@@ -151,7 +145,7 @@ extension BucketFileSystem {
                 try checkTotal(m)
                 do {
                     let created = try await store.write(objectName, from: .data(Data()), metadata: m, preconditions: .doesNotExist)
-                    locked { setInfoLocked(n, created, expiry: now + config.metadataTTL); trimCacheLocked() }
+                    superblock.setInfo(n, created)
                     return
                 } catch StorageError.preconditionFailed where attempt < RetryBudget.placeholderCreateAttempts {
                     box = try await reloadPlaceholder(n)
@@ -172,11 +166,8 @@ extension BucketFileSystem {
             do {
                 let updated = try await store.patchMetadata(objectName, patch,
                                                             preconditions: Preconditions(ifMetagenerationMatch: info.metageneration))
-                locked {
-                    setInfoLocked(n, updated, expiry: now + config.metadataTTL)
-                    n.staged?.metadata = updated.writable
-                    trimCacheLocked()
-                }
+                superblock.setInfo(n, updated)
+                superblock.withStage(of: n) { s, _ in s.metadata = updated.writable }
                 return
             } catch StorageError.preconditionFailed where attempt < RetryBudget.metadataPatchAttempts {
                 // Changed elsewhere: re-read and apply our edit to what is there now.
@@ -191,12 +182,12 @@ extension BucketFileSystem {
     /// Reads a directory's placeholder again (nil: it has none). Returns what it read.
     @discardableResult
     func reloadPlaceholder(_ n: Node) async throws(Errno) -> InfoBox? {
-        let name = locked { n.objectName }
+        let name = superblock.objectName(of: n)
         do {
             let info = try await store.getMetadata(name)
-            return keep(info, in: n)
+            return superblock.setInfo(n, info)
         } catch StorageError.objectNotFound {
-            locked { setInfoLocked(n, nil, expiry: now + config.metadataTTL) }
+            superblock.setInfo(n, nil)
             return nil
         } catch {
             throw fail(error, "stat", name)

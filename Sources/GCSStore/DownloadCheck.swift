@@ -4,9 +4,9 @@ import StorageModel
 
 /// Checks that a download answer carries exactly the bytes asked for (SPEC §5): a short, long or
 /// cut body is a transport fault, retried like a reset, never data.
-enum DownloadCheck {
+package enum DownloadCheck {
     /// nil when `r` is a whole, well-framed answer for `range` (nil range: the whole object).
-    static func problem(with r: GCSResponse, range: Range<Int64>?) -> StorageError? {
+    package static func problem(with r: GCSResponse, range: Range<Int64>?) -> StorageError? {
         let count = Int64(r.body.readableBytes)
         func bad(_ why: String) -> StorageError { .unknown(status: 0, message: "download answer rejected: \(why)") }
         switch r.status {
@@ -48,7 +48,7 @@ enum DownloadCheck {
     }
 
     /// The `crc32c=` value of the X-Goog-Hash headers, if any.
-    static func crc32c(in headers: HTTPHeaders) -> String? {
+    package static func crc32c(in headers: HTTPHeaders) -> String? {
         for value in headers[canonicalForm: "x-goog-hash"] {
             let v = value.trimmingCharacters(in: .whitespaces)
             if v.hasPrefix("crc32c=") { return String(v.dropFirst(7)) }
@@ -57,7 +57,7 @@ enum DownloadCheck {
     }
 
     /// `bytes A-B/TOTAL` (TOTAL may be `*`).
-    static func parse(_ header: String) -> (Int64, Int64, Int64?)? {
+    package static func parse(_ header: String) -> (Int64, Int64, Int64?)? {
         guard header.hasPrefix("bytes ") else { return nil }
         let spec = header.dropFirst(6).split(separator: "/", maxSplits: 1)
         guard spec.count == 2 else { return nil }
@@ -67,7 +67,7 @@ enum DownloadCheck {
     }
 
     /// TOTAL of `bytes */TOTAL` or `bytes A-B/TOTAL`.
-    static func total(of header: String) -> Int64? {
+    package static func total(of header: String) -> Int64? {
         guard header.hasPrefix("bytes "), let slash = header.lastIndex(of: "/") else { return nil }
         return Int64(header[header.index(after: slash)...])
     }

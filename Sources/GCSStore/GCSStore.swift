@@ -22,6 +22,7 @@ public final class GCSStore: ObjectStore {
     public let endpoint: String
     public let tuning: Tuning
     let transport: GCSTransport
+    let tokens: TokenProvider
     let client: HTTPClient
     let logger: Logger
     private let closed = OnceFlag()
@@ -72,8 +73,9 @@ public final class GCSStore: ObjectStore {
         let tokens = TokenProvider(source: credentials, fetch: fetch)
         let policy = RetryPolicy(deadline: deadline, requestTimeout: requestTimeout,
                                  initialBackoff: tuning.initialBackoff, maxBackoff: tuning.maxBackoff)
-        self.transport = GCSTransport(client: client, tokens: tokens, credentials: credentials, policy: policy,
-                                      logger: logger, bucket: bucket)
+        self.tokens = tokens
+        self.transport = GCSTransport(client: client, auth: GCSAuthorization(tokens: tokens, credentials: credentials),
+                                      policy: policy, logger: logger, bucket: bucket)
         logger.debug("GCS store gs://\(bucket)/\(self.prefix) at \(self.endpoint), credentials: \(credentials)")
     }
 
@@ -84,7 +86,7 @@ public final class GCSStore: ObjectStore {
     /// worse than a fixed one: loopback reads often come short of the buffer.
     /// Scripts/bench-reads.sh's CPU row for a cold 256 MiB read from the emulator: 0.42 s with NIO's
     /// defaults, 0.35 s with this.
-    static func socketReads(upTo bytes: Int) -> @Sendable (Channel) -> EventLoopFuture<Void> {
+    package static func socketReads(upTo bytes: Int) -> @Sendable (Channel) -> EventLoopFuture<Void> {
         let allocator = FixedSizeRecvByteBufferAllocator(capacity: max(1 << 12, bytes))
         return { channel in
             channel.setOption(ChannelOptions.recvAllocator, value: allocator).flatMap {
@@ -107,7 +109,7 @@ public final class GCSStore: ObjectStore {
 
     /// Number of access tokens fetched so far (service account / metadata server).
     public var tokenFetchCount: Int {
-        get async { await transport.tokens.fetchCount }
+        get async { await tokens.fetchCount }
     }
 
     /// `--endpoint`, else `STORAGE_EMULATOR_HOST` (`host:port` or a URL), else the public endpoint.
@@ -283,7 +285,7 @@ public final class GCSStore: ObjectStore {
         throw StorageError.preconditionFailed(path: name)
     }
 
-    static func sourceSize(_ source: UploadSource) throws -> Int64 {
+    package static func sourceSize(_ source: UploadSource) throws -> Int64 {
         do { return try source.size() } catch {
             if case .file(let p) = source {
                 throw StorageError.invalidArgument(message: "cannot read upload source \(p): \(error.localizedDescription)")
@@ -294,11 +296,12 @@ public final class GCSStore: ObjectStore {
 }
 
 /// Set once, from any thread.
-final class OnceFlag: @unchecked Sendable {
+package final class OnceFlag: @unchecked Sendable {
     private let lock = NSLock()
     private var done = false
+    package init() {}
     /// True for the first caller only.
-    func set() -> Bool {
+    package func set() -> Bool {
         lock.lock(); defer { lock.unlock() }
         if done { return false }
         done = true

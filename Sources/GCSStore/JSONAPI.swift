@@ -24,7 +24,7 @@ public enum GCSJSONAPI {
     }
 
     /// `?k=v&…` for the items that have values (in order), or "" when none do.
-    static func query(_ items: [(String, String?)]) -> String {
+    package static func query(_ items: [(String, String?)]) -> String {
         let parts = items.compactMap { k, v in v.map { "\(encode(k))=\(encode($0))" } }
         return parts.isEmpty ? "" : "?" + parts.joined(separator: "&")
     }
@@ -60,7 +60,7 @@ public enum GCSJSONAPI {
     }
 
     /// An object resource → `ObjectInfo`, with `stripPrefix` removed from the name.
-    static func objectInfo(_ o: [String: Any], stripPrefix: String = "") throws -> ObjectInfo {
+    package static func objectInfo(_ o: [String: Any], stripPrefix: String = "") throws -> ObjectInfo {
         guard var name = o["name"] as? String else {
             throw StorageError.unknown(status: 200, message: "object resource without a name")
         }

@@ -82,10 +82,13 @@ final class StreamReceiver: HTTPClientResponseDelegate, @unchecked Sendable {
     }
 }
 
-/// A streamed attempt's failure, with the server's Retry-After.
+/// A streamed attempt's failure, with the server's Retry-After, the status of an error answer,
+/// and the Authorization header the attempt carried (for the refresh after a 401; never logged).
 struct StreamFailure: Error {
     let error: StorageError
     var retryAfter: Duration? = nil
+    var status: Int? = nil
+    var sentAuthorization: String? = nil
 }
 
 /// Whether a streamed answer has delivered bytes yet.

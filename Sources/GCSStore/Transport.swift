@@ -8,14 +8,14 @@ import NIOFoundationCompat
 import StorageModel
 
 /// One HTTP exchange as the backend describes it; the transport adds authorization.
-struct GCSRequest: Sendable {
-    var method: HTTPMethod
-    var url: String
-    var headers: HTTPHeaders = [:]
+package struct GCSRequest: Sendable {
+    package var method: HTTPMethod
+    package var url: String
+    package var headers: HTTPHeaders = [:]
     /// Always sent with a Content-Length (empty bodies as `Content-Length: 0` where a body is expected).
-    var body: ByteBuffer?
+    package var body: ByteBuffer?
 
-    init(_ method: HTTPMethod, _ url: String, headers: HTTPHeaders = [:], body: ByteBuffer? = nil) {
+    package init(_ method: HTTPMethod, _ url: String, headers: HTTPHeaders = [:], body: ByteBuffer? = nil) {
         self.method = method
         self.url = url
         self.headers = headers
@@ -23,17 +23,17 @@ struct GCSRequest: Sendable {
     }
 }
 
-struct GCSResponse: Sendable {
-    var status: Int
-    var headers: HTTPHeaders
-    var body: ByteBuffer
+package struct GCSResponse: Sendable {
+    package var status: Int
+    package var headers: HTTPHeaders
+    package var body: ByteBuffer
 
     /// Set when this answer came after an attempt whose answer was lost and `Expect.doneAfterLostAnswer`
     /// admitted it: the caller confirms that the earlier attempt did what was asked.
-    var afterLostAnswer = false
+    package var afterLostAnswer = false
 
-    var data: Data { Data(buffer: body, byteTransferStrategy: .noCopy) }
-    func json() throws -> [String: Any] {
+    package var data: Data { Data(buffer: body, byteTransferStrategy: .noCopy) }
+    package func json() throws -> [String: Any] {
         guard let o = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
             throw StorageError.unknown(status: status, message: "the server's answer is not a JSON object")
         }
@@ -45,50 +45,60 @@ struct GCSResponse: Sendable {
 private enum Outcome: Sendable {
     case done(GCSResponse)
     /// `status` is the HTTP status when the server answered; `retryAfter` its Retry-After.
-    case failed(StorageError, retryable: Bool, status: Int?, retryAfter: Duration?)
+    /// `sentAuthorization` is the header the attempt carried (for the refresh after a 401).
+    case failed(StorageError, retryable: Bool, status: Int?, retryAfter: Duration?, sentAuthorization: String? = nil)
 }
 
 /// How one call reads the answers it gets.
-struct Expect: Sendable {
+package struct Expect: Sendable {
     /// Statuses besides 2xx returned to the caller as answers.
-    var accept: @Sendable (Int) -> Bool = { _ in false }
+    package var accept: @Sendable (Int) -> Bool = { _ in false }
     /// Checks a returned answer (its framing, its length); an error is a transport fault, retried
     /// like a reset, never data.
-    var validate: (@Sendable (GCSResponse) -> StorageError?)? = nil
+    package var validate: (@Sendable (GCSResponse) -> StorageError?)? = nil
     /// Statuses that mean "an earlier attempt of this very call did it", once an attempt may have
     /// reached the server and its answer was lost (a DELETE that then finds 404, an insert guarded
     /// by `ifGenerationMatch` that then finds 412). They are returned as answers, with
     /// `afterLostAnswer` set, for the caller to confirm.
-    var doneAfterLostAnswer: @Sendable (Int) -> Bool = { _ in false }
+    package var doneAfterLostAnswer: @Sendable (Int) -> Bool = { _ in false }
 
-    static let plain = Expect()
+    package init(accept: @escaping @Sendable (Int) -> Bool = { _ in false },
+                 validate: (@Sendable (GCSResponse) -> StorageError?)? = nil,
+                 doneAfterLostAnswer: @escaping @Sendable (Int) -> Bool = { _ in false }) {
+        self.accept = accept
+        self.validate = validate
+        self.doneAfterLostAnswer = doneAfterLostAnswer
+    }
+
+    package static let plain = Expect()
 }
 
-/// The shared HTTP client, credentials and the retry loop.
-final class GCSTransport: Sendable {
-    let client: HTTPClient
-    let tokens: TokenProvider
-    let credentials: CredentialSource
-    let policy: RetryPolicy
-    let logger: Logger
-    let bucket: String
+/// The shared HTTP client, authorization and the retry loop (for the JSON API and, with its own
+/// dialect and authorization, Firebase's v0 API).
+package final class GCSTransport: Sendable {
+    package let client: HTTPClient
+    package let auth: any TransportAuthorization
+    package let policy: RetryPolicy
+    package let logger: Logger
+    package let bucket: String
+    package let dialect: HTTPDialect
     /// Largest response body accepted in memory (downloads are ranged by callers).
     let maxResponseBytes = 1 << 31
 
-    init(client: HTTPClient, tokens: TokenProvider, credentials: CredentialSource, policy: RetryPolicy,
-         logger: Logger, bucket: String) {
+    package init(client: HTTPClient, auth: any TransportAuthorization, policy: RetryPolicy,
+                 logger: Logger, bucket: String, dialect: HTTPDialect? = nil) {
         self.client = client
-        self.tokens = tokens
-        self.credentials = credentials
+        self.auth = auth
         self.policy = policy
         self.logger = logger
         self.bucket = bucket
+        self.dialect = dialect ?? .gcs(bucket: bucket)
     }
 
     /// Sends `request` with retries when `idempotent`, until `deadline` (default: now + policy
     /// deadline), never past the enclosing filesystem operation's deadline. Statuses in 200..<300
     /// and those `expect` admits are returned; others become typed errors.
-    func send(_ what: String, path: String, idempotent: Bool, deadline: ContinuousClock.Instant? = nil,
+    package func send(_ what: String, path: String, idempotent: Bool, deadline: ContinuousClock.Instant? = nil,
               expect: Expect = .plain, _ request: GCSRequest) async throws -> GCSResponse {
         let end = OperationContext.deadline(capping: deadline ?? ContinuousClock.now + policy.deadline)
         var attempts = 0
@@ -106,19 +116,19 @@ final class GCSTransport: Sendable {
             var retryAfter: Duration? = nil
             switch outcome {
             case .done(let r):
-                if attempts > 1 { logger.debug("GCS \(what) \(path): answered on attempt \(attempts)") }
+                if attempts > 1 { logger.debug("\(dialect.label) \(what) \(path): answered on attempt \(attempts)") }
                 return r
-            case .failed(let e, _, _, _) where e == .cancelled:
+            case .failed(let e, _, _, _, _) where e == .cancelled:
                 throw e
-            case .failed(.unauthenticated(let m), _, 401?, _) where tokens.canRefresh && !refreshedAfter401:
+            case .failed(.unauthenticated(let m), _, 401?, _, let sent) where auth.canRefresh && !refreshedAfter401:
                 // A 401 means the request did nothing: fetch a fresh token and try once more.
                 refreshedAfter401 = true
-                await tokens.invalidate()
-                logger.debug("GCS \(what) \(path): 401 (\(m)); refreshing the access token")
+                await auth.unauthorized(sent: sent)
+                logger.debug("\(dialect.label) \(what) \(path): 401 (\(m)); refreshing the access token")
                 continue
-            case .failed(.unauthenticated(let m), _, _, _):
-                throw StorageError.unauthenticated(message: "\(m) (credentials: \(credentials); see --key-file, --token, --anonymous)")
-            case .failed(let e, let retryable, let status, let after):
+            case .failed(.unauthenticated(let m), _, _, _, _):
+                throw auth.unauthenticated(m)
+            case .failed(let e, let retryable, let status, let after, _):
                 guard retryable else { throw e }
                 lastError = e
                 if Self.cameFromServer(e) { lastAnswer = e }
@@ -131,7 +141,7 @@ final class GCSTransport: Sendable {
                 throw giveUp(what, path: path, attempts: attempts, last: lastError, answer: lastAnswer,
                              note: retryAfter.map { "the server asked to wait \($0)" })
             }
-            logger.debug("GCS \(what) \(path): \(lastError.map { "\($0)" } ?? "error"); retry \(attempts) in \(pause)")
+            logger.debug("\(dialect.label) \(what) \(path): \(lastError.map { "\($0)" } ?? "error"); retry \(attempts) in \(pause)")
             Counter(label: "bucketfs_store_retries_total", dimensions: [("operation", what)]).increment()
             do { try await Task.sleep(for: pause) } catch { throw StorageError.cancelled }
         }
@@ -139,7 +149,7 @@ final class GCSTransport: Sendable {
 
     private func giveUp(_ what: String, path: String, attempts: Int, last: StorageError?,
                         answer: StorageError?, note: String? = nil) -> StorageError {
-        let shown = path.isEmpty ? "gs://\(bucket)" : path
+        let shown = path.isEmpty ? dialect.bucketURL : path
         if attempts <= 1, case .timeout(let m)? = last { return .timeout(message: "\(what) \(shown): \(m)") }
         if attempts == 0 { return .timeout(message: "\(what) \(shown): the operation's deadline passed") }
         var cause = last.map { "\($0)" } ?? "no answer"
@@ -174,7 +184,7 @@ final class GCSTransport: Sendable {
             if let first { return first }
             if Task.isCancelled { return .failed(.cancelled, retryable: false, status: nil, retryAfter: nil) }
             let e = StorageError.timeout(message: "no complete answer within \(limit)")
-            logger.debug("GCS \(r.method) \(Self.shortURL(r.url)): \(e)")
+            logger.debug("\(dialect.label) \(r.method) \(Self.shortURL(r.url)): \(e)")
             return .failed(e, retryable: idempotent, status: nil, retryAfter: nil)
         }
     }
@@ -184,7 +194,7 @@ final class GCSTransport: Sendable {
         var req = HTTPClientRequest(url: r.url)
         req.method = r.method
         req.headers = r.headers
-        if let auth = try await tokens.authorization(timeout: limit) {
+        if let auth = try await auth.authorization(timeout: limit) {
             req.headers.replaceOrAdd(name: "Authorization", value: auth)
         }
         return req
@@ -206,12 +216,12 @@ final class GCSTransport: Sendable {
             req.body = .bytes(ByteBuffer())
         }
         let started = ContinuousClock.now
-        logger.trace("GCS → \(r.method) \(Self.shortURL(r.url)) \(Self.redacted(req.headers))")
+        logger.trace("\(dialect.label) → \(r.method) \(Self.shortURL(r.url)) \(Self.redacted(req.headers))")
         do {
             let resp = try await client.execute(req, timeout: TimeAmount.nanoseconds(Self.nanos(limit)), logger: nil)
             let body = try await resp.body.collect(upTo: maxResponseBytes)
             let status = Int(resp.status.code)
-            logger.debug("GCS \(r.method) \(Self.shortURL(r.url)) → \(status) (\(ContinuousClock.now - started))")
+            logger.debug("\(dialect.label) \(r.method) \(Self.shortURL(r.url)) → \(status) (\(ContinuousClock.now - started))")
             var answer = GCSResponse(status: status, headers: resp.headers, body: body)
             if let declared = resp.headers.first(name: "Content-Length").flatMap(Int.init), declared != body.readableBytes {
                 let e = StorageError.unknown(status: 0, message: "the body has \(body.readableBytes) bytes; Content-Length said \(declared)")
@@ -223,18 +233,19 @@ final class GCSTransport: Sendable {
             }
             if (200..<300).contains(status) || expect.accept(status) {
                 if let e = expect.validate?(answer) {
-                    logger.debug("GCS \(r.method) \(Self.shortURL(r.url)): rejected answer: \(e)")
+                    logger.debug("\(dialect.label) \(r.method) \(Self.shortURL(r.url)): rejected answer: \(e)")
                     return .failed(e, retryable: idempotent, status: nil, retryAfter: nil)
                 }
                 return .done(answer)
             }
             let message = Self.errorMessage(body) ?? "HTTP \(status) \(resp.status.reasonPhrase)"
-            let e = StorageError.fromHTTP(status: status, message: message, path: path, bucket: bucket)
-            return .failed(e, retryable: idempotent && RetryPolicy.isRetryable(status: status), status: status,
-                           retryAfter: resp.headers.first(name: "Retry-After").flatMap(Self.retryAfter))
+            let e = dialect.error(status, message, path, bucket)
+            return .failed(e, retryable: idempotent && dialect.retryable(status), status: status,
+                           retryAfter: resp.headers.first(name: "Retry-After").flatMap(Self.retryAfter),
+                           sentAuthorization: req.headers.first(name: "Authorization"))
         } catch {
             let e = Task.isCancelled ? .cancelled : Self.map(error)
-            logger.debug("GCS \(r.method) \(Self.shortURL(r.url)) failed: \(e)")
+            logger.debug("\(dialect.label) \(r.method) \(Self.shortURL(r.url)) failed: \(e)")
             return .failed(e, retryable: idempotent && e.isTransient, status: nil, retryAfter: nil)
         }
     }
@@ -244,12 +255,13 @@ final class GCSTransport: Sendable {
     /// byte is delivered; after that a fault is thrown (sending the bytes again would repeat them)
     /// for the caller to read the rest another way. `check` sees status and headers before any
     /// byte is delivered; a body shorter than its Content-Length fails after its last byte.
-    func stream(_ what: String, path: String, _ r: GCSRequest, length: Int,
+    package func stream(_ what: String, path: String, _ r: GCSRequest, length: Int,
                 check: @escaping @Sendable (Int, HTTPHeaders) -> StorageError?,
                 deliver: @escaping @Sendable (ByteBuffer) throws -> Void) async throws {
         let end = OperationContext.deadline(capping: ContinuousClock.now + policy.deadline)
         let started = StreamProgress()
         var attempts = 0
+        var refreshedAfter401 = false
         while true {
             attempts += 1
             do {
@@ -257,6 +269,14 @@ final class GCSTransport: Sendable {
                                             check: check, deliver: deliver)
             } catch let f as StreamFailure {
                 let e = f.error
+                if auth.refreshesStreams, f.status == 401, case .unauthenticated(let m) = e {
+                    // As `send` does: one fresh token, once, before any byte came.
+                    guard auth.canRefresh, !refreshedAfter401, !started.value else { throw auth.unauthenticated(m) }
+                    refreshedAfter401 = true
+                    await auth.unauthorized(sent: f.sentAuthorization)
+                    logger.debug("\(dialect.label) \(what) \(path): 401 (\(m)); refreshing the access token")
+                    continue
+                }
                 guard !started.value, e.isTransient else { throw e }
                 var pause = policy.delay(beforeRetry: attempts, random: Double.random(in: 0...1))
                 if let after = f.retryAfter, after > pause { pause = after }
@@ -276,14 +296,17 @@ final class GCSTransport: Sendable {
             throw StreamFailure(error: .timeout(message: "\(what) \(path): the operation's deadline passed"))
         }
         let bucket = self.bucket
+        let dialect = self.dialect
+        var sent: String? = nil
         do {
             let head = try await clientRequest(r, limit: limit)
+            sent = head.headers.first(name: "Authorization")
             let req = try HTTPClient.Request(url: head.url, method: head.method, headers: head.headers)
             let receiver = StreamReceiver(length: length, started: started, check: check, errorFor: { status, body, headers in
                 // Ranges are asked inside the object only: a 416 is a fault of the answer.
                 if status == 416 { return StreamFailure(error: .unknown(status: 0, message: "download answer rejected: 416 for a range inside the object")) }
-                return StreamFailure(error: .fromHTTP(status: status, message: Self.errorMessage(body) ?? "HTTP \(status)", path: path, bucket: bucket),
-                                     retryAfter: headers.first(name: "Retry-After").flatMap(Self.retryAfter))
+                return StreamFailure(error: dialect.error(status, Self.errorMessage(body) ?? "HTTP \(status)", path, bucket),
+                                     retryAfter: headers.first(name: "Retry-After").flatMap(Self.retryAfter), status: status)
             }, deliver: deliver)
             let task = client.execute(request: req, delegate: receiver,
                                       deadline: .now() + TimeAmount.nanoseconds(Self.nanos(limit)))
@@ -292,18 +315,19 @@ final class GCSTransport: Sendable {
             } onCancel: {
                 task.cancel()
             }
-        } catch let f as StreamFailure {
-            logger.debug("GCS \(r.method) \(Self.shortURL(r.url)) (streamed) failed: \(f.error)")
+        } catch var f as StreamFailure {
+            logger.debug("\(dialect.label) \(r.method) \(Self.shortURL(r.url)) (streamed) failed: \(f.error)")
+            f.sentAuthorization = sent
             throw f
         } catch {
             let e = Task.isCancelled ? .cancelled : Self.map(error)
-            logger.debug("GCS \(r.method) \(Self.shortURL(r.url)) (streamed) failed: \(e)")
+            logger.debug("\(dialect.label) \(r.method) \(Self.shortURL(r.url)) (streamed) failed: \(e)")
             throw StreamFailure(error: e)
         }
     }
 
     /// A Retry-After value: seconds, or an HTTP date.
-    static func retryAfter(_ value: String) -> Duration? {
+    package static func retryAfter(_ value: String) -> Duration? {
         let v = value.trimmingCharacters(in: .whitespaces)
         if let s = Double(v), s >= 0 { return .milliseconds(Int64(s * 1000)) }
         let f = DateFormatter()
@@ -315,7 +339,7 @@ final class GCSTransport: Sendable {
     }
 
     /// False for timeouts and connection trouble (no status from the server).
-    static func cameFromServer(_ e: StorageError) -> Bool {
+    package static func cameFromServer(_ e: StorageError) -> Bool {
         switch e {
         case .timeout, .unknown(status: 0, _), .cancelled: return false
         default: return true
@@ -323,7 +347,7 @@ final class GCSTransport: Sendable {
     }
 
     /// Turns client / transport errors into typed errors: timeouts, cancellation, connection trouble.
-    static func map(_ error: any Error) -> StorageError {
+    package static func map(_ error: any Error) -> StorageError {
         if let e = error as? StorageError { return e }
         if error is CancellationError { return .cancelled }
         if let e = error as? HTTPClientError {
@@ -340,7 +364,7 @@ final class GCSTransport: Sendable {
     }
 
     /// The `error.message` of a JSON API error body, if any.
-    static func errorMessage(_ body: ByteBuffer) -> String? {
+    package static func errorMessage(_ body: ByteBuffer) -> String? {
         let d = Data(buffer: body)
         if let o = try? JSONSerialization.jsonObject(with: d) as? [String: Any] {
             if let e = o["error"] as? [String: Any], let m = e["message"] as? String { return m }
@@ -352,18 +376,18 @@ final class GCSTransport: Sendable {
     }
 
     /// Headers safe to log: `Authorization` is never shown.
-    static func redacted(_ headers: HTTPHeaders) -> String {
+    package static func redacted(_ headers: HTTPHeaders) -> String {
         headers.map { name, value in
             name.lowercased() == "authorization" ? "\(name): <redacted>" : "\(name): \(value)"
         }.joined(separator: "; ")
     }
 
     /// The URL without its query (upload ids and page tokens stay out of routine logs).
-    static func shortURL(_ url: String) -> String {
+    package static func shortURL(_ url: String) -> String {
         url.split(separator: "?", maxSplits: 1).first.map(String.init) ?? url
     }
 
-    static func nanos(_ d: Duration) -> Int64 {
+    package static func nanos(_ d: Duration) -> Int64 {
         let c = d.components
         return c.seconds * 1_000_000_000 + c.attoseconds / 1_000_000_000
     }

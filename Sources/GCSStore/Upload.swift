@@ -129,11 +129,11 @@ extension GCSStore {
 }
 
 /// Reads an upload source a chunk at a time (files are never loaded whole).
-final class ChunkReader {
+package final class ChunkReader {
     private let data: Data?
     private let handle: FileHandle?
 
-    init(_ source: UploadSource) throws {
+    package init(_ source: UploadSource) throws {
         switch source {
         case .data(let d):
             data = d
@@ -147,7 +147,7 @@ final class ChunkReader {
         }
     }
 
-    func read(at offset: Int64, count: Int) throws -> ByteBuffer {
+    package func read(at offset: Int64, count: Int) throws -> ByteBuffer {
         if count <= 0 { return ByteBuffer() }
         if let data {
             let lo = data.startIndex + Int(offset)
@@ -162,5 +162,5 @@ final class ChunkReader {
         return ByteBuffer(data: d)
     }
 
-    func close() { try? handle?.close() }
+    package func close() { try? handle?.close() }
 }

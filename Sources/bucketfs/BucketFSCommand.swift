@@ -6,19 +6,22 @@ import Logging
 struct BucketFSCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bucketfs",
-        abstract: "Mount a Cloud Storage bucket (or an embedded local bucket) as a directory, with object metadata as extended attributes.",
-        subcommands: [Mount.self, Unmount.self, MakeBucket.self, Ls.self, Stat.self, Cat.self, Put.self, Rm.self, Meta.self]
+        abstract: "Mount a Cloud Storage bucket (gs://), a Firebase bucket as a signed-in user (firebase://) or an embedded local bucket as a directory, with object metadata as extended attributes.",
+        subcommands: [Mount.self, Unmount.self, Login.self, Logout.self, Whoami.self, MakeBucket.self, Ls.self, Stat.self, Cat.self,
+                      Put.self, Rm.self, Meta.self]
     )
 
     /// `mount -t fuse.bucketfs SOURCE DIR -o opts` runs `bucketfs SOURCE DIR -o opts`
     /// (through mount.fuse3): rewrite that form to `bucketfs mount ...`.
     static func main() async {
         var args = Array(CommandLine.arguments.dropFirst())
-        let known = ["mount", "unmount", "mb", "ls", "stat", "cat", "put", "rm", "meta", "help", "-h", "--help", "--version"]
+        let known = ["mount", "unmount", "login", "logout", "whoami", "mb", "ls", "stat", "cat", "put", "rm", "meta", "help", "-h", "--help", "--version"]
         if let first = args.first, !known.contains(first), args.count >= 2, !first.hasPrefix("-") {
             args = ["mount"] + MountHelper.translate(args)
         }
         effectiveArguments = args
+        // An ID token given on the command line stays out of `ps` from here on.
+        SecretArguments.scrubOwnArgv()
         // `mount --help` ends with examples (ArgumentParser's help has no epilogue).
         if (args.first == "mount" && args.contains(where: { $0 == "--help" || $0 == "-h" })) || args.prefix(2) == ["help", "mount"] {
             print(helpMessage(for: Mount.self))

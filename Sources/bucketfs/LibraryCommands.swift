@@ -15,9 +15,10 @@ struct Target: Sendable {
 
     /// Checks the source first (SourceCheck): a bucket that does not exist, credentials that cannot
     /// list it or an endpoint that never answers are refused within seconds, in one line.
-    static func open(_ spec: String, gcs: GCSOptions, logger: Logger) async throws -> Target {
+    static func open(_ spec: String, gcs: GCSOptions, firebase: FirebaseOptions, logger: Logger) async throws -> Target {
         let source = try Source.parse(spec, splitLocal: true)
-        let storage = Storage(store: try await SourceCheck.open(source, gcs: gcs, logger: logger, prefixMount: false, mounting: false))
+        let storage = Storage(store: try await SourceCheck.open(source, gcs: gcs, firebase: firebase, logger: logger,
+                                                                 prefixMount: false, mounting: false))
         return Target(storage: storage, ref: storage.reference().child(source.path))
     }
 }
@@ -35,7 +36,9 @@ struct MakeBucket: AsyncParsableCommand {
 
     func run() async throws {
         do {
-            _ = try openStore(try Source.parse(directory, splitLocal: false), gcs: GCSOptions(), logger: Logger(label: "bucketfs"))
+            // Options made by parsing nothing: reading a default-constructed option group traps.
+            _ = try openStore(try Source.parse(directory, splitLocal: false), gcs: try GCSOptions.parse([]),
+                              firebase: try FirebaseOptions.parse([]), logger: Logger(label: "bucketfs"))
         } catch {
             throw failed(error, "mb \(directory)")
         }
@@ -44,18 +47,19 @@ struct MakeBucket: AsyncParsableCommand {
 
 struct Ls: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "List prefixes and objects under SOURCE[/path] (one level, like the mount shows).")
-    @Argument(help: "gs://BUCKET[/path], file://DIR[/path] or DIR[/path]") var target: String
+    @Argument(help: "gs://BUCKET[/path], firebase://BUCKET[/path], file://DIR[/path] or DIR[/path]") var target: String
     @Option(name: .customLong("max-results"), help: "Page size (1…1000). With --page-token or alone, prints one page and the next token.")
     var maxResults: Int?
     @Option(name: .customLong("page-token")) var pageToken: String?
     @Flag(name: .shortAndLong, help: "Long format: size, updated, generation.") var long = false
     @OptionGroup var gcs: GCSOptions
+    @OptionGroup var firebase: FirebaseOptions
     @OptionGroup var log: LogOptions
 
     func run() async throws {
         let logger = log.bootstrap()
         do {
-            let t = try await Target.open(target, gcs: gcs, logger: logger)
+            let t = try await Target.open(target, gcs: gcs, firebase: firebase, logger: logger)
             let result: StorageListResult
             if maxResults != nil || pageToken != nil {
                 result = try await t.ref.list(maxResults: maxResults ?? 1000, pageToken: pageToken)
@@ -85,12 +89,13 @@ struct Stat: AsyncParsableCommand {
     @Option(name: .customLong("object"), help: "Use this exact object name (e.g. a placeholder 'dir/').")
     var exactName: String?
     @OptionGroup var gcs: GCSOptions
+    @OptionGroup var firebase: FirebaseOptions
     @OptionGroup var log: LogOptions
 
     func run() async throws {
         let logger = log.bootstrap()
         do {
-            var t = try await Target.open(target, gcs: gcs, logger: logger)
+            var t = try await Target.open(target, gcs: gcs, firebase: firebase, logger: logger)
             if let exactName { t = Target(storage: t.storage, ref: t.storage.reference().exactly(exactName)) }
             let m = try await t.ref.getMetadata()
             var fields: [(String, String)] = [
@@ -123,12 +128,13 @@ struct Cat: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Write an object's bytes to standard output.")
     @Argument var target: String
     @OptionGroup var gcs: GCSOptions
+    @OptionGroup var firebase: FirebaseOptions
     @OptionGroup var log: LogOptions
 
     func run() async throws {
         let logger = log.bootstrap()
         do {
-            let t = try await Target.open(target, gcs: gcs, logger: logger)
+            let t = try await Target.open(target, gcs: gcs, firebase: firebase, logger: logger)
             try StoragePath.validateObjectName(t.ref.fullPath)
             let info = try await t.storage.store.getMetadata(t.ref.fullPath)
             var off: Int64 = 0
@@ -159,12 +165,13 @@ struct Put: AsyncParsableCommand {
     @Option(name: .customLong("object"), help: "Use this exact object name (no path normalisation; still 1…1024 bytes, no CR/LF).")
     var exactName: String?
     @OptionGroup var gcs: GCSOptions
+    @OptionGroup var firebase: FirebaseOptions
     @OptionGroup var log: LogOptions
 
     func run() async throws {
         let logger = log.bootstrap()
         do {
-            var t = try await Target.open(target, gcs: gcs, logger: logger)
+            var t = try await Target.open(target, gcs: gcs, firebase: firebase, logger: logger)
             if let exactName { t = Target(storage: t.storage, ref: t.storage.reference().exactly(exactName)) }
             var m = StorageMetadata()
             m.contentType = contentType
@@ -225,12 +232,13 @@ struct Rm: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Delete an object.")
     @Argument var target: String
     @OptionGroup var gcs: GCSOptions
+    @OptionGroup var firebase: FirebaseOptions
     @OptionGroup var log: LogOptions
 
     func run() async throws {
         let logger = log.bootstrap()
         do {
-            try await Target.open(target, gcs: gcs, logger: logger).ref.delete()
+            try await Target.open(target, gcs: gcs, firebase: firebase, logger: logger).ref.delete()
         } catch {
             throw failed(error, "rm \(target)")
         }
@@ -273,12 +281,13 @@ struct Meta: AsyncParsableCommand {
         @Argument var target: String
         @Argument var key: String?
         @OptionGroup var gcs: GCSOptions
+        @OptionGroup var firebase: FirebaseOptions
         @OptionGroup var log: LogOptions
 
         func run() async throws {
             let logger = log.bootstrap()
             do {
-                let m = try await Target.open(target, gcs: gcs, logger: logger).ref.getMetadata()
+                let m = try await Target.open(target, gcs: gcs, firebase: firebase, logger: logger).ref.getMetadata()
                 let props: [String: String?] = ["contentType": m.contentType, "cacheControl": m.cacheControl,
                                                 "contentDisposition": m.contentDisposition,
                                                 "contentEncoding": m.contentEncoding, "contentLanguage": m.contentLanguage]
@@ -305,12 +314,13 @@ struct Meta: AsyncParsableCommand {
         @Argument var key: String
         @Argument var value: String
         @OptionGroup var gcs: GCSOptions
+        @OptionGroup var firebase: FirebaseOptions
         @OptionGroup var log: LogOptions
 
         func run() async throws {
             let logger = log.bootstrap()
             do {
-                _ = try await Target.open(target, gcs: gcs, logger: logger).ref.updateMetadata(patch: try Meta.patch(key, value))
+                _ = try await Target.open(target, gcs: gcs, firebase: firebase, logger: logger).ref.updateMetadata(patch: try Meta.patch(key, value))
             } catch {
                 throw failed(error, "meta set \(target)")
             }
@@ -322,12 +332,13 @@ struct Meta: AsyncParsableCommand {
         @Argument var target: String
         @Argument var key: String
         @OptionGroup var gcs: GCSOptions
+        @OptionGroup var firebase: FirebaseOptions
         @OptionGroup var log: LogOptions
 
         func run() async throws {
             let logger = log.bootstrap()
             do {
-                _ = try await Target.open(target, gcs: gcs, logger: logger).ref.updateMetadata(patch: try Meta.patch(key, nil))
+                _ = try await Target.open(target, gcs: gcs, firebase: firebase, logger: logger).ref.updateMetadata(patch: try Meta.patch(key, nil))
             } catch {
                 throw failed(error, "meta rm \(target)")
             }

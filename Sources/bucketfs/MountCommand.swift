@@ -8,15 +8,16 @@ import StorageModel
 
 struct Mount: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Mount SOURCE (gs://BUCKET[/PREFIX], file://DIR or DIR) at MOUNTPOINT. Returns once the mount answers.")
+        abstract: "Mount SOURCE (gs://BUCKET[/PREFIX], firebase://BUCKET[/PREFIX], file://DIR or DIR) at MOUNTPOINT. Returns once the mount answers.")
 
-    @Argument(help: "gs://BUCKET[/PREFIX], file://DIR or a directory (the embedded bucket, created if missing)")
+    @Argument(help: "gs://BUCKET[/PREFIX], firebase://BUCKET[/PREFIX] (after bucketfs login), file://DIR or a directory (the embedded bucket, created if missing)")
     var source: String
     @Argument var mountpoint: String
     @OptionGroup(title: "Mount") var behaviour: MountBehaviourOptions
     @OptionGroup(title: "Caching and writes") var caching: CachingOptions
     @OptionGroup(title: "Timeouts and retries") var faults: FaultOptions
     @OptionGroup(title: "Cloud Storage") var gcs: GCSOptions
+    @OptionGroup(title: "Firebase") var firebase: FirebaseOptions
     @OptionGroup(title: "Logging and metrics") var log: LogOptions
     @OptionGroup(title: "Logging and metrics") var monitoring: MonitoringOptions
 
@@ -58,11 +59,16 @@ struct Mount: AsyncParsableCommand {
             throw ExitCode(1)
         }
         let logPath = logFile ?? cacheDirectory + "/bucketfs.log"
-        var args = [CommandLine.arguments[0]] + effectiveArguments
+        // An ID token given with --id-token reaches the mount process through its environment,
+        // never its arguments (its process title is readable by every user).
+        let (rest, idToken) = SecretArguments.extractIDToken(effectiveArguments)
+        var args = [CommandLine.arguments[0]] + rest
         args += ["--foreground", "--source-checked"]
         if cacheDir == nil { args += ["--cache-dir", cacheDirectory] }
         let logStart = (try? FileManager.default.attributesOfItem(atPath: logPath)[.size] as? NSNumber)?.intValue ?? 0
-        let pid = try Daemon.spawn(executable: "/proc/self/exe", arguments: args, logPath: logPath)
+        var environment = ProcessInfo.processInfo.environment
+        if let idToken { environment[SecretArguments.environmentName] = idToken }
+        let pid = try Daemon.spawn(executable: "/proc/self/exe", arguments: args, environment: environment, logPath: logPath)
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
             if Daemon.isMounted(mountpointPath) {
@@ -96,7 +102,7 @@ struct Mount: AsyncParsableCommand {
             var tuning = GCSStore.Tuning()
             tuning.idleTimeout = .milliseconds(Int64(idleTimeout * 1000))
             tuning.maxConnectionsPerHost = max(1, maxConnections)
-            store = try openStore(parsed, gcs: gcs, logger: logger, prefixMount: true, tuning: tuning,
+            store = try openStore(parsed, gcs: gcs, firebase: firebase, logger: logger, prefixMount: true, tuning: tuning,
                                   deadline: .milliseconds(Int64(opTimeout * 1000)))
             store = try instrument(store)
         } catch {
@@ -170,7 +176,7 @@ struct Unmount: ParsableCommand {
 
 /// Background start: a child in a new session with standard streams on a log file.
 enum Daemon {
-    static func spawn(executable: String, arguments: [String], logPath: String) throws -> pid_t {
+    static func spawn(executable: String, arguments: [String], environment: [String: String], logPath: String) throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -183,8 +189,9 @@ enum Daemon {
         posix_spawnattr_setflags(&attr, Int16(0x80))  // POSIX_SPAWN_SETSID (glibc)
         var pid: pid_t = 0
         let cargs = arguments.map { strdup($0) } + [nil]
-        defer { cargs.forEach { free($0) } }
-        let rc = posix_spawn(&pid, executable, &actions, &attr, cargs, environ)
+        let cenv = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { cargs.forEach { free($0) }; cenv.forEach { free($0) } }
+        let rc = posix_spawn(&pid, executable, &actions, &attr, cargs, cenv)
         guard rc == 0 else { throw ValidationErrorText("cannot start the mount process: \(String(cString: strerror(rc)))") }
         return pid
     }

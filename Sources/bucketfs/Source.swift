@@ -1,14 +1,21 @@
+import FirebaseStore
 import Foundation
 import GCSStore
 import Logging
 import ObjectStores
 import StorageModel
 
-/// Where a command's objects live: `gs://BUCKET[/PREFIX]` or an embedded bucket directory
-/// (`file://PATH` or a plain path).
+/// Where a command's objects live: `gs://BUCKET[/PREFIX]`, `firebase://BUCKET[/PREFIX]` (or a v0
+/// URL, `https://firebasestorage.googleapis.com/v0/b/BUCKET/o/PATH`), or an embedded bucket
+/// directory (`file://PATH` or a plain path).
 enum Source {
     case gcs(bucket: String, path: String)
+    /// `origin` is the scheme://host[:port] of a v0 URL on another host than production's (an
+    /// emulator's URL, say), which then is the storage endpoint unless --endpoint says otherwise.
+    case firebase(bucket: String, path: String, origin: String?)
     case embedded(directory: String, path: String)
+
+    static let firebaseProductionHost = "firebasestorage.googleapis.com"
 
     static let embeddedMarker = "bucket.sqlite"
 
@@ -19,13 +26,23 @@ enum Source {
             let (b, p) = try Storage.parse(url: s)
             return .gcs(bucket: b, path: p)
         }
-        if s.hasPrefix("http://") || s.hasPrefix("https://") {
+        if s.hasPrefix("firebase://") {
+            let rest = s.dropFirst("firebase://".count)
+            let bucket = rest.prefix { $0 != "/" }
+            guard !bucket.isEmpty else { throw ValidationErrorText("no bucket in '\(s)': use firebase://BUCKET[/PREFIX], e.g. firebase://my-app.firebasestorage.app") }
+            return .firebase(bucket: String(bucket), path: StoragePath.normalize(String(rest.dropFirst(bucket.count))), origin: nil)
+        }
+        if s.lowercased().hasPrefix("http://") || s.lowercased().hasPrefix("https://") {
+            // A v0 URL, as the Firebase SDKs and consoles write them: a firebase:// source.
             let (b, p) = try Storage.parse(url: s)
-            return .gcs(bucket: b, path: p)
+            guard let c = URLComponents(string: s), let host = c.host else { throw ValidationErrorText("not a URL: '\(s)'") }
+            let origin = host.lowercased() == firebaseProductionHost && c.port == nil ? nil
+                : "\(c.scheme!.lowercased())://\(host)\(c.port.map { ":\($0)" } ?? "")"
+            return .firebase(bucket: b, path: p, origin: origin)
         }
         var local = s
         if local.hasPrefix("file://") { local = String(local.dropFirst(7)) }
-        if local.contains("://") { throw ValidationErrorText("unsupported source '\(s)': use gs://BUCKET[/PREFIX], file://PATH or a directory") }
+        if local.contains("://") { throw ValidationErrorText("unsupported source '\(s)': use gs://BUCKET[/PREFIX], firebase://BUCKET[/PREFIX], file://PATH or a directory") }
         let abs = URL(fileURLWithPath: local).standardizedFileURL.path
         guard splitLocal else { return .embedded(directory: abs, path: "") }
         var dir = abs
@@ -43,7 +60,16 @@ enum Source {
 
     var path: String {
         switch self {
-        case .gcs(_, let p), .embedded(_, let p): return p
+        case .gcs(_, let p), .firebase(_, let p, _), .embedded(_, let p): return p
+        }
+    }
+
+    /// How the source is written back in messages: `firebase://BUCKET/PATH` and so on.
+    var display: String {
+        switch self {
+        case .gcs(let b, let p): return "gs://\(b)" + (p.isEmpty ? "" : "/\(p)")
+        case .firebase(let b, let p, _): return "firebase://\(b)" + (p.isEmpty ? "" : "/\(p)")
+        case .embedded(let d, let p): return d + (p.isEmpty ? "" : "/\(p)")
         }
     }
 }
@@ -53,11 +79,16 @@ struct ValidationErrorText: Error, CustomStringConvertible {
     init(_ s: String) { description = s }
 }
 
-/// Opens the store of a source. For gs:// with a path, `prefixMount` makes the path the store's
-/// prefix (mounting a sub-tree) instead of an object path.
-func openStore(_ source: Source, gcs: GCSOptions, logger: Logger, prefixMount: Bool = false,
-               tuning: GCSStore.Tuning = GCSStore.Tuning(), deadline: Duration = .seconds(60)) throws -> any ObjectStore {
+/// Opens the store of a source. For gs:// and firebase:// with a path, `prefixMount` makes the
+/// path the store's prefix (mounting a sub-tree) instead of an object path.
+func openStore(_ source: Source, gcs: GCSOptions, firebase: FirebaseOptions, logger: Logger,
+               prefixMount: Bool = false, tuning: GCSStore.Tuning = GCSStore.Tuning(),
+               deadline: Duration = .seconds(60)) throws -> any ObjectStore {
     switch source {
+    case .firebase(let bucket, let path, let origin):
+        let access = try FirebaseAccess.resolve(bucket: bucket, origin: origin, gcs: gcs, firebase: firebase,
+                                                environment: ProcessInfo.processInfo.environment, logger: logger)
+        return openFirebaseStore(access, prefix: prefixMount ? path : "", logger: logger, tuning: tuning, deadline: deadline)
     case .embedded(let dir, _):
         return try EmbeddedStore(directory: dir, bucket: "local")
     case .gcs(let bucket, let path):
@@ -69,4 +100,15 @@ func openStore(_ source: Source, gcs: GCSOptions, logger: Logger, prefixMount: B
                             credentials: creds, logger: logger, requestTimeout: min(.seconds(30), deadline),
                             deadline: deadline, tuning: tuning)
     }
+}
+
+/// The v0 store of a resolved firebase:// source, with the mount's tuning.
+func openFirebaseStore(_ access: FirebaseAccess, prefix: String, logger: Logger, tuning: GCSStore.Tuning = GCSStore.Tuning(),
+                       deadline: Duration = .seconds(60)) -> FirebaseStore {
+    var t = FirebaseStore.Tuning()
+    t.idleTimeout = tuning.idleTimeout
+    t.receiveBuffer = tuning.receiveBuffer
+    return FirebaseStore(bucket: access.bucket, prefix: prefix, endpoints: access.endpoints, tokens: access.tokens,
+                         logger: logger, requestTimeout: min(.seconds(30), deadline), deadline: deadline,
+                         maxConnections: tuning.maxConnectionsPerHost, tuning: t)
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import FirebaseStore
 import Foundation
 import GCSStore
 import Logging
@@ -49,11 +50,29 @@ enum SourceCheck {
     }
 
     /// Checks a source and returns its store, ready to use.
-    static func open(_ source: Source, gcs: GCSOptions, logger: Logger, prefixMount: Bool,
-                     mounting: Bool) async throws -> any ObjectStore {
+    static func open(_ source: Source, gcs: GCSOptions, firebase: FirebaseOptions, logger: Logger,
+                     prefixMount: Bool, mounting: Bool) async throws -> any ObjectStore {
         switch source {
         case .embedded(let dir, _):
             return try openEmbedded(dir)
+        case .firebase(let bucket, let path, let origin):
+            let access = try FirebaseAccess.resolve(bucket: bucket, origin: origin, gcs: gcs, firebase: firebase,
+                                                    environment: ProcessInfo.processInfo.environment, logger: logger)
+            let store = openFirebaseStore(access, prefix: prefixMount ? path : "", logger: logger)
+            do {
+                try await store.probe(timeout: probeTimeout)
+            } catch {
+                // A library command may still read or write what the rules allow without a list.
+                if !mounting, case StorageError.unauthorized = error { return store }
+                try? await store.shutdown()
+                var cause = error
+                let endpoint = access.endpoints.storage.absoluteString
+                if case StorageError.timeout = error, let refusal = connectProblem(endpoint) {
+                    cause = StorageError.unknown(status: 0, message: refusal)
+                }
+                throw explainFirebase(cause, access: access, listed: prefixMount ? path : "")
+            }
+            return store
         case .gcs(let bucket, _):
             let env = ProcessInfo.processInfo.environment
             let endpoint = try endpoint(option: gcs.endpoint, environment: env)
@@ -66,13 +85,13 @@ enum SourceCheck {
                         + "account (console: IAM → Service accounts → Keys) and pass it with --key-file")
                 }
             }
-            let store = try openStore(source, gcs: gcs, logger: logger, prefixMount: prefixMount)
+            let store = try openStore(source, gcs: gcs, firebase: firebase, logger: logger, prefixMount: prefixMount)
             guard let g = store as? GCSStore else { return store }
             do {
                 try await g.probe(timeout: probeTimeout)
             } catch {
                 try? await g.shutdown()
-                if !mounting, case StorageError.unauthorized = error { return try openStore(source, gcs: gcs, logger: logger, prefixMount: prefixMount) }
+                if !mounting, case StorageError.unauthorized = error { return try openStore(source, gcs: gcs, firebase: firebase, logger: logger, prefixMount: prefixMount) }
                 var cause = error
                 if case StorageError.timeout = error, let refusal = connectProblem(g.endpoint) {
                     // The HTTP client keeps retrying a refused connection until its deadline: say why.
@@ -151,6 +170,48 @@ enum SourceCheck {
         }
     }
 
+    /// The probe's failure for firebase://, in one line naming the cause and the fix (SPEC §5: what
+    /// the rules or the server said, and what to change).
+    static func explainFirebase(_ error: any Error, access: FirebaseAccess, listed prefix: String) -> SourceProblem {
+        let bucket = access.bucket
+        let endpoint = access.endpoints.storage.absoluteString
+        let listedSource = "firebase://\(bucket)" + (prefix.isEmpty ? "" : "/\(prefix)")
+        let settings = "(--endpoint / FIREBASE_STORAGE_EMULATOR_HOST; Auth: --auth-endpoint / FIREBASE_AUTH_EMULATOR_HOST)"
+        guard let e = error as? StorageError else { return SourceProblem("checking \(listedSource) at \(endpoint) failed: \(error)") }
+        switch e {
+        case .bucketNotFound, .objectNotFound:
+            return SourceProblem("bucket '\(bucket)' does not exist at \(endpoint): check the name in firebase://BUCKET "
+                + "(PROJECT.firebasestorage.app or PROJECT.appspot.com)")
+        case .unauthorized(_, let m):
+            // The store's message may already say what listing needs; say it once.
+            let needs = m.contains("rules_version") ? " Under rules_version = '1' every list is refused."
+                : " Listing needs rules_version = '2' and an `allow list` rule matching "
+                    + (prefix.isEmpty ? "the bucket's root" : "'\(prefix)'") + " (under rules_version = '1' every list is refused)."
+            let own = access.login.map { "users/\($0.uid)" }
+            let other = own.map { $0 == prefix ? "" : " Or mount a prefix the rules let you list, e.g. firebase://\(bucket)/\($0)" }
+                ?? " Or mount a prefix the rules let you list"
+            return SourceProblem("\(access.identity) may not list \(listedSource) (HTTP 403: \(m)): the project's Security Rules "
+                + "refuse it.\(needs)\(other)")
+        case .unauthenticated(let m):
+            let again = m.contains("bucketfs login") ? ""
+                : access.login == nil ? "; pass a fresh ID token, or sign in: \(FirebaseAccess.loginLine(bucket))"
+                : "; sign in again: \(FirebaseAccess.loginLine(bucket))"
+            return SourceProblem("the sign-in was refused (\(access.identity)): \(m)\(again)")
+        case .timeout:
+            return SourceProblem("\(endpoint) did not answer within \(probeTimeout) (a list of \(listedSource)): is it the "
+                + "Firebase Storage API (v0) or its emulator? Check \(settings) and the network")
+        case .retryLimitExceeded(var m), .unknown(0, var m):
+            if let r = m.range(of: #"gave up after \d+ attempts within [^:]*: "#, options: .regularExpression) { m = String(m[r.upperBound...]) }
+            return SourceProblem("cannot reach \(endpoint): \(m). Is the server running and the address right? \(settings)")
+        case .invalidArgument(let m):
+            return SourceProblem("\(endpoint) refused \(listedSource): \(m)")
+        case .unknown(let status, let m):
+            return SourceProblem("\(endpoint) answered HTTP \(status) to a list of \(listedSource): \(m)")
+        default:
+            return SourceProblem("checking \(listedSource) at \(endpoint) failed: \(e)")
+        }
+    }
+
     static func reason(_ error: any Error) -> String {
         if case StorageError.unauthenticated(let m) = error { return m }
         if case StorageError.invalidArgument(let m) = error { return m }
@@ -164,8 +225,9 @@ extension Mount {
         let quiet = Logger(label: "bucketfs", factory: { _ in SwiftLogNoOpLogHandler() })
         do {
             let parsed = try Source.parse(source, splitLocal: false)
-            let store = try await SourceCheck.open(parsed, gcs: gcs, logger: quiet, prefixMount: true, mounting: true)
+            let store = try await SourceCheck.open(parsed, gcs: gcs, firebase: firebase, logger: quiet, prefixMount: true, mounting: true)
             if let g = store as? GCSStore { try? await g.shutdown() }
+            if let f = store as? FirebaseStore { try? await f.shutdown() }
         } catch {
             FileHandle.standardError.write(Data("bucketfs: cannot mount \(source): \(error)\n".utf8))
             throw ExitCode(1)

@@ -85,7 +85,7 @@ import TestSupport
         while off < 4 << 20 {
             off += try await h.fs.read(ino: ino, fh: fh, offset: UInt64(off), size: 128 << 10).count
         }
-        let stream = try #require(h.fs.handles[fh]?.stream)
+        let stream = try #require(h.fs.superblock.handle(fh)?.stream)
         #expect(!stream.partRanges.isEmpty)
         #expect(h.fs.readBudget.inUse > 0)
         h.store.resetCounts()

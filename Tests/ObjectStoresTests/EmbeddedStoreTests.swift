@@ -2,6 +2,7 @@ import Foundation
 import PropertyBased
 @testable import ObjectStores
 import StorageModel
+import TestSupport
 import Testing
 
 /// A fresh directory under the system temp dir, removed by `cleanup()`.

@@ -2,6 +2,7 @@ import Foundation
 import GCSStore
 import Logging
 import StorageModel
+import TestSupport
 import Testing
 
 /// `host:port` of a running fake-gcs-server (`Scripts/fake-gcs.sh start`), or nil to skip.

@@ -2,6 +2,7 @@ import Foundation
 import GCSStore
 import Logging
 import StorageModel
+import TestSupport
 import Testing
 
 /// `host:port` of a running gcp-storage-emulator (`Scripts/emulator.sh start`), or nil to skip.

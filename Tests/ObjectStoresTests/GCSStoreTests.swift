@@ -3,6 +3,7 @@ import Foundation
 import GCSStore
 import Logging
 import StorageModel
+import TestSupport
 import Testing
 
 /// Runs `body` against a fresh in-process JSON API server and a store pointed at it.

@@ -286,3 +286,27 @@ def on_path():
     os.remove(link)
     if previous is not None:
         os.symlink(previous, link)
+
+
+# --- Firebase (issue 17) ---------------------------------------------------------------------------
+
+FIREBASE_PORTS = range(9220, 9230)  # this work's ports; the bench uses them too (one run at a time)
+
+
+@pytest.fixture
+def firebase_server():
+    """Tests/e2e/firebase_server.py in this process, on the first free port of 9220–9229, with one
+    bucket (`bucketfs-test.appspot.com`) and no ruleset (every request denied) until the test
+    sets one."""
+    from firebase_server import FirebaseServer
+    last = None
+    for port in FIREBASE_PORTS:
+        try:
+            srv = FirebaseServer(port=port).start()
+            break
+        except OSError as e:
+            last = e
+    else:
+        raise RuntimeError(f"no free port in 9220–9229: {last}")
+    yield srv
+    srv.stop()

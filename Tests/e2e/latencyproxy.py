@@ -16,8 +16,8 @@ the emulator is single-threaded HTTP/1.0), but
   the proxy's (objects' `mediaLink`, which rclone downloads from, and `selfLink` name the
   address the object was uploaded through), with Content-Length fixed;
 - every request is counted by kind: `list` (GET .../o), `metadata` (GET .../o/NAME without
-  alt=media), `media` (alt=media, either path form) and `other`; `media_bytes` is the body bytes
-  of media answers sent on.
+  alt=media), `media` (alt=media, either path form) and `other`, for the JSON API and for
+  Firebase's v0 (`/v0/b/BUCKET/o...`); `media_bytes` is the body bytes of media answers sent on.
 
     proxy = LatencyProxy("127.0.0.1:9501", delay=0.02).start()   # or start(port=9541)
     proxy.endpoint; proxy.stats(); proxy.reset()
@@ -39,8 +39,9 @@ import time
 from faultproxy import FaultProxy, Response, _get
 
 KINDS = ("list", "metadata", "media", "other")
-# rclone (the Go client with an endpoint) leaves out /storage/v1; the emulator answers both forms
-_OBJECTS = re.compile(r"^(?:/download)?(?:/storage/v1)?/b/[^/]+/o(/.*)?$")
+# rclone (the Go client with an endpoint) leaves out /storage/v1; the emulator answers both forms;
+# /v0/b/... is Firebase Storage's API (Tests/e2e/firebase_server.py, Scripts/bench-firebase.sh)
+_OBJECTS = re.compile(r"^(?:/download)?(?:/storage/v1|/v0)?/b/[^/]+/o(/.*)?$")
 
 
 def classify(method, path, query):

@@ -34,6 +34,11 @@ def test_classify():
     assert classify("GET", "/storage/v1/b/bk", "") == "other"
     assert classify("GET", "/b/bk/o", "prefix=a%2F") == "list"  # the Go client's form (rclone)
     assert classify("GET", "/b/bk/o/a%2Fb", "alt=media") == "media"
+    # Firebase Storage's v0 API
+    assert classify("GET", "/v0/b/app.appspot.com/o", "prefix=a%2F&delimiter=%2F") == "list"
+    assert classify("GET", "/v0/b/app.appspot.com/o/a%2Fb", "") == "metadata"
+    assert classify("GET", "/v0/b/app.appspot.com/o/a%2Fb", "alt=media") == "media"
+    assert classify("POST", "/v0/b/app.appspot.com/o", "name=a%2Fb") == "other"
 
 
 def test_forwards_counts_delays_and_rewrites_links(emulator, prefix, proxy):

@@ -1,4 +1,5 @@
 import Foundation
+import StorageModel
 
 /// One object of the reference bucket: its bytes and its custom metadata.
 struct RefObject: Equatable, Sendable {
@@ -6,21 +7,50 @@ struct RefObject: Equatable, Sendable {
     var custom: [String: String] = [:]
 }
 
-/// The plain model the core is compared with (SPEC.md §3, §4; README "Behaviour where SPEC.md is
-/// silent"): the bucket as files (object name → bytes and custom metadata) plus directory
-/// placeholders (`dir/` objects, with the custom metadata a directory's xattrs live in).
+/// The plain model the core is compared with (SPEC.md §1, §3, §4; README "Behaviour where
+/// SPEC.md is silent"): the bucket as objects, and what the mount holds locally (files open for
+/// writing, files created here and not uploaded yet, open handles).
 ///
 /// What a user sees is derived from it, with the documented rules:
-/// - a directory exists when it has a placeholder or any object below it (a prefix);
+/// - objects whose names the mount cannot show (`//`, `.`/`..` segments, CR/LF, a segment over
+///   255 bytes) are hidden, never renamed or mangled; the directories above their first bad
+///   segment show;
+/// - a directory exists when it has a placeholder (`dir/`) or any object below it (a prefix);
 /// - when `a` is both an object and a prefix the directory wins and the file is hidden;
-/// - a prefix-only directory disappears with its last object.
+/// - a prefix-only directory disappears with its last object;
+/// - a file being written shows its local content, and so does every handle open on it;
+///   close (and fsync) uploads it; a file created here shows before its first upload.
 struct ReferenceModel: Sendable {
-    /// Object name (never ending in "/") → content.
-    var files: [String: RefObject] = [:]
-    /// Directory path (no trailing "/") → the custom metadata of its `path/` placeholder.
-    var placeholders: [String: [String: String]] = [:]
+    /// The bucket: object name → content. Placeholders are names ending in "/" (no bytes).
+    var objects: [String: RefObject] = [:] { didSet { memo.clear() } }
+    /// Bumped each time an object's bytes change in the bucket (a new generation): a handle opened
+    /// for reading is pinned to the generation it opened.
+    var generation: [String: Int] = [:]
+    private var nextGeneration = 1
+
+    /// The mount's files with an identity (what the core calls an inode): handles and local content
+    /// belong to a file, which moves with renames and outlives an unlink while it is open.
+    var files: [Int: RefFile] = [:] { didSet { memo.clear() } }
+    /// path → the file living there now (only files something local refers to).
+    var fileAt: [String: Int] = [:] { didSet { memo.clear() } }
+    /// What is derived from the above, kept until they change (the runs ask for it at every step).
+    private let memo = Memo()
+
+    private final class Memo: @unchecked Sendable {
+        var directories: Set<String>?
+        var visibleFiles: [String: RefObject]?
+        func clear() {
+            directories = nil
+            visibleFiles = nil
+        }
+    }
+    private var nextFile = 1
+    /// Open handles, oldest first (steps pick them by index).
+    var handles: [RefHandle] = []
 
     enum Kind: Equatable, Sendable { case file, directory }
+
+    // MARK: - names
 
     /// "a/b/c" → ["a", "a/b"] (the root "" not included).
     static func ancestors(_ path: String) -> [String] {
@@ -43,41 +73,23 @@ struct ReferenceModel: Sendable {
     /// `a` is `b` or inside it.
     static func isWithin(_ a: String, _ b: String) -> Bool { a == b || b.isEmpty || a.hasPrefix(b + "/") }
 
-    /// Every directory the mount shows, the root ("") included.
-    var directories: Set<String> {
-        var out: Set<String> = [""]
-        for p in placeholders.keys {
-            out.insert(p)
-            out.formUnion(Self.ancestors(p))
+    /// Whether the mount shows an object of this name (placeholders end in "/").
+    static func isShown(_ object: String) -> Bool {
+        StoragePath.mountProblem(object, allowTrailingSlash: object.hasSuffix("/")) == nil
+    }
+
+    /// The directories an object makes (a placeholder its own): its leading segments up to the
+    /// first one the mount cannot show.
+    static func directories(of object: String) -> [String] {
+        var segs = object.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        segs.removeLast()  // the object's own name ("" for a placeholder)
+        var out: [String] = []
+        var path = ""
+        for s in segs {
+            path = out.isEmpty ? s : path + "/" + s
+            guard StoragePath.mountProblem(path + "/", allowTrailingSlash: true) == nil else { break }
+            out.append(path)
         }
-        for f in files.keys { out.formUnion(Self.ancestors(f)) }
-        return out
-    }
-
-    /// The files the mount shows: those no directory of the same name hides.
-    var visibleFiles: [String: RefObject] {
-        let dirs = directories
-        return files.filter { !dirs.contains($0.key) }
-    }
-
-    func kind(_ path: String) -> Kind? {
-        if directories.contains(path) { return .directory }
-        return files[path] == nil ? nil : .file
-    }
-
-    /// name → kind of what `readdir` of `dir` shows.
-    func children(of dir: String) -> [String: Kind] {
-        var out: [String: Kind] = [:]
-        let dirs = directories
-        for d in dirs where !d.isEmpty && Self.parent(d) == dir { out[Self.name(d)] = .directory }
-        for f in files.keys where Self.parent(f) == dir && out[Self.name(f)] == nil { out[Self.name(f)] = .file }
-        return out
-    }
-
-    /// The bucket's objects as a store lists them: placeholders as `path/` with no bytes.
-    var objects: [String: RefObject] {
-        var out = files
-        for (p, custom) in placeholders { out[p + "/"] = RefObject(data: Data(), custom: custom) }
         return out
     }
 
@@ -86,48 +98,191 @@ struct ReferenceModel: Sendable {
         s.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
     }
 
+    // MARK: - what the mount shows
+
+    /// Every directory the mount shows, the root ("") included.
+    var directories: Set<String> {
+        if let d = memo.directories { return d }
+        var out: Set<String> = [""]
+        for name in objects.keys { out.formUnion(Self.directories(of: name)) }
+        // A file created here and not uploaded yet keeps the directories above it.
+        for path in pendingNew { out.formUnion(Self.ancestors(path)) }
+        memo.directories = out
+        return out
+    }
+
+    /// Files created here and not in the bucket yet: the mount shows them.
+    var pendingNew: Set<String> {
+        Set(files.values.compactMap { f in f.stage?.createdHere == true && f.path != nil && f.stage?.deleted == false ? f.path : nil })
+    }
+
+    /// The files the mount shows, with the content it shows: the bucket's shown objects and the
+    /// files created here, except those a directory of the same name hides; a file with local
+    /// content shows that.
+    var visibleFiles: [String: RefObject] {
+        if let v = memo.visibleFiles { return v }
+        let dirs = directories
+        var out: [String: RefObject] = [:]
+        for (name, o) in objects where !name.hasSuffix("/") && Self.isShown(name) && !dirs.contains(name) { out[name] = o }
+        for (path, id) in fileAt where !dirs.contains(path) {
+            if let s = files[id]?.stage, !s.deleted, s.createdHere || out[path] != nil { out[path] = RefObject(data: s.data, custom: s.custom) }
+        }
+        memo.visibleFiles = out
+        return out
+    }
+
+    func kind(_ path: String) -> Kind? {
+        if directories.contains(path) { return .directory }
+        return visibleFiles[path] == nil ? nil : .file
+    }
+
+    /// name → kind of what `readdir` of `dir` shows.
+    func children(of dir: String) -> [String: Kind] {
+        var out: [String: Kind] = [:]
+        for d in directories where !d.isEmpty && Self.parent(d) == dir { out[Self.name(d)] = .directory }
+        for f in visibleFiles.keys where Self.parent(f) == dir && out[Self.name(f)] == nil { out[Self.name(f)] = .file }
+        return out
+    }
+
+    /// Whether rmdir of `dir` must answer ENOTEMPTY: an object below it other than its own
+    /// placeholder (shown or hidden), or a file created here inside it.
+    func hasContent(_ dir: String) -> Bool {
+        objects.keys.contains { $0 != dir + "/" && $0.hasPrefix(dir + "/") } || pendingNew.contains { Self.parent($0) == dir }
+    }
+
+    /// The custom metadata xattrs of a node show: a file's (its local content's when it has one),
+    /// or its directory placeholder's.
+    func custom(of path: String) -> [String: String] {
+        if kind(path) == .directory { return objects[path + "/"]?.custom ?? [:] }
+        return visibleFiles[path]?.custom ?? [:]
+    }
+
     var sortedDirectories: [String] { Self.sorted(directories) }
     var sortedVisibleFiles: [String] { Self.sorted(visibleFiles.keys) }
     /// Files and directories, the root excepted.
     var sortedNodes: [String] { Self.sorted(visibleFiles.keys) + Self.sorted(directories.subtracting([""])) }
     var sortedObjectNames: [String] { Self.sorted(objects.keys) }
 
-    // MARK: - changes
+    // MARK: - the bucket
 
-    /// Removes a file; the same rules as a DELETE of its object.
-    mutating func removeObject(_ name: String) {
-        if name.hasSuffix("/") { placeholders.removeValue(forKey: String(name.dropLast())) } else { files.removeValue(forKey: name) }
+    /// An object's bytes (and maybe metadata) change: a new generation.
+    mutating func put(_ name: String, _ o: RefObject) {
+        objects[name] = o
+        generation[name] = nextGeneration
+        nextGeneration += 1
     }
 
-    /// Moves every object under `src/` (its placeholder included) to `dst/`, as a directory rename does.
+    mutating func remove(_ name: String) {
+        objects.removeValue(forKey: name)
+        generation.removeValue(forKey: name)
+    }
+
+    /// Moves every object under `src/` (its placeholder included, hidden names too) to `dst/`, as
+    /// a directory rename does; a directory known only as a name gets a placeholder.
     mutating func moveDirectory(_ src: String, to dst: String) {
-        var movedAny = false
-        for (name, o) in files where name.hasPrefix(src + "/") {
-            movedAny = true
-            files.removeValue(forKey: name)
-            files[dst + name.dropFirst(src.count)] = o
+        let moving = objects.filter { $0.key.hasPrefix(src + "/") }
+        for (name, o) in moving {
+            remove(name)
+            put(dst + name.dropFirst(src.count), o)
         }
-        for (p, custom) in placeholders where p == src || p.hasPrefix(src + "/") {
-            movedAny = true
-            placeholders.removeValue(forKey: p)
-            placeholders[dst + p.dropFirst(src.count)] = custom
+        if moving.isEmpty { put(dst + "/", RefObject(data: Data())) }
+        // Local files below move with it.
+        for (path, id) in fileAt where Self.isWithin(path, src) {
+            fileAt.removeValue(forKey: path)
+            let moved = dst + path.dropFirst(src.count)
+            fileAt[moved] = id
+            files[id]?.path = moved
         }
-        // A directory known only as a name (no object) gets a placeholder under its new name.
-        if !movedAny { placeholders[dst] = [:] }
     }
 
-    /// The custom metadata xattrs of a node show: a file's, or its directory placeholder's.
-    func custom(of path: String) -> [String: String] {
-        kind(path) == .directory ? (placeholders[path] ?? [:]) : (files[path]?.custom ?? [:])
+    // MARK: - local files
+
+    /// The file living at `path`, made when first needed.
+    mutating func file(at path: String) -> Int {
+        if let id = fileAt[path] { return id }
+        let id = nextFile
+        nextFile += 1
+        files[id] = RefFile(path: path)
+        fileAt[path] = id
+        return id
     }
 
-    mutating func setCustom(_ path: String, _ key: String, _ value: String?) {
-        if kind(path) == .directory {
-            placeholders[path, default: [:]][key] = value
-        } else {
-            files[path]?.custom[key] = value
-        }
+    /// The file at `path` leaves its name (unlinked, or renamed over): its local content goes
+    /// nowhere, its open handles live on.
+    mutating func detach(_ path: String) {
+        guard let id = fileAt.removeValue(forKey: path) else { return }
+        files[id]?.path = nil
+        files[id]?.stage?.deleted = true
+        dropIfUnused(id)
     }
+
+    /// Forgets a file nothing refers to any more.
+    mutating func dropIfUnused(_ id: Int) {
+        guard let f = files[id], f.stage == nil, !handles.contains(where: { $0.file == id }) else { return }
+        files.removeValue(forKey: id)
+        if let p = f.path, fileAt[p] == id { fileAt.removeValue(forKey: p) }
+    }
+
+    /// What a handle reads now: the file's local content, or the generation it opened (nil when
+    /// that generation was replaced: the outcome then depends on the store keeping it).
+    func content(of h: RefHandle) -> Data? {
+        guard let f = files[h.file] else { return nil }
+        if let s = f.stage { return s.data }
+        guard let p = f.path, let g = h.openedGeneration, generation[p] == g else { return nil }
+        return objects[p]?.data
+    }
+
+    /// Uploads a file's unsaved local content (flush, fsync, close, rename, truncate).
+    mutating func upload(_ id: Int) {
+        guard let f = files[id], let s = f.stage, s.dirty, !s.deleted, let p = f.path else { return }
+        put(p, RefObject(data: s.data, custom: s.custom))
+        files[id]!.stage!.dirty = false
+        files[id]!.stage!.createdHere = false
+    }
+
+    /// A handle closes (flush, then release).
+    mutating func close(_ index: Int) {
+        let h = handles.remove(at: index)
+        upload(h.file)
+        if h.holdsStage, var s = files[h.file]?.stage {
+            s.holders -= 1
+            files[h.file]!.stage = s.holders == 0 && !(s.dirty && !s.deleted) ? nil : s
+        }
+        dropIfUnused(h.file)
+    }
+}
+
+/// A file of the mount with an identity (a core inode): `path` nil once it left its name.
+struct RefFile: Equatable, Sendable {
+    var path: String?
+    var stage: RefStage?
+}
+
+/// A file's local content (a core stage file): made when it is opened for writing or created.
+struct RefStage: Equatable, Sendable {
+    var data: Data
+    var custom: [String: String]
+    /// Differs from the bucket.
+    var dirty: Bool
+    /// Created here and not in the bucket yet.
+    var createdHere: Bool
+    /// The file was unlinked or renamed over: the content goes nowhere.
+    var deleted = false
+    /// Handles that keep it (opened for writing, or for reading while it existed).
+    var holders = 0
+}
+
+/// An open file handle.
+struct RefHandle: Equatable, Sendable {
+    let fh: UInt64
+    let ino: UInt64
+    let file: Int
+    let readable: Bool
+    let writable: Bool
+    let append: Bool
+    let holdsStage: Bool
+    /// The generation a handle without local content reads (nil: local content at open).
+    let openedGeneration: Int?
 }
 
 extension Data {

@@ -1,0 +1,54 @@
+import Foundation
+
+/// The bounded metadata cache's order and counts (issue 9: memory bounded by an option, not by
+/// the bucket): a FIFO queue of tickets, one per cached info or listing, and what is counted
+/// against `MountConfig.maxCachedEntries`. A pure value: the superblock (Superblock.swift) keeps
+/// it with the nodes it describes, and evicts by it.
+struct CacheOrder {
+    struct Ticket {
+        let ino: UInt64
+        let number: UInt64
+        let listing: Bool
+    }
+
+    private var queue: [Ticket] = []
+    private var head = 0
+    private var lastNumber: UInt64 = 0
+    /// Nodes whose info is cached.
+    var infos = 0
+    /// Cached listings, and the names they hold.
+    var listings = 0
+    var listedNames = 0
+    /// What `maxCachedEntries` bounds.
+    var entries: Int { infos + listedNames }
+    /// Tickets in the queue, live and stale.
+    var queued: Int { queue.count - head }
+    /// The tickets in the queue, oldest first (invariant checks).
+    var queuedTickets: ArraySlice<Ticket> { queue[head...] }
+
+    /// A new ticket at the back of the queue; the caller stores its number in the node.
+    mutating func push(_ ino: UInt64, listing: Bool) -> UInt64 {
+        lastNumber += 1
+        queue.append(Ticket(ino: ino, number: lastNumber, listing: listing))
+        return lastNumber
+    }
+
+    mutating func popFront() -> Ticket? {
+        guard head < queue.count else { return nil }
+        let t = queue[head]
+        head += 1
+        if head >= 4096, head * 2 >= queue.count {
+            queue.removeFirst(head)
+            head = 0
+        }
+        return t
+    }
+
+    /// Drops stale tickets once they outnumber live ones (infos refreshed after their TTL leave
+    /// one behind each time): the queue stays O(cached entries).
+    mutating func compactIfNeeded(isLive: (Ticket) -> Bool) {
+        guard queued > 2 * (infos + listings) + 4096 else { return }
+        queue = queue[head...].filter(isLive)
+        head = 0
+    }
+}

@@ -1,0 +1,54 @@
+import Foundation
+import GCSStore
+import StorageModel
+
+/// `Authorization: Firebase <ID token>` for the transport. After a 401, the token that was refused
+/// is refreshed once: every request refused with that same token (many at once, after an
+/// expiry) waits for that one refresh, and a request that carried an older token just takes the
+/// new one.
+actor FirebaseAuthorization: TransportAuthorization {
+    private let source: any FirebaseIDTokenSource
+    private let bucket: String
+    nonisolated let canRefresh: Bool
+    /// Tokens already refused (the last few), so their late 401s cause no second refresh.
+    private var refused: [String] = []
+    private var refreshing: Task<Void, Never>?
+
+    init(source: any FirebaseIDTokenSource, bucket: String) {
+        self.source = source
+        self.bucket = bucket
+        self.canRefresh = !(source is FixedIDToken)
+    }
+
+    nonisolated var refreshesStreams: Bool { true }
+
+    func authorization(timeout: Duration) async throws -> String? {
+        if let refreshing { await refreshing.value }
+        return "Firebase " + (try await source.idToken(afterUnauthorized: false))
+    }
+
+    func unauthorized(sent: String?) async {
+        if let refreshing {
+            await refreshing.value
+            return
+        }
+        if let sent, refused.contains(sent) { return }
+        if let sent {
+            refused.append(sent)
+            if refused.count > 8 { refused.removeFirst() }
+        }
+        let source = self.source
+        let task = Task<Void, Never> { _ = try? await source.idToken(afterUnauthorized: true) }
+        refreshing = task
+        await task.value
+        refreshing = nil
+    }
+
+    nonisolated func unauthenticated(_ message: String) -> StorageError {
+        if message.contains("bucketfs login") { return .unauthenticated(message: message) }
+        let hint = canRefresh
+            ? "the Firebase ID token was refused after a refresh; sign in again with bucketfs login firebase://\(bucket)"
+            : "the ID token given (--id-token / FIREBASE_ID_TOKEN) was refused, and it is never refreshed"
+        return .unauthenticated(message: "\(message) (\(hint))")
+    }
+}

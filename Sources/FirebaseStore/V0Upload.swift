@@ -1,0 +1,142 @@
+import Foundation
+import GCSStore
+import NIOCore
+import NIOHTTP1
+import StorageModel
+
+/// Uploads as the Firebase SDKs make them (firebase-v0.md §5): multipart for small objects;
+/// resumable for large ones, a chunk in memory at a time, resuming after a fault from what the
+/// session says it received. v0 writes are last-writer-wins (no preconditions reach the server),
+/// so a repeated request does what the first would have.
+extension FirebaseStore {
+    func uploadURL(_ name: String) -> String {
+        bucketURL + GCSJSONAPI.query([("name", prefix + name)])
+    }
+
+    func multipartUpload(_ name: String, from source: UploadSource, size: Int64, metadata: WritableMetadata) async throws -> ObjectInfo {
+        let content: Data
+        switch source {
+        case .data(let d): content = d
+        case .file(let path):
+            guard let d = FileManager.default.contents(atPath: path) else {
+                throw StorageError.invalidArgument(message: "cannot read upload source \(path)")
+            }
+            content = d
+        }
+        let boundary = "bucketfs-\(UUID().uuidString)"
+        var body = ByteBuffer()
+        body.writeString("--\(boundary)\r\nContent-Type: application/json; charset=utf-8\r\n\r\n")
+        body.writeData(GCSJSONAPI.resourceBody(name: prefix + name, metadata))
+        body.writeString("\r\n--\(boundary)\r\nContent-Type: \(metadata.contentType ?? "application/octet-stream")\r\n\r\n")
+        body.writeData(content)
+        body.writeString("\r\n--\(boundary)--")
+        let headers: HTTPHeaders = ["X-Goog-Upload-Protocol": "multipart",
+                                    "Content-Type": "multipart/related; boundary=\(boundary)"]
+        let r = try await transport.send("upload", path: name, idempotent: true,
+                                         GCSRequest(.POST, uploadURL(name), headers: headers, body: body))
+        return try parseObject(r)
+    }
+
+    /// Starts a resumable session; returns its URL. Creating a session writes nothing.
+    private func startSession(_ name: String, size: Int64, metadata: WritableMetadata) async throws -> String {
+        let headers: HTTPHeaders = [
+            "X-Goog-Upload-Protocol": "resumable", "X-Goog-Upload-Command": "start",
+            "X-Goog-Upload-Header-Content-Length": String(size),
+            "X-Goog-Upload-Header-Content-Type": metadata.contentType ?? "application/octet-stream",
+            "Content-Type": "application/json; charset=utf-8",
+        ]
+        let body = ByteBuffer(data: GCSJSONAPI.resourceBody(name: prefix + name, metadata))
+        let r = try await transport.send("start upload", path: name, idempotent: true,
+                                         GCSRequest(.POST, uploadURL(name), headers: headers, body: body))
+        guard r.headers.first(name: "X-Goog-Upload-Status")?.lowercased() == "active",
+              let url = r.headers.first(name: "X-Goog-Upload-URL"), !url.isEmpty else {
+            throw StorageError.unknown(status: r.status, message: "resumable upload of \(name): the server did not open a session (no X-Goog-Upload-URL)")
+        }
+        return url.contains("://") ? url : storageBase + (url.hasPrefix("/") ? "" : "/") + url
+    }
+
+    private func command(_ session: String, _ command: String, offset: Int64?, body: ByteBuffer?) -> GCSRequest {
+        var headers: HTTPHeaders = ["X-Goog-Upload-Protocol": "resumable", "X-Goog-Upload-Command": command]
+        if let offset { headers.add(name: "X-Goog-Upload-Offset", value: String(offset)) }
+        return GCSRequest(.POST, session, headers: headers, body: body ?? ByteBuffer())
+    }
+
+    private static func isFinal(_ r: GCSResponse) -> Bool {
+        r.headers.first(name: "X-Goog-Upload-Status")?.lowercased() == "final"
+    }
+
+    /// Uploads in chunks of `tuning.chunkSize` (`upload`, the last one `upload, finalize`). After a
+    /// dropped connection, a timeout or a 5xx, asks the session (`query`) how many bytes it holds
+    /// and goes on from there; a session the server forgot starts over (three times at most). The
+    /// deadline restarts whenever the server holds more bytes.
+    func resumableUpload(_ name: String, from source: UploadSource, size: Int64, metadata: WritableMetadata) async throws -> ObjectInfo {
+        let reader = try ChunkReader(source)
+        defer { reader.close() }
+        let policy = transport.policy
+        var session = try await startSession(name, size: size, metadata: metadata)
+        var end = ContinuousClock.now + policy.deadline
+        var offset: Int64 = 0
+        var retries = 0
+        var mustAsk = false
+        var restarts = 0
+
+        func received(_ n: Int64) {
+            if n > offset { end = ContinuousClock.now + policy.deadline; retries = 0 }
+            offset = n
+        }
+        func restart() async throws {
+            restarts += 1
+            guard restarts <= 3 else { throw StorageError.retryLimitExceeded(message: "upload of \(name): session lost \(restarts) times") }
+            logger.info("Firebase upload of \(name): the session is gone; starting a new one")
+            session = try await startSession(name, size: size, metadata: metadata)
+            offset = 0
+            mustAsk = false
+        }
+
+        while true {
+            if Task.isCancelled { throw StorageError.cancelled }
+            if mustAsk {
+                do {
+                    let r = try await transport.send("upload status", path: name, idempotent: true, deadline: end,
+                                                     command(session, "query", offset: nil, body: nil))
+                    let got = r.headers.first(name: "X-Goog-Upload-Size-Received").flatMap { Int64($0) } ?? 0
+                    guard got <= size else {
+                        throw StorageError.unknown(status: r.status, message: "upload of \(name): the session holds \(got) bytes of \(size)")
+                    }
+                    received(got)
+                    mustAsk = false
+                    if Self.isFinal(r) || got == size {
+                        // Everything is there: a finalize (repeated, if need be) answers with the object.
+                        let f = try await transport.send("upload finalize", path: name, idempotent: true, deadline: end,
+                                                         command(session, "finalize", offset: size, body: nil))
+                        return try parseObject(f)
+                    }
+                } catch StorageError.objectNotFound {
+                    try await restart()
+                }
+                continue
+            }
+            let length = Int(min(Int64(tuning.chunkSize), size - offset))
+            let chunk = try reader.read(at: offset, count: length)
+            let last = offset + Int64(length) == size
+            let verb = last ? (length > 0 ? "upload, finalize" : "finalize") : "upload"
+            do {
+                let r = try await transport.send("upload chunk", path: name, idempotent: false, deadline: end,
+                                                 command(session, verb, offset: offset, body: chunk))
+                if last || Self.isFinal(r) { return try parseObject(r) }
+                received(offset + Int64(length))
+            } catch StorageError.objectNotFound {
+                try await restart()
+            } catch let e as StorageError where e.isTransient {
+                retries += 1
+                let pause = policy.delay(beforeRetry: retries, random: Double.random(in: 0...1))
+                if ContinuousClock.now + pause >= end {
+                    throw StorageError.retryLimitExceeded(message: "upload of \(name) stuck at byte \(offset) of \(size): \(e)")
+                }
+                logger.debug("Firebase upload of \(name): \(e) at byte \(offset); asking the session in \(pause)")
+                do { try await Task.sleep(for: pause) } catch { throw StorageError.cancelled }
+                mustAsk = true
+            }
+        }
+    }
+}

@@ -1,0 +1,40 @@
+import Foundation
+import StorageModel
+
+/// Where the transport gets each request's `Authorization` header, and what it does after a 401.
+/// The Cloud Storage JSON API uses OAuth2 access tokens (`GCSAuthorization`); the Firebase store
+/// brings Firebase ID tokens.
+package protocol TransportAuthorization: Sendable {
+    /// The header value, or nil to send none. `timeout` bounds a token fetch.
+    func authorization(timeout: Duration) async throws -> String?
+    /// Whether a 401 may be cured by a fresh token (then the call is tried once more).
+    var canRefresh: Bool { get }
+    /// Whether a streamed read answered 401 before its first byte is tried once more too.
+    var refreshesStreams: Bool { get }
+    /// After a 401 to a request sent with `sent` (the header value, never logged): the next
+    /// `authorization` must come from a fresh token. Concurrent calls for one token share one refresh.
+    func unauthorized(sent: String?) async
+    /// The error that ends a call refused with 401 for good: `message` is the server's, plus what to do.
+    func unauthenticated(_ message: String) -> StorageError
+}
+
+/// OAuth2 access tokens for the JSON API, from `TokenProvider`.
+struct GCSAuthorization: TransportAuthorization {
+    let tokens: TokenProvider
+    let credentials: CredentialSource
+
+    func authorization(timeout: Duration) async throws -> String? {
+        try await tokens.authorization(timeout: timeout)
+    }
+
+    var canRefresh: Bool { tokens.canRefresh }
+
+    /// A stream answered 401 fails at once, as it always has for gs://.
+    var refreshesStreams: Bool { false }
+
+    func unauthorized(sent: String?) async { await tokens.invalidate() }
+
+    func unauthenticated(_ message: String) -> StorageError {
+        .unauthenticated(message: "\(message) (credentials: \(credentials); see --key-file, --token, --anonymous)")
+    }
+}

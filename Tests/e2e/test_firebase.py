@@ -1,0 +1,511 @@
+"""firebase:// for real (issue 17): `bucketfs login` (email and password from a file, standard
+input or a terminal without echo; a custom token; a new anonymous user), `whoami`, `logout`, the
+library commands and a real mount against Tests/e2e/firebase_server.py (v0 + Firebase Auth, a
+small rules model), with `ls -l`, `cat`, `getfattr -d`, `setfattr`, `cp`, `mv`, `rm`, `rsync -aX`
+and `tar` within what the rules allow, EACCES and a clear log line beyond, ID tokens that expire
+every few seconds, and no token or password in the mount's log, process title or metrics.
+
+The server runs in this process (fixture `firebase_server`, ports 9220–9229); the environment
+points bucketfs at it the way `firebase emulators:start` would (FIREBASE_AUTH_EMULATOR_HOST,
+FIREBASE_STORAGE_EMULATOR_HOST), with a config directory of the test's own."""
+import json
+import os
+import pty
+import re
+import select
+import shutil
+import socket
+import stat
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from conftest import BIN, run, sh
+from firebase_http import BUCKET, obj_path, request
+
+API_KEY = "test-api-key"
+SRC = f"firebase://{BUCKET}"
+
+RULES = {"version": 2, "rules": [
+    {"match": "users/{uid}/{rest=**}", "allow": {"read,write": "owner"}},
+    {"match": "shared/{rest=**}", "allow": {"read": "auth"}},          # a read-only area
+    {"match": "{rest=**}", "allow": {"list": "auth"}},                  # every name listable, not readable
+]}
+
+
+class Firebase:
+    """The server, a user, and bucketfs pointed at them."""
+
+    def __init__(self, server, tmp_path):
+        self.server = server
+        self.tmp = tmp_path
+        self.config = tmp_path / "config"
+        self.email = "alice@example.com"
+        self.password = "correct horse battery staple"
+        self.uid = server.create_user(self.email, self.password)
+        self.password_file = tmp_path / "password"
+        self.password_file.write_text(self.password + "\n")
+        server.set_rules(RULES)
+
+    @property
+    def login_file(self):
+        return self.config / "bucketfs" / f"firebase-{BUCKET}.json"
+
+    def login(self, *extra, check=True, input=None):
+        return run("login", SRC, "--api-key", API_KEY, *extra, check=check, input=input)
+
+    def login_email(self):
+        return self.login("--email", self.email, "--password-file", self.password_file)
+
+    def home(self, name=""):
+        return f"users/{self.uid}" + ("/" + name if name else "")
+
+    def secrets(self):
+        """Every token the server has issued, and the password."""
+        with self.server.lock:
+            return list(self.server.id_tokens) + list(self.server.refresh_tokens) + [self.password]
+
+
+@pytest.fixture
+def fb(firebase_server, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("FIREBASE_AUTH_EMULATOR_HOST", firebase_server.hostport)
+    monkeypatch.setenv("FIREBASE_STORAGE_EMULATOR_HOST", firebase_server.hostport)
+    for v in ("FIREBASE_ID_TOKEN", "STORAGE_EMULATOR_HOST"):
+        monkeypatch.delenv(v, raising=False)
+    f = Firebase(firebase_server, tmp_path)
+    yield f
+    assert firebase_server.violations == [], "bucketfs sent, copied or used a download token"
+
+
+def fields(out):
+    """`key: value` lines as a dict."""
+    d = {}
+    for line in out.decode().splitlines():
+        k, sep, v = line.partition(": ")
+        if sep:
+            d[k.strip()] = v.strip()
+    return d
+
+
+def errno_of(cmd):
+    p = sh(cmd, check=False)
+    return p.returncode, p.stderr.decode(errors="replace")
+
+
+def wait_for(pred, timeout=10, what="condition"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if pred():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+# --- login, whoami, logout ---------------------------------------------------------------------
+
+def test_firebase_login_email_password_file_whoami_logout(fb):
+    p = fb.login_email()
+    out = fields(p.stdout)
+    assert out["uid"] == fb.uid and out["email"] == fb.email and out["provider"] == "password"
+    st = os.stat(fb.login_file)
+    assert stat.S_IMODE(st.st_mode) == 0o600 and stat.S_IMODE(os.stat(fb.login_file.parent).st_mode) == 0o700
+    kept = json.loads(fb.login_file.read_text())
+    assert kept["uid"] == fb.uid and kept["apiKey"] == API_KEY and kept["refreshToken"] in fb.server.refresh_tokens
+    assert fb.password not in fb.login_file.read_text()
+    assert not any(t in fb.login_file.read_text() for t in fb.server.id_tokens), "an ID token was kept"
+
+    w = fields(run("whoami", SRC).stdout)
+    assert w["uid"] == fb.uid and w["email"] == fb.email and w["provider"] == "password"
+    assert re.match(r"\d{4}-\d\d-\d\dT.*\(in (59|60) min\)", w["ID token expires"]), w
+
+    assert "signed out" in run("logout", SRC).stdout.decode()
+    assert not fb.login_file.exists()
+    p = run("whoami", SRC, check=False)
+    assert p.returncode != 0 and f"bucketfs login {SRC} --api-key KEY --email ADDRESS" in p.stderr.decode()
+    assert "not signed in" in run("logout", SRC).stdout.decode()
+
+
+def test_firebase_login_password_from_stdin_and_refusals(fb):
+    p = fb.login("--email", fb.email, input=(fb.password + "\n").encode())
+    assert fields(p.stdout)["uid"] == fb.uid
+    run("logout", SRC)
+    p = fb.login("--email", fb.email, input=b"wrong password\n", check=False)
+    assert p.returncode != 0 and "INVALID_LOGIN_CREDENTIALS" in p.stderr.decode()
+    assert "wrong password" not in p.stderr.decode() + p.stdout.decode()
+    assert not fb.login_file.exists()
+    # exactly one way to sign in
+    p = fb.login("--email", fb.email, "--anonymous", check=False)
+    assert p.returncode != 0 and "exactly one of" in p.stderr.decode()
+    p = run("login", "gs://some-bucket", "--api-key", API_KEY, "--anonymous", check=False)
+    assert p.returncode != 0 and "not a firebase:// source" in p.stderr.decode()
+
+
+def test_firebase_login_password_from_a_terminal_without_echo(fb):
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(BIN, [BIN, "login", SRC, "--api-key", API_KEY, "--email", fb.email])
+    out = b""
+    try:
+        deadline = time.time() + 60
+        while b"Password for" not in out and time.time() < deadline:
+            if select.select([fd], [], [], 1)[0]:
+                out += os.read(fd, 4096)
+        assert b"Password for alice@example.com" in out, out
+        os.write(fd, (fb.password + "\n").encode())
+        while time.time() < deadline:
+            if select.select([fd], [], [], 1)[0]:
+                try:
+                    chunk = os.read(fd, 4096)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                out += chunk
+    finally:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if not done:  # never wait for ever on a login that hangs
+            time.sleep(2)
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if not done:
+                os.kill(pid, 9)
+                _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 0, out
+    assert fb.password.encode() not in out, "the password was echoed"
+    assert f"uid: {fb.uid}".encode() in out
+
+
+def test_firebase_login_custom_token_and_anonymous(fb, tmp_path):
+    token_file = tmp_path / "custom-token"
+    token_file.write_text(fb.server.custom_token("carol") + "\n")
+    out = fields(fb.login("--custom-token-file", token_file).stdout)
+    assert out["uid"] == "carol" and out["provider"] == "custom" and out["email"] == "-"
+    assert fields(run("whoami", SRC).stdout)["uid"] == "carol"
+    run("put", "-", f"{SRC}/users/carol/hello.txt", input=b"from carol")
+    assert fb.server.get_object(BUCKET, "users/carol/hello.txt").data == b"from carol"
+
+    out = fields(fb.login("--anonymous").stdout)
+    anon = out["uid"]
+    assert out["provider"] == "anonymous" and anon in fb.server.users and anon != "carol"
+    run("put", "-", f"{SRC}/users/{anon}/a.txt", input=b"anon")
+    p = run("put", "-", f"{SRC}/users/carol/a.txt", input=b"x", check=False)
+    assert p.returncode != 0 and "Permission denied" in p.stderr.decode()
+
+
+# --- sources, library commands, fail-fast checks -----------------------------------------------
+
+def test_firebase_library_commands(fb):
+    fb.login_email()
+    home = f"{SRC}/{fb.home()}"
+    assert run("put", "-", f"{home}/notes/a.txt", "--content-type", "text/plain", "--metadata", "color=blue",
+               input=b"hello").returncode == 0
+    obj = fb.server.get_object(BUCKET, fb.home("notes/a.txt"))
+    assert obj.data == b"hello" and obj.custom == {"color": "blue"} and obj.props["contentType"] == "text/plain"
+    assert run("cat", f"{home}/notes/a.txt").stdout == b"hello"
+    assert run("ls", f"{home}/notes").stdout.decode().split() == ["a.txt"]
+    assert run("ls", home).stdout.decode().split() == ["notes/"]
+    st = json.loads(run("stat", "--json", f"{home}/notes/a.txt").stdout)
+    assert st["size"] == "5" and st["customMetadata"] == {"color": "blue"} and st["contentType"] == "text/plain"
+    assert "downloadTokens" not in json.dumps(st) and not any(t in json.dumps(st) for t in obj.tokens)
+    run("meta", "set", f"{home}/notes/a.txt", "size", "L")
+    run("meta", "rm", f"{home}/notes/a.txt", "color")
+    assert run("meta", "get", f"{home}/notes/a.txt", "size").stdout == b"L\n"
+    assert fb.server.get_object(BUCKET, fb.home("notes/a.txt")).custom == {"size": "L"}
+    # a v0 URL is a firebase:// source: its host is the endpoint
+    url = f"{fb.server.endpoint}/v0/b/{BUCKET}/o/{fb.home('notes/a.txt').replace('/', '%2F')}"
+    assert run("cat", url).stdout == b"hello"
+    # beyond the rules: the server's words, exit 1
+    p = run("cat", f"{SRC}/users/someone-else/x", check=False)
+    assert p.returncode == 1 and "Permission denied" in p.stderr.decode()
+    run("rm", f"{home}/notes/a.txt")
+    assert fb.server.get_object(BUCKET, fb.home("notes/a.txt")) is None
+    p = run("rm", f"{home}/notes/a.txt", check=False)
+    assert p.returncode == 2  # not found (allowed by the rules, so a real 404)
+
+
+def test_firebase_https_v0_url_source(fb):
+    fb.login_email()
+    fb.server.put_object(BUCKET, fb.home("u.txt"), b"via https url")
+    # the production host is the endpoint only when nothing else says; here the emulator variable does
+    url = f"https://firebasestorage.googleapis.com/v0/b/{BUCKET}/o/{fb.home('u.txt').replace('/', '%2F')}"
+    assert run("cat", url).stdout == b"via https url"
+
+
+def test_firebase_commands_without_login_fail_fast(fb, mounts, tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    t = time.time()
+    p = subprocess.run([BIN, "mount", SRC, str(mnt)], capture_output=True, timeout=30)
+    assert p.returncode == 1 and time.time() - t < 5
+    err = p.stderr.decode()
+    assert f"bucketfs login {SRC} --api-key KEY --email ADDRESS" in err, err
+    assert not os.path.ismount(mnt)
+    p = run("ls", f"{SRC}/{fb.home()}", check=False)
+    assert p.returncode == 1 and f"bucketfs login {SRC}" in p.stderr.decode()
+    p = run("ls", f"{SRC}/{fb.home()}", "--anonymous", check=False)
+    assert p.returncode == 1 and "--anonymous" in p.stderr.decode() and "bucketfs login" in p.stderr.decode()
+
+
+def test_firebase_mount_refuses_what_cannot_work(fb, tmp_path):
+    fb.login_email()
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+
+    def mount(src, *extra):
+        t = time.time()
+        p = subprocess.run([BIN, "mount", src, str(mnt), *extra], capture_output=True, timeout=60)
+        took = time.time() - t
+        assert not os.path.ismount(mnt)
+        assert p.returncode == 1, p.stdout
+        return p.stderr.decode(), took
+
+    # rules that do not allow listing the mounted prefix
+    fb.server.set_rules({"version": 2, "rules": [{"match": "users/{uid}/{rest=**}", "allow": {"get": "owner"}}]})
+    err, took = mount(f"{SRC}/{fb.home()}")
+    assert "may not list" in err and "Permission denied" in err and "allow list" in err and took < 10, err
+    # rules_version 1 refuses every list, and the message says how to fix it
+    fb.server.set_rules({**RULES, "version": 1})
+    err, _ = mount(f"{SRC}/{fb.home()}")
+    assert "rules_version = '2'" in err and "rules_version = '1'" in err, err
+    fb.server.set_rules(RULES)
+    # an endpoint where nothing listens
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    err, took = mount(f"{SRC}/{fb.home()}", "--endpoint", f"http://127.0.0.1:{dead}")
+    assert "cannot reach" in err and f"127.0.0.1:{dead}" in err and took < 15, err
+    # a bucket that does not exist (signed in to it, so only the bucket is wrong)
+    run("login", "firebase://no-such-bucket.appspot.com", "--api-key", API_KEY, "--email", fb.email,
+        "--password-file", fb.password_file)
+    err, _ = mount("firebase://no-such-bucket.appspot.com/" + fb.home())
+    assert "bucket 'no-such-bucket.appspot.com' does not exist" in err, err
+    # a login whose refresh token was revoked
+    fb.server.revoke(fb.uid)
+    err, _ = mount(f"{SRC}/{fb.home()}")
+    assert "TOKEN_EXPIRED" in err and f"bucketfs login {SRC}" in err, err
+
+
+# --- the mount ---------------------------------------------------------------------------------
+
+def seed(fb):
+    s = fb.server
+    s.put_object(BUCKET, fb.home("a.txt"), b"alpha\n", "text/plain", {"color": "red", "owner": "alice"})
+    s.put_object(BUCKET, fb.home("docs/b.md"), b"# bravo\n", "text/markdown")
+    s.put_object(BUCKET, "shared/readme.txt", b"read me\n", "text/plain")
+    s.put_object(BUCKET, "users/someone-else/private.txt", b"not yours\n")
+
+
+def test_firebase_mount_tools_within_the_rules(fb, mounts, tmp_path):
+    seed(fb)
+    fb.login_email()
+    mnt = mounts.mount(SRC, "--metadata-ttl", "1")
+    home = os.path.join(mnt, fb.home())
+    # down from the root by listings (a lookup of `users` alone: see the xfail test below)
+    assert sorted(os.listdir(mnt)) == ["shared", "users"]
+    assert sorted(os.listdir(os.path.join(mnt, "users"))) == sorted([fb.uid, "someone-else"])
+
+    # ls -l, cat, getfattr -d
+    out = sh(["ls", "-l", home]).stdout.decode()
+    assert re.search(r"^-.* 6 .* a\.txt$", out, re.M) and re.search(r"^d.* docs$", out, re.M), out
+    assert sh(["cat", f"{home}/a.txt"]).stdout == b"alpha\n"
+    xattrs = sh(["getfattr", "-d", "-m", "-", f"{home}/a.txt"]).stdout.decode()
+    assert 'user.color="red"' in xattrs and 'user.storage.contentType="text/plain"' in xattrs, xattrs
+    assert "downloadTokens" not in xattrs and "firebaseStorageDownloadTokens" not in xattrs
+    tokens = fb.server.get_object(BUCKET, fb.home("a.txt")).tokens
+    assert tokens and not any(t in xattrs for t in tokens)
+
+    # setfattr sends only its key: a key another client set meanwhile survives
+    r = request(fb.server.endpoint, "PATCH", obj_path(fb.home("a.txt")), {"metadata": {"elsewhere": "yes"}},
+                token=json.loads(request(fb.server.endpoint, "POST",
+                                         "/v1/accounts:signInWithPassword?key=k",
+                                         {"email": fb.email, "password": fb.password}).body)["idToken"])
+    assert r.status == 200
+    sh(["setfattr", "-n", "user.size", "-v", "XL", f"{home}/a.txt"])
+    sh(["setfattr", "-x", "user.owner", f"{home}/a.txt"])
+    assert fb.server.get_object(BUCKET, fb.home("a.txt")).custom == {"color": "red", "elsewhere": "yes", "size": "XL"}
+
+    # cp in (small and resumable-sized), mv, rm
+    small = tmp_path / "small.bin"
+    small.write_bytes(os.urandom(100_000))
+    big = tmp_path / "big.bin"
+    big.write_bytes(os.urandom(9 * 1024 * 1024 + 12345))
+    sh(["cp", str(small), str(big), home])
+    assert fb.server.get_object(BUCKET, fb.home("small.bin")).data == small.read_bytes()
+    assert fb.server.get_object(BUCKET, fb.home("big.bin")).data == big.read_bytes()
+    assert sh(["cmp", str(big), f"{home}/big.bin"]).returncode == 0
+    before = fb.server.get_object(BUCKET, fb.home("a.txt"))
+    sh(["mv", f"{home}/a.txt", f"{home}/docs/a-moved.txt"])
+    moved = fb.server.get_object(BUCKET, fb.home("docs/a-moved.txt"))
+    assert fb.server.get_object(BUCKET, fb.home("a.txt")) is None
+    assert moved.data == before.data and moved.custom == before.custom
+    assert not set(moved.tokens) & set(before.tokens), "a download token was copied by the rename"
+    sh(["rm", f"{home}/small.bin", f"{home}/big.bin"])
+    assert fb.server.get_object(BUCKET, fb.home("small.bin")) is None
+
+    # rsync -aX in and back out keeps content and custom metadata
+    src = tmp_path / "tree"
+    (src / "sub").mkdir(parents=True)
+    (src / "one.txt").write_text("one\n")
+    (src / "sub" / "two.txt").write_text("two\n")
+    sh(["setfattr", "-n", "user.tag", "-v", "t1", str(src / "one.txt")])
+    sh(["rsync", "-aX", f"{src}/", f"{home}/tree/"])
+    assert fb.server.get_object(BUCKET, fb.home("tree/one.txt")).custom.get("tag") == "t1"
+    back = tmp_path / "back"
+    sh(["rsync", "-aX", f"{home}/tree/", f"{back}/"])
+    assert (back / "sub" / "two.txt").read_text() == "two\n"
+    assert sh(["getfattr", "-n", "user.tag", "--only-values", str(back / "one.txt")]).stdout == b"t1"
+
+    # tar out of the mount and into it
+    archive = tmp_path / "home.tar"
+    sh(["tar", "-cf", str(archive), "-C", home, "docs", "tree"])
+    names = sh(["tar", "-tf", str(archive)]).stdout.decode().split()
+    assert "docs/b.md" in names and "tree/sub/two.txt" in names
+    os.makedirs(f"{home}/restored")
+    sh(["tar", "-xf", str(archive), "-C", f"{home}/restored"])
+    assert fb.server.get_object(BUCKET, fb.home("restored/docs/b.md")).data == b"# bravo\n"
+
+    # beyond the rules: EACCES, and a clear log line
+    assert sorted(os.listdir(os.path.join(mnt, "shared"))) == ["readme.txt"]
+    assert sh(["cat", os.path.join(mnt, "shared", "readme.txt")]).stdout == b"read me\n"
+    rc, err = errno_of(["cp", str(tmp_path / "back" / "one.txt"), os.path.join(mnt, "shared", "new.txt")])
+    assert rc != 0 and "Permission denied" in err, err
+    rc, err = errno_of(["rm", os.path.join(mnt, "shared", "readme.txt")])
+    assert rc != 0 and "Permission denied" in err, err
+    assert fb.server.get_object(BUCKET, "shared/readme.txt") is not None
+    rc, err = errno_of(["cp", str(tmp_path / "back" / "one.txt"), os.path.join(mnt, "users", "someone-else", "mine.txt")])
+    assert rc != 0 and "Permission denied" in err, err
+    assert fb.server.get_object(BUCKET, "users/someone-else/mine.txt") is None
+    log = open(mounts.log_path(mnt)).read()
+    assert re.search(r"shared/new\.txt.*Permission denied. No WRITE permission", log), log[-3000:]
+    assert re.search(r"shared/readme\.txt.*Permission denied. No WRITE permission", log), log[-3000:]
+
+
+def listed_not_readable(fb, mounts, wait):
+    """The rules let every signed-in user list everything, and read only their own: another
+    user's file shows in `ls` (with a log line) and using it is EACCES."""
+    seed(fb)
+    fb.login_email()
+    mnt = mounts.mount(SRC, "--metadata-ttl", "1")
+    other = os.path.join(mnt, "users", "someone-else")
+    assert "users" in os.listdir(mnt)
+    assert "someone-else" in os.listdir(os.path.join(mnt, "users"))  # by listings (see the xfail test)
+    assert os.listdir(other) == ["private.txt"]
+    log = open(mounts.log_path(mnt)).read()
+    assert re.search(r"users/someone-else/private\.txt.*Permission denied. No READ permission", log), log[-3000:]
+    time.sleep(wait)
+    rc, err = errno_of(["cat", os.path.join(other, "private.txt")])
+    assert rc != 0 and "Permission denied" in err, f"cat of an unreadable file: rc {rc}, {err!r}"
+
+
+def test_firebase_listed_but_not_readable_is_eacces(fb, mounts):
+    listed_not_readable(fb, mounts, wait=1.5)
+
+
+@pytest.mark.xfail(strict=True, reason="the core's lookup of a name not yet listed GETs it and lists NAME/ at once and "
+                   "fails on either error: `users` (not readable under users/{uid} rules, but a directory) is EACCES; "
+                   "see Requests from fbcli in notes/FIREBASE-API.md")
+def test_firebase_lookup_of_a_directory_whose_own_name_is_not_readable(fb, mounts):
+    seed(fb)
+    fb.login_email()
+    mnt = mounts.mount(SRC)
+    # no listing first: the kernel looks up `users`, then the uid, then the file
+    assert open(os.path.join(mnt, fb.home("a.txt")), "rb").read() == b"alpha\n"
+
+
+def test_firebase_mount_across_token_expiries(fb, mounts, tmp_path):
+    fb.server.token_lifetime = 3
+    seed(fb)
+    fb.login_email()
+    mnt = mounts.mount(f"{SRC}/{fb.home()}", "--metadata-ttl", "0.5")
+    before = fb.server.snapshot_stats()["refresh"]
+    end = time.time() + 11
+    i = 0
+    while time.time() < end:  # several token lifetimes, each operation a request or more
+        assert sh(["cat", f"{mnt}/a.txt"]).stdout == b"alpha\n"
+        (tmp_path / "w").write_text(f"write {i}\n")
+        sh(["cp", str(tmp_path / "w"), f"{mnt}/w{i % 3}.txt"])
+        assert "a.txt" in os.listdir(mnt)
+        i += 1
+        time.sleep(0.7)
+    assert fb.server.get_object(BUCKET, fb.home("w0.txt")).data.startswith(b"write")
+    refreshes = fb.server.snapshot_stats()["refresh"] - before
+    assert refreshes >= 3, f"only {refreshes} refreshes in 11 s of 3 s tokens"
+    # a token ended early (a 401 before its time): one refresh, then the operation succeeds
+    fb.server.expire(fb.uid)
+    assert sh(["cat", f"{mnt}/docs/b.md"]).stdout == b"# bravo\n"
+    # a refresh refused for good: EACCES and "sign in again" in the log
+    fb.server.revoke(fb.uid)
+    fb.server.expire(fb.uid)
+    time.sleep(1.2)  # past --metadata-ttl and the failure memory of the last success
+    rc, err = errno_of(["cat", f"{mnt}/docs/b.md"])
+    if rc == 0:  # the content may still be cached from the read above: ask for a new file
+        rc, err = errno_of(["cp", str(tmp_path / "w"), f"{mnt}/after-revoke.txt"])
+    assert rc != 0 and "Permission denied" in err, err
+    wait_for(lambda: "bucketfs login" in open(mounts.log_path(mnt)).read(), what="the sign-in-again log line")
+    assert f"bucketfs login firebase://{BUCKET}" in open(mounts.log_path(mnt)).read()
+
+
+def daemon_of(mnt):
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            args = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if str(mnt).encode() in args and b"--foreground" in args:
+            return int(pid), b" ".join(args)
+    raise AssertionError(f"no mount process for {mnt}")
+
+
+def test_firebase_no_token_in_logs_process_title_or_metrics(fb, mounts, tmp_path):
+    seed(fb)
+    fb.server.token_lifetime = 2
+    fb.login_email()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    reqlog = tmp_path / "requests.log"
+    mnt = mounts.mount(f"{SRC}/{fb.home()}", "--log-level", "debug", "--request-log", reqlog,
+                       "--metrics-address", f"127.0.0.1:{port}", "--metadata-ttl", "0.5")
+    for i in range(4):
+        sh(["ls", "-l", mnt])
+        sh(["cat", f"{mnt}/a.txt"])
+        (tmp_path / "x").write_text(str(i))
+        sh(["cp", str(tmp_path / "x"), f"{mnt}/x.txt"])
+        time.sleep(0.8)
+    pid, cmdline = daemon_of(mnt)
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
+    texts = {"log": open(mounts.log_path(mnt), "rb").read(), "request log": reqlog.read_bytes(),
+             "process title": cmdline, "metrics": metrics}
+    secrets = fb.secrets()
+    assert len(secrets) >= 4  # several ID tokens were issued and used
+    for what, text in texts.items():
+        for s in secrets:
+            assert s.encode() not in text, f"a token or the password is in the mount's {what}"
+    assert stat.S_IMODE(os.stat(fb.login_file).st_mode) == 0o600
+
+
+def test_firebase_id_token_option_never_in_the_process_title(fb, mounts):
+    seed(fb)
+    login = json.loads(request(fb.server.endpoint, "POST", "/v1/accounts:signInWithPassword?key=k",
+                               {"email": fb.email, "password": fb.password}).body)
+    token = login["idToken"]
+    w = fields(run("whoami", SRC, "--id-token", token).stdout)
+    assert w["uid"] == fb.uid and w["provider"] == "password" and "never refreshed" in w["login"]
+    mnt = mounts.mount(f"{SRC}/{fb.home()}", "--id-token", token)
+    assert sh(["cat", f"{mnt}/a.txt"]).stdout == b"alpha\n"
+    pid, cmdline = daemon_of(mnt)
+    assert token.encode() not in cmdline
+    assert token.encode() not in open(mounts.log_path(mnt), "rb").read()
+    # FIREBASE_ID_TOKEN works the same for library commands
+    env = dict(os.environ, FIREBASE_ID_TOKEN=token)
+    assert run("cat", f"{SRC}/{fb.home('docs/b.md')}", env=env).stdout == b"# bravo\n"
+    # a fixed token is not refreshed: once it ends, EACCES
+    fb.server.expire(fb.uid)
+    p = run("cat", f"{SRC}/{fb.home('docs/b.md')}", env=env, check=False)
+    err = p.stderr.decode()
+    assert p.returncode == 1 and "has expired" in err and "never refreshed" in err, err
