@@ -18,7 +18,8 @@ eval "$(Scripts/emulator.sh start)" || { echo "emulator did not start"; exit 1; 
 eval "$(Scripts/fake-gcs.sh start)" || { echo "fake-gcs-server did not start"; exit 1; }
 
 echo "== swift test"
-swift test --skip-build 2>&1 | tee /tmp/bucketfs-swift-test.log | grep -vE '^\[|^Test Case .* started' | tail -n 60
+swift_log="$(mktemp /tmp/bucketfs-swift-test.XXXXXX.log)"
+swift test --skip-build 2>&1 | tee "$swift_log" | grep -vE '^\[|^Test Case .* started' | tail -n 60
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 if [ -d Tests/e2e ]; then
