@@ -15,6 +15,7 @@ extension BucketFileSystem {
     func loadListing(_ dir: Node, into handle: DirHandle? = nil) async throws(Errno) -> Listing {
         let prefix = superblock.childPrefix(of: dir)
         if let e = failures.check(.listing(prefix: prefix)) { throw e }
+        let since = superblock.readBegins()
         var token: String? = nil
         var dirs: [String] = []
         // In the bucket's order, so the cache's FIFO keeps the end of a listing it cannot hold.
@@ -48,7 +49,7 @@ extension BucketFileSystem {
             }
         }
         return superblock.applyListing(dir, prefix: prefix, dirs: dirs, files: files, placeholder: placeholder,
-                                       at: now, into: handle)
+                                       at: now, since: since, into: handle)
     }
 
     /// lookup with no I/O: from a fresh listing of the parent (a miss there is ENOENT).
@@ -74,6 +75,7 @@ extension BucketFileSystem {
         if let local = superblock.pendingNewFile(at: path) { return local }
         if StoragePath.mountProblem(path) != nil { throw .ENOENT }
         if let e = failures.check(.metadata(path: path)) { throw e }
+        let since = superblock.readBegins()
         async let meta: ObjectInfo? = { () async throws -> ObjectInfo? in
             do { return try await store.getMetadata(path) } catch StorageError.objectNotFound { return nil }
         }()
@@ -88,7 +90,7 @@ extension BucketFileSystem {
             failures.note(.metadata(path: path), e)
             throw e
         }
-        return try superblock.bindLookedUp(path, listed: listed, info: info, at: now)
+        return try superblock.bindLookedUp(path, listed: listed, info: info, at: now, since: since)
     }
 
     /// getattr with no I/O: nil when the metadata must be read first.
@@ -108,22 +110,24 @@ extension BucketFileSystem {
         // A directory's attributes and xattrs are those of its `dir/` placeholder.
         if n.type == .directory { return try await reloadPlaceholder(n) }
         if let dir = relist {
+            let since = superblock.readBegins()
             let l = try await loadListing(dir)
             let (listed, box) = superblock.isListed(n, in: l)
             // (A listing larger than the cache may have evicted this very info: read it alone.)
             if listed, box != nil { return box }
-            if !listed {
-                superblock.markGone(n)
+            // Unlisted: gone, unless it changed here while the listing was read (then ask).
+            if !listed, superblock.markGone(n, since: since) {
                 logger.debug("stat \(name): not found")
                 throw .ENOENT
             }
         }
         if let e = failures.check(.metadata(path: name)) { throw e }
+        let since = superblock.readBegins()
         do {
             let info = try await store.getMetadata(name)
-            return superblock.setInfo(n, info)
+            return superblock.setReadInfo(n, info, since: since)
         } catch {
-            if case StorageError.objectNotFound = error { superblock.markGone(n) }
+            if case StorageError.objectNotFound = error { superblock.markGone(n, since: since) }
             let e = fail(error, "stat", name)
             failures.note(.metadata(path: name), e)
             throw e

@@ -17,6 +17,10 @@ final class Node: @unchecked Sendable {
     var info: ObjectInfo? { box?.info }
     /// When `info` (or the absence of a placeholder) must be read again.
     var infoExpiry: Double = 0
+    /// The superblock's change count when `box` (or the node's presence) last changed: a read
+    /// of the bucket that began before it (a listing, a GET) knows less than the node does, and
+    /// does not overwrite it (`Superblock.readBegins`).
+    var infoSeq: UInt64 = 0
     /// Kernel lookup count (lookup, create, mkdir and readdirplus entries raise it; forget lowers).
     /// While it is above 0 the node stays in the table, so its number stays bound to its path.
     var lookups: UInt64 = 0
@@ -140,6 +144,9 @@ final class StagedFile: @unchecked Sendable {
     /// Writable metadata the upload carries (xattrs and mtime set before close go here).
     var metadata: WritableMetadata
     var openHandles = 0
+    /// Operations between handing this content out and giving it to a handle (an open for
+    /// writing) or back (a truncate): it stays meanwhile (`Superblock.installStage`).
+    var pins = 0
     /// A sidecar names this stage's object (written before it first became dirty).
     var recorded = false
     /// The background attempts after a failed upload (until they end). Cancelling it stops the

@@ -10,9 +10,10 @@ extension BucketFileSystem {
         guard n.type == .regular else { throw .EISDIR }
         // The metadata the open saw: the node's own may be evicted before the handle is built.
         var seen: ObjectInfo? = nil
+        var pinned: StagedFile? = nil
         if flags.isWrite {
             if config.readOnly { throw .EROFS }
-            try await stage(n, truncate: flags.truncate)
+            pinned = try await stage(n, truncate: flags.truncate)
         } else {
             // Close-to-open: a file opened after its TTL sees the current generation.
             seen = try await refreshed(n)?.info
@@ -28,7 +29,7 @@ extension BucketFileSystem {
                 throw fail(error, "open", path)
             }
         }
-        let (fh, h) = superblock.openFile(n, writable: flags.isWrite, seen: seen) { path, info in
+        let (fh, h) = superblock.openFile(n, writable: flags.isWrite, seen: seen, pinned: pinned) { path, info in
             makeStream(path, info, localFile: localFile)
         }
         if h.stream == nil, let fd = localFile { Glibc.close(fd) }

@@ -7,8 +7,10 @@ import StorageModel
 /// becomes dirty.
 extension BucketFileSystem {
     /// Gives a file local content: empty (truncate, or new), else a copy of the generation read.
-    func stage(_ n: Node, truncate: Bool) async throws(Errno) {
-        if let s = superblock.stage(of: n) {
+    /// Returns it pinned (`Superblock.installStage`): the caller's handle keeps the pin, or the
+    /// caller gives it back (`unpin`).
+    func stage(_ n: Node, truncate: Bool) async throws(Errno) -> StagedFile {
+        if let s = superblock.pinStage(of: n) {
             if truncate {
                 superblock.withStage(of: n, stage: s) { s, file in
                     ftruncate(s.fd, 0)
@@ -16,7 +18,7 @@ extension BucketFileSystem {
                     markDirty(s, object: file.path)
                 }
             }
-            return
+            return s
         }
         let box = try await refreshed(n, force: true)
         let (info, path) = superblock.infoAndPath(n, fallback: box?.info)
@@ -33,6 +35,7 @@ extension BucketFileSystem {
         }
         let winner = superblock.installStage(staged, on: n)
         if winner !== staged { staging.discard(staged) }
+        return winner
     }
 
     /// Copies generation `info` into a stage file. Every part is checked for length, the whole
@@ -83,8 +86,10 @@ extension BucketFileSystem {
     }
 
     public func write(ino: UInt64, fh: UInt64, offset: UInt64, data: Data) async throws(Errno) -> Int {
+        // The handle's own content (pinned by its open): a close of another handle cannot take
+        // it away meanwhile.
         guard let h = superblock.handle(fh), h.writable, let n = superblock.node(ino),
-              let s = superblock.stage(of: n) else { throw .EBADF }
+              let s = h.stage else { throw .EBADF }
         superblock.withStage(of: n, stage: s) { s, file in markDirty(s, object: file.path) }
         let w = data.withUnsafeBytes { pwrite(s.fd, $0.baseAddress, data.count, off_t(offset)) }
         if w < 0 { throw Errno(Glibc.errno) }
@@ -137,16 +142,19 @@ extension BucketFileSystem {
         if config.readOnly, changesSomething { throw .EROFS }
         if let size = changes.size {
             guard n.type == .regular else { throw .EISDIR }
-            let hadStage = superblock.stage(of: n) != nil
-            try await stage(n, truncate: size == 0)
-            superblock.withStage(of: n) { s, file in
+            let s = try await stage(n, truncate: size == 0)
+            superblock.withStage(of: n, stage: s) { s, file in
                 markDirty(s, object: file.path)
                 ftruncate(s.fd, off_t(size))
                 s.size = Int64(size)
                 touchMtime(s)
             }
-            if !hadStage {
-                // truncate(2) on a path: no close follows, so upload now.
+            superblock.unpin(s)
+            // ftruncate(2) through a handle open for writing: its close uploads. Otherwise
+            // (truncate(2) on a path, even while another process has the file open) no close of
+            // ours follows, so upload now.
+            let closeFollows = fh.flatMap { superblock.handle($0) }.map { $0.writable && $0.stage === s } ?? false
+            if !closeFollows {
                 defer { dropStageIfIdle(n) }
                 try await upload(ino: ino)
             }

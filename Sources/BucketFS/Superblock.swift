@@ -36,6 +36,10 @@ final class Superblock: @unchecked Sendable {
     private var nextFh: UInt64 = 1
     /// The mount is ending (unmount, SIGTERM): no new background upload attempts.
     private var shuttingDown = false
+    /// Counts changes of nodes' metadata and presence (each node keeps the count of its last
+    /// one, `Node.infoSeq`), so that a read of the bucket applies only what nothing here changed
+    /// since it began (`readBegins`).
+    private var changes: UInt64 = 0
 
     private let config: MountConfig
     private let stat: StatMapper
@@ -100,14 +104,30 @@ final class Superblock: @unchecked Sendable {
         try locked { () throws(E) -> T in try body(s) }
     }
 
-    /// Gives `n` local content unless it has some already; returns the one it has now.
+    /// Gives `n` local content unless it has some already; returns the one it has now, pinned
+    /// (`StagedFile.pins`: no close of another handle can take it away before the caller's
+    /// handle holds it). The caller hands the pin to a handle (`openFile(pinned:)`) or gives it
+    /// back (`unpin`).
     func installStage(_ s: StagedFile, on n: Node) -> StagedFile {
         locked {
-            if let had = n.staged { return had }
-            n.staged = s
-            return s
+            let kept = n.staged ?? s
+            n.staged = kept
+            kept.pins += 1
+            return kept
         }
     }
+
+    /// `n`'s local content, pinned as `installStage` pins it; nil when it has none.
+    func pinStage(of n: Node) -> StagedFile? {
+        locked {
+            n.staged?.pins += 1
+            return n.staged
+        }
+    }
+
+    /// Gives back a pin taken by `installStage` or `pinStage` (the caller then drops the stage if
+    /// it is idle).
+    func unpin(_ s: StagedFile) { locked { s.pins -= 1 } }
 
     /// Takes `n`'s stage away when `idle` says so (nobody keeps it, its content is saved); the
     /// node may then leave the table. Returns the stage taken (the caller discards its file).
@@ -227,6 +247,23 @@ final class Superblock: @unchecked Sendable {
         }
     }
 
+    /// Marks the start of a read of the bucket (a listing, a lookup, a GET): what it brings is
+    /// applied with this mark, and does not overwrite metadata that changed here after it (an
+    /// upload or a PATCH that ended while the read was under way knows better).
+    func readBegins() -> UInt64 { locked { changes } }
+
+    /// Caches metadata a GET that began at `since` read for `n`, unless `n`'s metadata changed
+    /// here after that; returns what `n` shows now.
+    func setReadInfo(_ n: Node, _ info: ObjectInfo, since: UInt64) -> InfoBox? {
+        locked {
+            guard n.infoSeq <= since else { return n.box ?? InfoBox(info) }
+            setInfoLocked(n, info, expiry: now + ttl)
+            let box = n.box
+            trimCacheLocked()
+            return box
+        }
+    }
+
     /// `n`'s metadata is read again at its next use; with `parentListing`, its directory is
     /// listed again too (the file shows the bucket's state again).
     func expire(_ n: Node, parentListing: Bool) {
@@ -236,8 +273,16 @@ final class Superblock: @unchecked Sendable {
         }
     }
 
-    /// A stat or a listing found `n`'s object missing.
-    func markGone(_ n: Node) { locked { markGoneLocked(n) } }
+    /// A stat or a listing that began at `since` found `n`'s object missing. False (and nothing
+    /// changes) when `n` changed here after that: the read knows less than the node.
+    @discardableResult
+    func markGone(_ n: Node, since: UInt64 = .max) -> Bool {
+        locked {
+            guard n.infoSeq <= since else { return false }
+            markGoneLocked(n)
+            return true
+        }
+    }
 
     /// The cached metadata of `n`, and whether it shows attributes that need metadata the cache
     /// evicted (then it must be read again before it is shown).
@@ -287,7 +332,7 @@ final class Superblock: @unchecked Sendable {
     /// from it at once, before anything can be evicted. Returns the listing (fresh even with a
     /// TTL of 0, for the caller that asked).
     func applyListing(_ dir: Node, prefix: String, dirs: [String], files: [(name: String, info: ObjectInfo)],
-                      placeholder: ObjectInfo?, at t: Double, into handle: DirHandle?) -> Listing {
+                      placeholder: ObjectInfo?, at t: Double, since: UInt64 = .max, into handle: DirHandle?) -> Listing {
         locked {
             // Directories that hold files created here and not uploaded yet exist before the
             // bucket has anything under them.
@@ -329,9 +374,9 @@ final class Superblock: @unchecked Sendable {
             }
             for (name, info) in files {
                 guard let ino = children[name], let n = nodes[ino], n.type == .regular else { continue }
-                keepListedInfoLocked(n, info, expiry: t + ttl)
+                keepListedInfoLocked(n, info, expiry: t + ttl, since: since)
             }
-            if dir.ino != Self.rootIno {
+            if dir.ino != Self.rootIno, dir.infoSeq <= since {
                 setInfoLocked(dir, placeholder, expiry: t + ttl)
             }
             if let handle { snapshotLocked(handle, listing) }
@@ -353,20 +398,20 @@ final class Superblock: @unchecked Sendable {
     /// Binds what a lookup of `path` found at `t`: a directory when the one-item listing of
     /// `path/` has anything (or files created here are below it), else the object `info`, else
     /// ENOENT.
-    func bindLookedUp(_ path: String, listed: ListPage, info: ObjectInfo?, at t: Double) throws(Errno) -> Node {
+    func bindLookedUp(_ path: String, listed: ListPage, info: ObjectInfo?, at t: Double, since: UInt64 = .max) throws(Errno) -> Node {
         try locked { () throws(Errno) -> Node in
             defer { trimCacheLocked() }
             if !listed.items.isEmpty || !listed.prefixes.isEmpty || hasPendingFilesLocked(below: path) {
                 let n = nodeLocked(path: path, type: .directory)
                 n.presence = .present
                 let ph = listed.items.first.flatMap { $0.name == path + "/" ? $0 : nil }
-                setInfoLocked(n, ph, expiry: t + ttl)
+                if n.infoSeq <= since { setInfoLocked(n, ph, expiry: t + ttl) }
                 return n
             }
             guard let info else { throw .ENOENT }
             let n = nodeLocked(path: info.name == path ? info.name : path, type: .regular)
             n.presence = .present
-            keepListedInfoLocked(n, info, expiry: t + ttl)
+            keepListedInfoLocked(n, info, expiry: t + ttl, since: since)
             return n
         }
     }
@@ -452,15 +497,23 @@ final class Superblock: @unchecked Sendable {
     /// one, with reads of the generation opened made by `makeStream` (a file not staged, opened
     /// for reading). Close-to-open: pages cached for the generation opened last stay; any other
     /// generation (or local content being written) drops them. Returns the handle's number.
-    func openFile(_ n: Node, writable: Bool, seen: ObjectInfo?,
+    func openFile(_ n: Node, writable: Bool, seen: ObjectInfo?, pinned: StagedFile? = nil,
                   makeStream: (_ path: String, _ info: ObjectInfo) -> ReadStream) -> (fh: UInt64, handle: Handle) {
         locked {
-            let info = n.info ?? (n.staged == nil ? seen : nil)
-            let stream = writable || n.staged != nil ? nil : info.map { makeStream(n.path, $0) }
-            // A handle keeps the file's local content while it is open (read through it too).
-            n.staged?.openHandles += 1
-            let h = Handle(ino: n.ino, writable: writable, info: info, path: n.path, stream: stream, stage: n.staged)
-            if !writable, n.staged == nil, let g = info?.generation {
+            // A handle keeps the file's local content while it is open (read through it too): the
+            // pin its open took (for writing), else the one it takes now.
+            let stage: StagedFile?
+            if let pinned {
+                pinned.pins -= 1
+                stage = pinned
+            } else {
+                stage = n.staged
+            }
+            stage?.openHandles += 1
+            let info = n.info ?? (stage == nil ? seen : nil)
+            let stream = writable || stage != nil ? nil : info.map { makeStream(n.path, $0) }
+            let h = Handle(ino: n.ino, writable: writable, info: info, path: n.path, stream: stream, stage: stage)
+            if !writable, stage == nil, let g = info?.generation {
                 h.keepCache = n.cachedGeneration == g
                 n.cachedGeneration = g
             } else {
@@ -746,6 +799,8 @@ final class Superblock: @unchecked Sendable {
     /// so (it left the path index).
     private func markGoneLocked(_ n: Node) {
         if n.presence == .present { n.presence = .gone }
+        changes += 1
+        n.infoSeq = changes
     }
 
     /// Whether `n`'s metadata must be read before it is shown: its TTL has passed (or `force`).
@@ -765,7 +820,9 @@ final class Superblock: @unchecked Sendable {
 
     /// Metadata a listing or a lookup brought for a file: cached, unless the file has unsaved
     /// content here (whose metadata stays until its upload), whose expiry only moves.
-    private func keepListedInfoLocked(_ n: Node, _ info: ObjectInfo, expiry: Double) {
+    private func keepListedInfoLocked(_ n: Node, _ info: ObjectInfo, expiry: Double, since: UInt64) {
+        // Metadata set here after the read began (an upload that ended meanwhile) is newer.
+        if n.infoSeq > since { return }
         if !(n.staged?.state.unsaved ?? false) {
             setInfoLocked(n, info, expiry: expiry)
         } else {
@@ -851,6 +908,8 @@ final class Superblock: @unchecked Sendable {
     /// `expiry`. The caller calls `trimCacheLocked()` when done adding.
     private func setInfoLocked(_ n: Node, _ info: ObjectInfo?, expiry: Double) {
         n.infoExpiry = expiry
+        changes += 1
+        n.infoSeq = changes
         guard let info else {
             clearInfoLocked(n)
             return
@@ -861,7 +920,11 @@ final class Superblock: @unchecked Sendable {
     }
 
     /// Forgets `n`'s info (removed, or new content).
-    private func clearInfoLocked(_ n: Node) {
+    private func clearInfoLocked(_ n: Node, evicted: Bool = false) {
+        if !evicted {
+            changes += 1
+            n.infoSeq = changes
+        }
         if n.box != nil, isTabledLocked(n) { cache.infos -= 1 }
         n.box = nil
         n.infoTicket = 0
@@ -942,7 +1005,8 @@ final class Superblock: @unchecked Sendable {
 
     /// Drops `n`'s cached info: its next use reads it again.
     private func evictInfoLocked(_ n: Node) {
-        clearInfoLocked(n)
+        // Not a change of what is known: a read that began before may fill it again.
+        clearInfoLocked(n, evicted: true)
         n.infoExpiry = 0
     }
 

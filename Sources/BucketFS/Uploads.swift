@@ -57,7 +57,7 @@ extension BucketFileSystem {
     /// Drops a stage nobody has open whose content is saved (or was deleted by the user), with
     /// no attempt under way or scheduled.
     func dropStageIfIdle(_ n: Node) {
-        let gone = superblock.detachStage(of: n) { s in s.openHandles <= 0 && s.retryTask == nil && !s.state.unsaved }
+        let gone = superblock.detachStage(of: n) { s in s.openHandles <= 0 && s.pins <= 0 && s.retryTask == nil && !s.state.unsaved }
         if let gone { staging.discard(gone) }
     }
 

@@ -17,6 +17,8 @@ import StorageModel
 /// Test hooks, none of which is counted as a request:
 /// - `counts["list"]` etc.: calls served per operation (failed and faulted calls included);
 /// - `failNext(_:times:with:)`: make the next N calls of an operation throw a given error;
+/// - `holdNextWrites`, `holdNextListAnswers`: hold uploads before they happen, or list answers
+///   after they were made (in flight);
 /// - `put`, `replaceBehind`, `patchBehind`, `removeBehind`: change the bucket behind the mount;
 /// - `patches`, `writes`, `reads`, `deletes`, `copies`, `lists`, `gets`: what the store was asked.
 public final class MemoryStore: ObjectStore, @unchecked Sendable {
@@ -64,6 +66,7 @@ public final class MemoryStore: ObjectStore, @unchecked Sendable {
     private var _counts: [String: Int] = [:]
     private var faults: [String: [StorageError]] = [:]
     private var writeHolds: [WriteHold] = []
+    private var answerHolds: [WriteHold] = []
     /// Damage done to the next read answers (as a lying network would): each closure gets the
     /// right bytes and returns what is answered instead.
     private var readDamage: [@Sendable (Data) -> Data] = []
@@ -133,6 +136,14 @@ public final class MemoryStore: ObjectStore, @unchecked Sendable {
         return hold
     }
 
+    /// The answers of the next `times` listings are held after they were made (answers in
+    /// flight, which say what the bucket held when they were asked), until `WriteHold.release`.
+    public func holdNextListAnswers(times: Int = 1) -> WriteHold {
+        let hold = WriteHold()
+        withLock { answerHolds += Array(repeating: hold, count: times) }
+        return hold
+    }
+
     public func failNext(_ op: String, times: Int = 1, with error: StorageError) {
         withLock { faults[op, default: []] += Array(repeating: error, count: times) }
     }
@@ -182,6 +193,15 @@ public final class MemoryStore: ObjectStore, @unchecked Sendable {
     // MARK: - ObjectStore
 
     public func list(_ request: ListRequest) async throws -> ListPage {
+        let page = try listNow(request)
+        // An answer in flight: it says what the bucket held when it was asked.
+        if let hold = withLock({ answerHolds.isEmpty ? nil : answerHolds.removeFirst() }) {
+            try await hold.wait()
+        }
+        return page
+    }
+
+    private func listNow(_ request: ListRequest) throws -> ListPage {
         try withLock {
             try enter("list")
             _lists.append(request)
