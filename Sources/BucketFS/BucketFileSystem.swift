@@ -13,8 +13,9 @@ import StorageModel
 /// reads) over its parts and hands the results to them. `superblock` (Superblock.swift) owns the
 /// inode table, the path index, the index of files created here, the bounded cache's order,
 /// the open handles and their lock; the stages' upload states are the upload part's (Uploads.swift,
-/// Staging.swift), changed under the superblock's lock through `withStage`; the read side owns
-/// its buffers and budget (ReadStream, PartBuffer, ReadBudget, BufferPool, WalkAhead).
+/// Staging.swift), changed under the superblock's lock through `withStage`; `readPath`
+/// (ReadPath.swift) owns the read side: its buffers and budget (ReadStream, PartBuffer,
+/// ReadBudget, BufferPool, WalkAhead) and every read request.
 /// docs/ARCHITECTURE.md walks a lookup, a read and a write through them.
 ///
 /// ## Locks: what each guards, and the order they are taken in
@@ -74,14 +75,12 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     let failures: RecentFailures
     /// Cache hits and misses, for the metrics endpoint (`statistics()`).
     public let cacheCounters = CacheCounters()
-    /// Memory for everything fetched ahead of readers (`readAheadBudget`).
-    let readBudget: ReadBudget
-    /// Read buffers kept for reuse: what one sequential reader cycles through (its `readStreams`
-    /// parts ahead of it, the one it reads and one whose replies are still on their way to the
-    /// kernel), within what the budget has free.
-    let bufferPool: BufferPool
-    /// Small files fetched ahead of a process reading a directory's files in listing order.
-    let walkAhead: WalkAhead
+    /// The read path (ReadPath.swift): read-ahead, the walk-ahead, their memory, and the
+    /// length-checked reads everything goes through. The core asks it for streams and bytes;
+    /// it never calls the core.
+    let readPath: ReadPath
+    var readBudget: ReadBudget { readPath.budget }
+    var walkAhead: WalkAhead { readPath.walkAhead }
 
     /// Takes the cache directory (refused when it is a symlink, someone else's, or in use by
     /// another mount) and moves what an earlier run left unsaved there into lost+found.
@@ -95,11 +94,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         stat = StatMapper(config: config, mountTime: mountTime)
         staging = try StagingArea(directory: config.cacheDirectory, bucket: store.bucket, logger: logger, now: config.now)
         failures = RecentFailures(ttl: config.failureTTL, now: config.now)
-        readBudget = ReadBudget(capacity: config.readAheadBudget)
-        let budget = readBudget
-        bufferPool = BufferPool(limit: (config.readStreams + 2) * config.readPartMax,
-                                room: { budget.capacity - budget.inUse })
-        walkAhead = WalkAhead(budget: readBudget, pool: bufferPool, ttl: config.walkAheadTTL, now: config.now)
+        readPath = ReadPath(store: store, config: config, logger: logger)
         staging.recoverOrphans()
         superblock = Superblock(config: config, stat: stat, staging: staging, counters: cacheCounters, hiddenLog: names.hiddenLog)
     }

@@ -13,10 +13,8 @@ extension BucketFileSystem {
     func invariantViolations() -> [String] {
         var bad = superblock.invariantViolations()
         // The read side, each part under its own lock.
-        bad += readBudget.invariantViolations()
-        bad += bufferPool.invariantViolations()
+        bad += readPath.invariantViolations()
         for s in superblock.openStreams() { bad += s.invariantViolations() }
-        bad += walkAhead.invariantViolations()
         return bad
     }
 }

@@ -30,13 +30,11 @@ extension BucketFileSystem {
             }
         }
         let (fh, h) = superblock.openFile(n, writable: flags.isWrite, seen: seen, pinned: pinned) { path, info in
-            makeStream(path, info, localFile: localFile)
+            readPath.stream(path, info, localFile: localFile)
         }
         if h.stream == nil, let fd = localFile { Glibc.close(fd) }
-        if let stream = h.stream,
-           let ahead = walkAhead.take(h.path, generation: h.generation) {
-            // Fetched ahead of this walk: the open takes the bytes, and the walk moves on.
-            stream.seed(ahead.bytes, reserved: ahead.reserved, from: walkAhead)
+        if let stream = h.stream, readPath.seedFromWalk(stream, path: h.path, generation: h.generation) {
+            // Fetched ahead of this walk: the open took the bytes, and the walk moves on.
             walkOn(from: n)
         }
         return fh
@@ -44,21 +42,6 @@ extension BucketFileSystem {
 
     public func keepsCache(ino: UInt64, fh: UInt64) -> Bool {
         superblock.keepsCache(fh)
-    }
-
-    /// Reads of one generation; a local store reads on demand, anything else with read-ahead.
-    func makeStream(_ path: String, _ info: ObjectInfo, localFile: Int32? = nil) -> ReadStream {
-        var tuning = ReadStream.Tuning(config)
-        if store.isLocal { tuning.streams = 0 }
-        let generation = info.generation
-        let store = self.store
-        return ReadStream(path: path, info: info, tuning: tuning, budget: readBudget, pool: bufferPool, logger: logger, localFile: localFile,
-                          stream: { range, deliver in
-                              try await store.stream(path, generation: generation, range: range, deliver: deliver)
-                          }, fetch: { [weak self] range in
-                              guard let self else { throw StorageError.cancelled }
-                              return try await self.fetch(path, generation: generation, range)
-                          })
     }
 
     public func read(ino: UInt64, fh: UInt64, offset: UInt64, size: Int) async throws(Errno) -> Data {
@@ -89,37 +72,6 @@ extension BucketFileSystem {
         guard config.walkAheadFiles > 0, !store.isLocal else { return }
         let (window, dir) = superblock.walkWindow(after: n, limit: config.walkAheadFiles, maxSize: Int64(config.walkAheadMaxSize))
         if window.isEmpty { return }
-        walkAhead.prefetch(window, in: dir) { [weak self] c in
-            guard let self else { throw StorageError.cancelled }
-            let data = try await self.fetch(c.path, generation: c.info.generation, 0..<c.info.size)
-            // Checked whole before anyone can be handed it.
-            var check = ContentCheck(c.info)
-            if let (expected, got) = check.add(data, at: 0) {
-                throw StorageError.nonMatchingChecksum(path: "\(c.path) generation \(c.info.generation) (fetched ahead)",
-                                                       expected: expected, got: got)
-            }
-            return data
-        }
-    }
-
-    /// Reads exactly `range` of a generation. An answer of another length is a transport fault:
-    /// retried within the operation's deadline (`RetryBudget.wrongLengthReadAttempts`), never
-    /// returned as data.
-    func fetch(_ path: String, generation: Int64, _ range: Range<Int64>) async throws -> Data {
-        let want = Int(range.upperBound - range.lowerBound)
-        let deadline = OperationContext.deadline(capping: .now + .milliseconds(Int64(config.operationTimeout * 1000)))
-        var attempt = 0
-        while true {
-            attempt += 1
-            let data = try await store.read(path, generation: generation, range: range)
-            if data.count == want { return data }
-            let problem = "asked for \(want) bytes at offset \(range.lowerBound) of generation \(generation), got \(data.count)"
-            let pause = RetryBudget.wrongLengthReadPause(after: attempt)
-            if attempt >= RetryBudget.wrongLengthReadAttempts || ContinuousClock.now + pause >= deadline {
-                throw StorageError.retryLimitExceeded(message: "read \(path): \(problem) (\(attempt) attempts)")
-            }
-            logger.warning("read of '\(path)': \(problem); retrying")
-            do { try await Task.sleep(for: pause) } catch { throw StorageError.cancelled }
-        }
+        readPath.walk(window, in: dir)
     }
 }

@@ -46,7 +46,7 @@ extension BucketFileSystem {
         var off: Int64 = 0
         let chunk = Int64(config.readPartMax)
         while off < info.size {
-            let data = try await fetch(path, generation: info.generation, off..<min(info.size, off + chunk))
+            let data = try await readPath.fetch(path, generation: info.generation, off..<min(info.size, off + chunk))
             let w = data.withUnsafeBytes { pwrite(staged.fd, $0.baseAddress, data.count, off_t(off)) }
             if w != data.count {
                 throw StorageError.unknown(status: 0, message: "cannot write the stage file \(staged.path): \(Errno(Glibc.errno))")
@@ -150,11 +150,10 @@ extension BucketFileSystem {
                 touchMtime(s)
             }
             superblock.unpin(s)
-            // ftruncate(2) through a handle open for writing: its close uploads. Otherwise
-            // (truncate(2) on a path, even while another process has the file open) no close of
-            // ours follows, so upload now.
-            let closeFollows = fh.flatMap { superblock.handle($0) }.map { $0.writable && $0.stage === s } ?? false
-            if !closeFollows {
+            // A handle open for writing keeps this content: its close uploads. Otherwise
+            // (truncate(2) on a path, with no writer, or only readers, keeping it) no close
+            // that uploads follows, so upload now.
+            if !superblock.isOpenForWriting(s) {
                 defer { dropStageIfIdle(n) }
                 try await upload(ino: ino)
             }

@@ -526,6 +526,11 @@ final class Superblock: @unchecked Sendable {
         }
     }
 
+    /// Whether a handle open for writing keeps `s` (its close will upload it).
+    func isOpenForWriting(_ s: StagedFile) -> Bool {
+        locked { handles.values.contains { $0.writable && $0.stage === s } }
+    }
+
     /// Closes a file handle (release); nil when there is none.
     func closeFile(_ fh: UInt64) -> Handle? { locked { handles.removeValue(forKey: fh) } }
 

@@ -239,7 +239,7 @@ extension BucketFileSystem {
     /// one whose data could not even be copied to lost+found (logged; the next mount keeps it).
     public func shutdown(within limit: Duration) async {
         let end = ContinuousClock.now + limit
-        walkAhead.dropAll()
+        readPath.dropAll()
         let staged = superblock.beginShutdown()
         let pending = staged.filter { superblock.withStage($0.1) { $0.state.unsaved } }.count
         if pending > 0 {

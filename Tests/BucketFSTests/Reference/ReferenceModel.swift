@@ -145,9 +145,10 @@ struct ReferenceModel: Sendable {
     }
 
     /// Whether rmdir of `dir` must answer ENOTEMPTY: an object below it other than its own
-    /// placeholder (shown or hidden), or a file created here inside it.
+    /// placeholder (shown or hidden), or a file created here anywhere below it (its directories
+    /// exist while it does).
     func hasContent(_ dir: String) -> Bool {
-        objects.keys.contains { $0 != dir + "/" && $0.hasPrefix(dir + "/") } || pendingNew.contains { Self.parent($0) == dir }
+        objects.keys.contains { $0 != dir + "/" && $0.hasPrefix(dir + "/") } || pendingNew.contains { $0.hasPrefix(dir + "/") }
     }
 
     /// The custom metadata xattrs of a node show: a file's (its local content's when it has one),

@@ -1,0 +1,104 @@
+import Foundation
+import Logging
+import StorageModel
+
+/// The read path, one part (mountpoint-s3's prefetcher, gcsfuse's chain of readers): everything
+/// between "these bytes of this generation, please" and the store. It owns the mount's read
+/// memory (`budget`, `pool`), makes the `ReadStream` of each open file (parts fetched ahead of a
+/// sequential reader, the on-demand fallback), the walk-ahead of small files, and the
+/// length-checked, retried read that all of them (and the copy of a file opened for writing) go
+/// through. It knows no inode, path index or handle table, and never calls the filesystem core:
+/// the core asks it for streams and bytes and hands it the files to fetch ahead.
+final class ReadPath: @unchecked Sendable {
+    private let store: any ObjectStore
+    private let config: MountConfig
+    private let logger: Logger
+    /// Memory for everything fetched ahead of readers (`readAheadBudget`).
+    let budget: ReadBudget
+    /// Read buffers kept for reuse: what one sequential reader cycles through (its `readStreams`
+    /// parts ahead of it, the one it reads and one whose replies are still on their way to the
+    /// kernel), within what the budget has free.
+    let pool: BufferPool
+    /// Small files fetched ahead of a process reading a directory's files in listing order.
+    let walkAhead: WalkAhead
+
+    init(store: any ObjectStore, config: MountConfig, logger: Logger) {
+        self.store = store
+        self.config = config
+        self.logger = logger
+        budget = ReadBudget(capacity: config.readAheadBudget)
+        let budget = self.budget
+        pool = BufferPool(limit: (config.readStreams + 2) * config.readPartMax,
+                          room: { budget.capacity - budget.inUse })
+        walkAhead = WalkAhead(budget: budget, pool: pool, ttl: config.walkAheadTTL, now: config.now)
+    }
+
+    /// Reads of one generation of `path`: a local store's (`localFile`, its blob) on demand,
+    /// anything else with parts fetched ahead.
+    func stream(_ path: String, _ info: ObjectInfo, localFile: Int32? = nil) -> ReadStream {
+        var tuning = ReadStream.Tuning(config)
+        if store.isLocal { tuning.streams = 0 }
+        let generation = info.generation
+        let store = self.store
+        return ReadStream(path: path, info: info, tuning: tuning, budget: budget, pool: pool, logger: logger, localFile: localFile,
+                          stream: { range, deliver in
+                              try await store.stream(path, generation: generation, range: range, deliver: deliver)
+                          }, fetch: { [weak self] range in
+                              guard let self else { throw StorageError.cancelled }
+                              return try await self.fetch(path, generation: generation, range)
+                          })
+    }
+
+    /// An open of `path` at `generation` whose bytes were fetched ahead takes them into its
+    /// stream; true when it did (the walk then moves on).
+    func seedFromWalk(_ stream: ReadStream, path: String, generation: Int64) -> Bool {
+        guard let ahead = walkAhead.take(path, generation: generation) else { return false }
+        stream.seed(ahead.bytes, reserved: ahead.reserved, from: walkAhead)
+        return true
+    }
+
+    /// Fetches the files of `window` (the next small files of `directory` in listing order)
+    /// ahead of the walk, each checked whole before anyone can be handed it.
+    func walk(_ window: [WalkAhead.Candidate], in directory: String) {
+        if window.isEmpty { return }
+        walkAhead.prefetch(window, in: directory) { [weak self] c in
+            guard let self else { throw StorageError.cancelled }
+            let data = try await self.fetch(c.path, generation: c.info.generation, 0..<c.info.size)
+            var check = ContentCheck(c.info)
+            if let (expected, got) = check.add(data, at: 0) {
+                throw StorageError.nonMatchingChecksum(path: "\(c.path) generation \(c.info.generation) (fetched ahead)",
+                                                       expected: expected, got: got)
+            }
+            return data
+        }
+    }
+
+    /// The mount ends: what was fetched ahead goes.
+    func dropAll() { walkAhead.dropAll() }
+
+    /// Reads exactly `range` of a generation. An answer of another length is a transport fault:
+    /// retried within the operation's deadline (`RetryBudget.wrongLengthReadAttempts`), never
+    /// returned as data.
+    func fetch(_ path: String, generation: Int64, _ range: Range<Int64>) async throws -> Data {
+        let want = Int(range.upperBound - range.lowerBound)
+        let deadline = OperationContext.deadline(capping: .now + .milliseconds(Int64(config.operationTimeout * 1000)))
+        var attempt = 0
+        while true {
+            attempt += 1
+            let data = try await store.read(path, generation: generation, range: range)
+            if data.count == want { return data }
+            let problem = "asked for \(want) bytes at offset \(range.lowerBound) of generation \(generation), got \(data.count)"
+            let pause = RetryBudget.wrongLengthReadPause(after: attempt)
+            if attempt >= RetryBudget.wrongLengthReadAttempts || ContinuousClock.now + pause >= deadline {
+                throw StorageError.retryLimitExceeded(message: "read \(path): \(problem) (\(attempt) attempts)")
+            }
+            logger.warning("read of '\(path)': \(problem); retrying")
+            do { try await Task.sleep(for: pause) } catch { throw StorageError.cancelled }
+        }
+    }
+
+    /// What the read side's parts find wrong with their own state (tests).
+    func invariantViolations() -> [String] {
+        budget.invariantViolations() + pool.invariantViolations() + walkAhead.invariantViolations()
+    }
+}
