@@ -147,6 +147,8 @@ import Testing
         #expect(w.metadata.customMetadata == [Self.link: "true", Self.mode: "777", Self.uid: "1234", Self.gid: "5678"])
         #expect(try await h.fs.readlink(ino: e.attributes.ino) == "../a b/c")
         #expect(h.store.counts == ["write": 1])
+        // No user.* names on a link (the kernel refuses them there), even with a content type.
+        #expect(try await h.fs.listxattr(ino: e.attributes.ino) == [])
         await #expect(throws: Errno.EEXIST) { try await h.fs.symlink(parent: Harness.root, name: "l", target: "x") }
         // Renamed and unlinked like files.
         try await h.fs.rename(parent: Harness.root, name: "l", newParent: Harness.root, newName: "m", flags: 0)
@@ -189,6 +191,10 @@ import Testing
         await #expect(throws: Errno.EPERM) { try await h.fs.link(ino: f, newParent: Harness.root, newName: "g") }
         await #expect(throws: Errno.EPERM) { try await h.fs.mknod(parent: Harness.root, name: "p", mode: UInt32(S_IFIFO) | 0o644, rdev: 0) }
         #expect(h.store.object("g") == nil && h.store.object("p") == nil && h.store.object("l") == nil)
+        // A regular file made with mknod (a non-atomic create) is an empty file, with its mode.
+        let r = try await h.fs.mknod(parent: Harness.root, name: "r", mode: UInt32(S_IFREG) | 0o640, rdev: 0)
+        #expect(r.attributes.type == .regular && r.attributes.permissions == 0o640)
+        #expect(h.store.object("r")?.customMetadata["goog-reserved-posix-mode"] == "640")
     }
 
     @Test func posixMetadataOffReadsAndWritesNoKey() async throws {
