@@ -81,6 +81,10 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     let readPath: ReadPath
     var readBudget: ReadBudget { readPath.budget }
     var walkAhead: WalkAhead { readPath.walkAhead }
+    /// Symbolic links' targets read from their content, by object generation.
+    let linkTargets = LinkTargets()
+    /// Refusals logged once (hard links, device nodes).
+    let refusalLog = WarnOnce()
 
     /// Takes the cache directory (refused when it is a symlink, someone else's, or in use by
     /// another mount) and moves what an earlier run left unsaved there into lost+found.
@@ -91,7 +95,10 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         self.logger = logger
         self.mountTime = config.now()
         names = NameRules(logger: logger, hiddenLog: WarnOnce())
-        stat = StatMapper(config: config, mountTime: mountTime)
+        let posixWarnings = WarnOnce()
+        posixWarnings.handler = { [logger] message in logger.warning("\(message)") }
+        stat = StatMapper(config: config, mountTime: mountTime, warnings: posixWarnings)
+        refusalLog.handler = { [logger] message in logger.warning("\(message)") }
         staging = try StagingArea(directory: config.cacheDirectory, bucket: store.bucket, logger: logger, now: config.now)
         failures = RecentFailures(ttl: config.failureTTL, now: config.now)
         readPath = ReadPath(store: store, config: config, logger: logger)

@@ -11,6 +11,10 @@ public struct MountConfig: Sendable {
     public var gid: UInt32 = getgid()
     public var fileMode: UInt32 = 0o644
     public var dirMode: UInt32 = 0o755
+    /// Modes, owners and symbolic links kept in gsutil's / gcloud's custom metadata keys (SPEC §3):
+    /// read into `stat`, written by chmod, chown, create, mkdir and symlink. Off: every file and
+    /// directory shows the options above, and none of those keys is read or written.
+    public var posixMetadata = true
     /// How long entries, attributes and listings are trusted.
     public var metadataTTL: Double = 5
     /// maxResults of each list call.

@@ -21,7 +21,8 @@ extension BucketFileSystem {
         }
         if exists { throw .EEXIST }
         do {
-            let info = try await store.write(path + "/", from: .data(Data()), metadata: WritableMetadata(),
+            // Its mode and owner go into the placeholder's upload.
+            let info = try await store.write(path + "/", from: .data(Data()), metadata: newObjectMetadata(mode: mode),
                                              preconditions: .doesNotExist)
             return superblock.madeDirectory(path, in: p, name: name, info: info)
         } catch StorageError.preconditionFailed {

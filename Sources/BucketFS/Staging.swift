@@ -121,7 +121,8 @@ extension BucketFileSystem {
             let fh = try await open(ino: e.ino, flags: OpenFlags(flags.rawValue | O_TRUNC))
             return (superblock.lookedUp(e, shown: nil), fh)
         }
-        let staged = try staging.makeStage(origin: .createdHere, metadata: WritableMetadata(), dirty: true, object: path)
+        // Its mode and owner go into its upload (no request of their own).
+        let staged = try staging.makeStage(origin: .createdHere, metadata: newObjectMetadata(mode: mode), dirty: true, object: path)
         let (entry, fh, replaced) = superblock.created(path, in: p, name: name, staged: staged)
         if let replaced {
             // The name's earlier local content is replaced by the new file (once an upload of it
@@ -138,7 +139,10 @@ extension BucketFileSystem {
 
     public func setattr(ino: UInt64, fh: UInt64?, changes: SetAttributes) async throws(Errno) -> (FileAttributes, Double) {
         let n = try node(ino)
-        let changesSomething = changes.size != nil || changes.mtime != nil
+        // chmod, chown, chgrp: kept in the POSIX keys (with POSIX metadata off: accepted, and
+        // nothing changes, the mount options decide).
+        let posixChange = config.posixMetadata && (changes.mode != nil || changes.uid != nil || changes.gid != nil)
+        let changesSomething = changes.size != nil || changes.mtime != nil || posixChange
         if config.readOnly, changesSomething { throw .EROFS }
         if let size = changes.size {
             guard n.type == .regular else { throw .EISDIR }
@@ -158,13 +162,16 @@ extension BucketFileSystem {
                 try await upload(ino: ino)
             }
         }
-        if let mtime = changes.mtime {
-            let v = String(Int64(mtime.rounded(.down)))
-            try await changeMetadata(ino: ino, op: "utimens") { (m: inout WritableMetadata) throws(Errno) in
-                m.customMetadata[XattrName.mtimeKey] = v
+        if changes.mtime != nil || posixChange {
+            // mtime, mode and owner together: one PATCH (or into the pending upload).
+            let mtime = changes.mtime.map { String(Int64($0.rounded(.down))) }
+            let posix = posixChange ? PosixAttributes(mode: changes.mode, uid: changes.uid, gid: changes.gid) : PosixAttributes()
+            let op = posixChange ? (changes.mode != nil ? "chmod" : "chown") : "utimens"
+            try await changeMetadata(ino: ino, op: op) { (m: inout WritableMetadata) throws(Errno) in
+                if let mtime { m.customMetadata[XattrName.mtimeKey] = mtime }
+                posix.write(into: &m.customMetadata)
             }
         }
-        // chmod and chown are accepted and change nothing: modes come from mount options.
         return (superblock.attributes(of: n), config.metadataTTL)
     }
 }

@@ -3,17 +3,38 @@ import FuseKit
 import StorageModel
 
 /// What `stat` shows for an inode (SPEC §3): size, mtime from the mtime key (gsutil's
-/// convention) or `updated`, ctime = `updated`, modes and owners from the mount options,
-/// `st_nlink` 1, directories at the mount's start time. Pure: no I/O, no locks.
+/// convention) or `updated`, ctime = `updated`, `st_nlink` 1; with POSIX metadata on, modes and
+/// owners from the object's (a directory's placeholder's) POSIX keys, else from the mount
+/// options, and objects marked as symbolic links as links whose size is the target's length.
+/// Directories show their placeholder's mtime key, else the mount's start time. Pure: no I/O, no
+/// locks (an unparsable key is reported to `warnings`, once per object and key).
 struct StatMapper: Sendable {
     let config: MountConfig
     let mountTime: Double
+    var warnings = WarnOnce()
 
     func mtime(of info: ObjectInfo?) -> Double {
         guard let info else { return mountTime }
         if let s = info.customMetadata[XattrName.mtimeKey], let v = Double(s) { return v }
         if let s = info.customMetadata["gcsfuse_mtime"], let d = RFC3339.parse(s) { return d.timeIntervalSince1970 }
         return info.updated.timeIntervalSince1970
+    }
+
+    /// The POSIX keys of `custom` (nil with POSIX metadata off, or no metadata).
+    func posix(_ custom: [String: String]?, object: @autoclosure () -> String) -> PosixAttributes? {
+        guard config.posixMetadata, let custom else { return nil }
+        let p = PosixAttributes(custom)
+        for (key, value) in p.unparsable {
+            let name = object()
+            warnings.warn("'\(name.prefix(200))': \(key) '\(value.prefix(64))' does not parse; the mount's option is shown instead",
+                          key: "posix:" + name + ":" + key)
+        }
+        return p
+    }
+
+    /// Whether `info` is a symbolic link (POSIX metadata on).
+    func isSymlink(_ info: ObjectInfo) -> Bool {
+        posix(info.customMetadata, object: info.name)?.isSymlink ?? false
     }
 
     /// The attributes of `n`; `now` dates content written here and not yet uploaded. The caller
@@ -32,17 +53,28 @@ struct StatMapper: Sendable {
         }
         var ctime = info?.updated.timeIntervalSince1970 ?? mountTime
         let dir = n.type == .directory
+        // Staged content carries the metadata its upload will write.
+        let px = posix(n.staged?.metadata.customMetadata ?? info?.customMetadata, object: info?.name ?? n.path)
         if dir {
-            // A listing shows child directories without their placeholders' metadata, so a
-            // directory's times would change once its placeholder is read: directories show the
-            // mount's start time, always, so `rsync -a` and `find -newer` see stable times.
+            // A listing shows child directories without their placeholders' metadata: a directory
+            // shows its placeholder's mtime key (written by utimens, so `rsync -a` keeps it) when
+            // POSIX metadata is on and the placeholder is known, else the mount's start time,
+            // never `updated`, so its times do not change once its placeholder is read.
             mtime = mountTime
+            if px != nil, let s = info?.customMetadata[XattrName.mtimeKey], let v = Double(s) { mtime = v }
             ctime = mountTime
         }
+        var type = n.type
+        var permissions = px?.mode ?? (dir ? config.dirMode : config.fileMode)
+        if !dir, n.staged == nil, let px, px.isSymlink {
+            type = .symlink
+            permissions = 0o777
+            if let t = px.legacyTarget { size = Int64(t.utf8.count) }
+        }
         return FileAttributes(
-            ino: n.ino, type: n.type, size: dir ? 0 : UInt64(max(0, size)),
-            permissions: (dir ? config.dirMode : config.fileMode) & (config.readOnly ? 0o555 : 0o7777),
-            nlink: 1, uid: config.uid, gid: config.gid, atime: mtime, mtime: mtime, ctime: ctime)
+            ino: n.ino, type: type, size: dir ? 0 : UInt64(max(0, size)),
+            permissions: permissions & (config.readOnly ? 0o555 : 0o7777),
+            nlink: 1, uid: px?.uid ?? config.uid, gid: px?.gid ?? config.gid, atime: mtime, mtime: mtime, ctime: ctime)
     }
 
     func entry(_ n: Node, now: Double) -> FuseEntry { entry(n, info: n.info, now: now) }

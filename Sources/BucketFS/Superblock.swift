@@ -446,7 +446,7 @@ final class Superblock: @unchecked Sendable {
     func snapshotFromCache(_ dir: Node, into h: DirHandle) -> Bool {
         locked {
             guard let l = dir.listing, l.expiry > now,
-                  !l.children.values.contains(where: { nodes[$0].map(lacksInfoLocked) ?? true }) else { return false }
+                  !l.children.values.contains(where: { nodes[$0].map(lacksFileInfoLocked) ?? true }) else { return false }
             snapshotLocked(h, l)
             return true
         }
@@ -460,8 +460,12 @@ final class Superblock: @unchecked Sendable {
             var i = Int(offset)
             while i < entries.count, out.count < limit {
                 let e = entries[i]
+                // A directory whose placeholder is not known yet: its name only, and the kernel's
+                // lookup reads the placeholder before its attributes are shown.
+                let known = e.box != nil || !placeholderUnknownLocked(e.node)
                 out.append(DirectoryEntry(name: e.name, offset: UInt64(i + 1),
-                                          entry: stat.entry(e.node, info: e.node.info ?? e.box?.info, now: now)))
+                                          entry: stat.entry(e.node, info: e.node.info ?? e.box?.info, now: now),
+                                          attributesKnown: known))
                 i += 1
             }
             return out
@@ -592,6 +596,20 @@ final class Superblock: @unchecked Sendable {
             n.presence = .present
             setInfoLocked(n, info, expiry: now + ttl)
             setListingLocked(n, Listing(children: [:], expiry: now + ttl))
+            n.lookups += 1
+            addChildLocked(p, name, n.ino)
+            trimCacheLocked()
+            return stat.entry(n, now: now)
+        }
+    }
+
+    /// An object uploaded whole here at `path` in `p` (named `name`), with its metadata `info`
+    /// (a symbolic link): held by the kernel.
+    func madeObject(_ path: String, in p: Node, name: String, info: ObjectInfo) -> FuseEntry {
+        locked {
+            let n = nodeLocked(path: path, type: .regular)
+            n.presence = .present
+            setInfoLocked(n, info, expiry: now + ttl)
             n.lookups += 1
             addChildLocked(p, name, n.ino)
             trimCacheLocked()
@@ -1018,7 +1036,20 @@ final class Superblock: @unchecked Sendable {
     /// Whether `n` shows attributes that need its info, and the info is not cached: a file not
     /// staged here whose info was evicted (a directory's attributes need none).
     private func lacksInfoLocked(_ n: Node) -> Bool {
+        lacksFileInfoLocked(n) || placeholderUnknownLocked(n)
+    }
+
+    /// A file not staged here whose info was evicted.
+    private func lacksFileInfoLocked(_ n: Node) -> Bool {
         n.type == .regular && n.box == nil && n.staged == nil && !n.removed
+    }
+
+    /// A directory whose attributes come from its placeholder (POSIX metadata on) and whose
+    /// placeholder was never read (a listing names child directories without their
+    /// placeholders) or was evicted: a prefix-only directory read as such has an expiry.
+    private func placeholderUnknownLocked(_ n: Node) -> Bool {
+        config.posixMetadata && n.type == .directory && n.ino != Self.rootIno && n.box == nil
+            && n.infoExpiry == 0 && !n.removed
     }
 
     /// Drops `n` from the table when nothing holds it any more: the kernel forgot it, it has no

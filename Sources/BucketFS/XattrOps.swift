@@ -56,6 +56,9 @@ extension BucketFileSystem {
     private func xattrNames(_ source: Superblock.XattrSource) -> [String] {
         if let m = source.stagedMetadata { return XattrName.listed(for: m) }
         guard let info = source.info else { return [] }
+        // The kernel refuses user.* attributes on a symbolic link (getxattr ENODATA, setxattr
+        // EPERM): listing any would make rsync -X and tar --xattrs fail on every link.
+        if !source.isDirectory, stat.isSymlink(info) { return [] }
         let names = XattrName.listed(for: info.writable)
         // A placeholder's properties (servers give it a default contentType) mean nothing for a
         // directory: list only its custom keys, so rsync -aX / cp -a neither copy nor strip them.

@@ -27,9 +27,11 @@ public enum XattrName: Equatable, Sendable {
     /// The custom-metadata key that carries the file's mtime (gsutil's convention).
     public static let mtimeKey = "goog-reserved-file-mtime"
 
-    /// Custom keys that stay hidden: a bearer secret and the mtime/posix keys that `stat` shows.
+    /// Custom keys that stay hidden: a bearer secret and the mtime, POSIX and symlink keys that
+    /// `stat` and `readlink` show (goog-reserved-posix-*, goog-reserved-file-is-symlink, gcsfuse's).
     public static func isHiddenKey(_ key: String) -> Bool {
         key == "firebaseStorageDownloadTokens" || key.hasPrefix("goog-reserved-") || key == "gcsfuse_mtime"
+            || key == "gcsfuse_symlink_target"
             || key == "mtime" || key.hasPrefix("storage.")
     }
 

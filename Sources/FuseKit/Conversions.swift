@@ -12,7 +12,13 @@ extension FileAttributes {
     public var statValue: stat {
         var st = stat()
         st.st_ino = numericCast(ino)
-        st.st_mode = (type == .directory ? S_IFDIR : S_IFREG) | (permissions & 0o7777)
+        let typeBits: mode_t
+        switch type {
+        case .regular: typeBits = S_IFREG
+        case .directory: typeBits = S_IFDIR
+        case .symlink: typeBits = S_IFLNK
+        }
+        st.st_mode = typeBits | (permissions & 0o7777)
         st.st_nlink = numericCast(nlink)
         st.st_uid = uid
         st.st_gid = gid

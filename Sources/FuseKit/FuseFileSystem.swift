@@ -19,7 +19,18 @@ public struct Errno: Error, Equatable, Hashable, Sendable, CustomStringConvertib
         EINTR = Errno(4), ECANCELED = Errno(125)
 }
 
-public enum FileType: Sendable, Equatable { case regular, directory }
+public enum FileType: Sendable, Equatable { case regular, directory, symlink }
+
+/// Who made a request (libfuse's `fuse_req_ctx`): FuseKit sets it for the Task that answers the
+/// request, so a filesystem that records owners (create, mkdir, symlink) reads it there. nil
+/// outside a request (tests set it with `FuseCaller.$current.withValue`).
+public struct FuseCaller: Sendable, Equatable {
+    public var uid: UInt32
+    public var gid: UInt32
+    public var pid: Int32
+    public init(uid: UInt32, gid: UInt32, pid: Int32 = 0) { self.uid = uid; self.gid = gid; self.pid = pid }
+    @TaskLocal public static var current: FuseCaller?
+}
 
 /// What `stat` shows. Times are seconds since the epoch.
 public struct FileAttributes: Sendable, Equatable {
@@ -65,8 +76,12 @@ public struct DirectoryEntry: Sendable, Equatable {
     /// does not count as a lookup: FuseKit calls `noteLookup(ino:)` for each readdirplus entry
     /// that fitted in the reply buffer.
     public var entry: FuseEntry
-    public init(name: String, offset: UInt64, entry: FuseEntry) {
-        self.name = name; self.offset = offset; self.entry = entry
+    /// False: the filesystem cannot vouch for `entry`'s attributes yet (it would have to read
+    /// them first). readdirplus then sends the entry's name and number only (no lookup counted),
+    /// and the kernel looks the name up before it uses its attributes.
+    public var attributesKnown: Bool
+    public init(name: String, offset: UInt64, entry: FuseEntry, attributesKnown: Bool = true) {
+        self.name = name; self.offset = offset; self.entry = entry; self.attributesKnown = attributesKnown
     }
 }
 
@@ -186,6 +201,16 @@ public protocol FuseFileSystem: AnyObject, Sendable {
     /// for it before every write once xattrs are implemented).
     func setxattr(ino: UInt64, name: String, value: [UInt8], flags: Int32) async throws(Errno)
     func removexattr(ino: UInt64, name: String) async throws(Errno)
+    /// The target of the symbolic link `ino`.
+    func readlink(ino: UInt64) async throws(Errno) -> String
+    /// Makes a symbolic link `name` in `parent` pointing at `target`; the entry counts as a
+    /// lookup, as create's and mkdir's do.
+    func symlink(parent: UInt64, name: String, target: String) async throws(Errno) -> FuseEntry
+    /// A hard link to `ino` named `newName` in `newParent` (counts as a lookup).
+    func link(ino: UInt64, newParent: UInt64, newName: String) async throws(Errno) -> FuseEntry
+    /// A device node, FIFO or socket (`mode` carries the file type bits; `create` makes regular
+    /// files). Counts as a lookup.
+    func mknod(parent: UInt64, name: String, mode: UInt32, rdev: UInt64) async throws(Errno) -> FuseEntry
 }
 
 public extension FuseFileSystem {
@@ -222,4 +247,8 @@ public extension FuseFileSystem {
     func listxattr(ino: UInt64) async throws(Errno) -> [String] { [] }
     func setxattr(ino: UInt64, name: String, value: [UInt8], flags: Int32) async throws(Errno) { throw .ENOTSUP }
     func removexattr(ino: UInt64, name: String) async throws(Errno) { throw .ENOTSUP }
+    func readlink(ino: UInt64) async throws(Errno) -> String { throw .ENOSYS }
+    func symlink(parent: UInt64, name: String, target: String) async throws(Errno) -> FuseEntry { throw .EROFS }
+    func link(ino: UInt64, newParent: UInt64, newName: String) async throws(Errno) -> FuseEntry { throw .EROFS }
+    func mknod(parent: UInt64, name: String, mode: UInt32, rdev: UInt64) async throws(Errno) -> FuseEntry { throw .EROFS }
 }

@@ -79,6 +79,26 @@ enum FuseOperations {
                 context.check(fuse_reply_statfs(req, &sv), "fuse_reply_statfs")
             }
         }
+        ops.readlink = { req, ino in
+            let context = RequestContext.of(req!)
+            let fs = context.filesystem
+            context.serve(req!, { () async throws(Errno) in try await fs.readlink(ino: ino) }) { req, target in
+                context.check(fuse_reply_readlink(req, target), "fuse_reply_readlink")
+            }
+        }
+        ops.symlink = { req, target, parent, name in
+            guard let name = FuseOperations.name(req!, name), let target = FuseOperations.name(req!, target) else { return }
+            FuseOperations.replyingEntry(req!) { fs async throws(Errno) in try await fs.symlink(parent: parent, name: name, target: target) }
+        }
+        ops.link = { req, ino, newParent, newName in
+            guard let newName = FuseOperations.name(req!, newName) else { return }
+            FuseOperations.replyingEntry(req!) { fs async throws(Errno) in try await fs.link(ino: ino, newParent: newParent, newName: newName) }
+        }
+        ops.mknod = { req, parent, name, mode, rdev in
+            guard let name = FuseOperations.name(req!, name) else { return }
+            let (m, r) = (UInt32(mode), UInt64(rdev))
+            FuseOperations.replyingEntry(req!) { fs async throws(Errno) in try await fs.mknod(parent: parent, name: name, mode: m, rdev: r) }
+        }
         ops.getxattr = { req, ino, name, size in FuseOperations.getxattr(req!, ino, name, size) }
         ops.listxattr = { req, ino, size in FuseOperations.listxattr(req!, ino, size) }
         ops.setxattr = { req, ino, name, value, size, flags in FuseOperations.setxattr(req!, ino, name, value, size, flags) }
@@ -125,6 +145,16 @@ enum FuseOperations {
         let fs = context.filesystem
         context.serve(req, { () async throws(Errno) in try await work(fs) }) { req, _ in
             context.check(fuse_reply_err(req, 0), "fuse_reply_err")
+        }
+    }
+
+    /// Requests answered with an entry (symlink, link, mknod): it counts as a lookup.
+    static func replyingEntry(_ req: fuse_req_t,
+                              _ work: @escaping @Sendable (any FuseFileSystem) async throws(Errno) -> FuseEntry) {
+        let context = RequestContext.of(req)
+        let fs = context.filesystem
+        context.serve(req, { () async throws(Errno) in try await work(fs) }) { req, entry in
+            replyEntry(context, req, entry)
         }
     }
 
@@ -285,7 +315,8 @@ enum FuseOperations {
             if !full {
                 for entry in entries {
                     let next = DirectoryOffsets.kernelOffset(filesystemOffset: entry.offset)
-                    if !buffer.add(req, name: entry.name, entry: entry.entry, nextOffset: next, plus: plus, countsAsLookup: true) {
+                    if !buffer.add(req, name: entry.name, entry: entry.entry, nextOffset: next, plus: plus,
+                                   countsAsLookup: entry.attributesKnown) {
                         break
                     }
                 }

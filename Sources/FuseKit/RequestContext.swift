@@ -67,12 +67,15 @@ final class RequestContext: @unchecked Sendable {
             guard let req else { return }
             RequestContext.of(req).inFlight.cancel(UInt(bitPattern: data))
         }, UnsafeMutableRawPointer(bitPattern: id))
+        // Who asks (copied now: the context lives in the request).
+        let caller = fuse_req_ctx(req).map { FuseCaller(uid: $0.pointee.uid, gid: $0.pointee.gid, pid: $0.pointee.pid) }
         let task = Task {
-            let result: Result<T, Errno>
-            do throws(Errno) {
-                result = .success(try await self.filesystem.perform(work))
-            } catch {
-                result = .failure(error)
+            let result: Result<T, Errno> = await FuseCaller.$current.withValue(caller) { () async -> Result<T, Errno> in
+                do throws(Errno) {
+                    return .success(try await self.filesystem.perform(work))
+                } catch {
+                    return .failure(error)
+                }
             }
             self.send(request) { req in
                 switch result {

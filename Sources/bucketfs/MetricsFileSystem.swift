@@ -20,7 +20,8 @@ final class MetricsFileSystem: FuseFileSystem {
 
     static let operations = ["lookup", "forget", "getattr", "setattr", "opendir", "readdir", "releasedir", "open",
                              "read", "write", "flush", "fsync", "release", "create", "mkdir", "unlink", "rmdir",
-                             "rename", "statfs", "getxattr", "listxattr", "setxattr", "removexattr"]
+                             "rename", "statfs", "getxattr", "listxattr", "setxattr", "removexattr", "readlink", "symlink",
+                             "link", "mknod"]
 
     init(_ inner: any FuseFileSystem) {
         self.inner = inner
@@ -175,6 +176,18 @@ final class MetricsFileSystem: FuseFileSystem {
     }
     func removexattr(ino: UInt64, name: String) async throws(Errno) {
         try await measure("removexattr") { () async throws(Errno) in try await inner.removexattr(ino: ino, name: name) }
+    }
+    func readlink(ino: UInt64) async throws(Errno) -> String {
+        try await measure("readlink") { () async throws(Errno) in try await inner.readlink(ino: ino) }
+    }
+    func symlink(parent: UInt64, name: String, target: String) async throws(Errno) -> FuseEntry {
+        try await measure("symlink") { () async throws(Errno) in try await inner.symlink(parent: parent, name: name, target: target) }
+    }
+    func link(ino: UInt64, newParent: UInt64, newName: String) async throws(Errno) -> FuseEntry {
+        try await measure("link") { () async throws(Errno) in try await inner.link(ino: ino, newParent: newParent, newName: newName) }
+    }
+    func mknod(parent: UInt64, name: String, mode: UInt32, rdev: UInt64) async throws(Errno) -> FuseEntry {
+        try await measure("mknod") { () async throws(Errno) in try await inner.mknod(parent: parent, name: name, mode: mode, rdev: rdev) }
     }
 }
 

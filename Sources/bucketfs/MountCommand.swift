@@ -115,6 +115,7 @@ struct Mount: AsyncParsableCommand {
         if let gid { config.gid = gid }
         config.fileMode = UInt32(fileMode, radix: 8) ?? MountConfig.defaults.fileMode
         config.dirMode = UInt32(dirMode, radix: 8) ?? MountConfig.defaults.dirMode
+        config.posixMetadata = posixMetadata
         config.metadataTTL = metadataTTL
         config.listPageSize = listPageSize
         config.readAheadBudget = max(0, readAheadMB) << 20

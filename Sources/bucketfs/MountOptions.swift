@@ -16,6 +16,9 @@ struct MountBehaviourOptions: ParsableArguments {
     @Option(name: .customLong("dir-mode"), help: "Permission bits of directories, octal.") var dirMode: String = String(MountConfig.defaults.dirMode, radix: 8)
     @Flag(name: .customLong("allow-other"), help: "Let other users see the mount (needs user_allow_other for non-root).")
     var allowOther = false
+    @Option(name: .customLong("posix-metadata"),
+            help: "on: modes, owners and symbolic links are kept in gsutil's/gcloud's goog-reserved-posix-* and goog-reserved-file-is-symlink keys; off: every file shows --file-mode/--dir-mode/--uid/--gid and none of those keys is read or written.")
+    var posixMetadata: OnOff = MountConfig.defaults.posixMetadata ? .on : .off
     @Flag(help: "Stay in the foreground (logs go to standard error); for systemd units and debugging.")
     var foreground = false
 }
@@ -81,6 +84,7 @@ extension Mount {
     var fileMode: String { behaviour.fileMode }
     var dirMode: String { behaviour.dirMode }
     var allowOther: Bool { behaviour.allowOther }
+    var posixMetadata: Bool { behaviour.posixMetadata == .on }
     var foreground: Bool { behaviour.foreground }
     var metadataTTL: Double { caching.metadataTTL }
     var cacheDir: String? { caching.cacheDir }
@@ -120,4 +124,9 @@ extension Mount {
 
 private extension Duration {
     var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}
+
+/// An option that is on or off (`--posix-metadata off`).
+enum OnOff: String, ExpressibleByArgument, CaseIterable, Sendable {
+    case on, off
 }

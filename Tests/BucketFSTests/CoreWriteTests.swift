@@ -65,7 +65,8 @@ import Testing
         #expect(h.store.count("patch") == 0)
         #expect(h.store.count("write") == 1)
         let o = try #require(h.store.object("pic.png"))
-        #expect(o.customMetadata == ["camera": "x100"])
+        // The new file's mode rides along in the same upload.
+        #expect(o.customMetadata == ["camera": "x100", "goog-reserved-posix-mode": "644"])
         #expect(o.writable.cacheControl == "max-age=60")
         #expect(o.contentType == "image/png")
         #expect(try await h.xattr(ino, "user.camera") == "x100")
@@ -289,9 +290,11 @@ import Testing
         #expect(try await h.getattr(ino).mtime == 1_234_567_890)
         // The key stays hidden from xattrs.
         #expect(try await h.fs.listxattr(ino: ino) == ["user.other"])
-        // chmod is accepted and changes nothing in the bucket.
+        // chmod is one PATCH of the mode key (CorePosixTests), still hidden from xattrs.
         _ = try await h.fs.setattr(ino: ino, fh: nil, changes: SetAttributes(mode: 0o600))
-        #expect(h.store.counts == ["patch": 1])
+        #expect(h.store.counts == ["patch": 2])
+        #expect(h.store.object("f")?.customMetadata["goog-reserved-posix-mode"] == "600")
+        #expect(try await h.fs.listxattr(ino: ino) == ["user.other"])
     }
 
     @Test func setattrMtimeOnAFileBeingWrittenGoesIntoTheUpload() async throws {

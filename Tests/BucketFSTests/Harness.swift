@@ -246,6 +246,22 @@ final class CheckedCore: FuseFileSystem, @unchecked Sendable {
     func mkdir(parent: UInt64, name: String, mode: UInt32) async throws(Errno) -> FuseEntry {
         try await checked("mkdir(\(parent), \(name))") { () async throws(Errno) in try await core.mkdir(parent: parent, name: name, mode: mode) }
     }
+    func readlink(ino: UInt64) async throws(Errno) -> String {
+        try await checked("readlink(\(ino))") { () async throws(Errno) in try await core.readlink(ino: ino) }
+    }
+    func symlink(parent: UInt64, name: String, target: String) async throws(Errno) -> FuseEntry {
+        try await checked("symlink(\(parent), \(name))") { () async throws(Errno) in try await core.symlink(parent: parent, name: name, target: target) }
+    }
+    func link(ino: UInt64, newParent: UInt64, newName: String) async throws(Errno) -> FuseEntry {
+        try await checked("link(\(ino), \(newParent), \(newName))") { () async throws(Errno) in
+            try await core.link(ino: ino, newParent: newParent, newName: newName)
+        }
+    }
+    func mknod(parent: UInt64, name: String, mode: UInt32, rdev: UInt64) async throws(Errno) -> FuseEntry {
+        try await checked("mknod(\(parent), \(name))") { () async throws(Errno) in
+            try await core.mknod(parent: parent, name: name, mode: mode, rdev: rdev)
+        }
+    }
     func unlink(parent: UInt64, name: String) async throws(Errno) {
         try await checked("unlink(\(parent), \(name))") { () async throws(Errno) in try await core.unlink(parent: parent, name: name) }
     }

@@ -346,7 +346,8 @@ final class ReferenceRun {
             _ = try check(note, await attempt { () async throws(Errno) in
                 try await fs.mkdir(parent: p, name: ReferenceModel.name(path), mode: 0o755)
             }, expected: expected)
-            if expected == nil { model.put(path + "/", RefObject(data: Data())) }
+            // The placeholder carries its mode (POSIX metadata is on; no caller here, so no owner).
+            if expected == nil { model.put(path + "/", RefObject(data: Data(), custom: [PosixAttributes.modeKey: "755"])) }
 
         case let .rmdir(dirIndex):
             let dirs = model.sortedDirectories.filter { !$0.isEmpty }
@@ -468,7 +469,7 @@ final class ReferenceRun {
         if existed {
             openStage(id, path, truncate: true)
         } else {
-            model.files[id]!.stage = RefStage(data: Data(), custom: [:], dirty: true, createdHere: true)
+            model.files[id]!.stage = RefStage(data: Data(), custom: [PosixAttributes.modeKey: "644"], dirty: true, createdHere: true)
         }
         model.files[id]!.stage!.holders += 1
         model.handles.append(RefHandle(fh: fh, ino: e.attributes.ino, file: id, readable: true, writable: true, append: false,
@@ -609,7 +610,8 @@ final class ReferenceRun {
     }
 
     func compareXattrs(_ path: String, ino: UInt64) async throws {
-        let want = model.custom(of: path)
+        // Keys `stat` shows (the mode key of what was created here) are not xattrs.
+        let want = model.custom(of: path).filter { !XattrName.isHiddenKey($0.key) }
         let listed = try check("listxattr '\(path)'", await attempt { () async throws(Errno) in try await fs.listxattr(ino: ino) }, expected: nil)!
         let custom = listed.filter { $0.hasPrefix("user.") && !$0.hasPrefix("user.storage.") }.sorted()
         if custom != want.keys.map({ "user." + $0 }).sorted() {
