@@ -76,15 +76,27 @@ extension BucketFileSystem {
         if StoragePath.mountProblem(path) != nil { throw .ENOENT }
         if let e = failures.check(.metadata(path: path)) { throw e }
         let since = superblock.readBegins()
-        async let meta: ObjectInfo? = { () async throws -> ObjectInfo? in
-            do { return try await store.getMetadata(path) } catch StorageError.objectNotFound { return nil }
+        async let meta: Result<ObjectInfo?, any Error> = { () async -> Result<ObjectInfo?, any Error> in
+            do { return .success(try await store.getMetadata(path)) } catch StorageError.objectNotFound {
+                return .success(nil)
+            } catch {
+                return .failure(error)
+            }
         }()
         async let page = store.list(ListRequest(prefix: path + "/", delimiter: "/", maxResults: 1))
         let info: ObjectInfo?
         let listed: ListPage
         do {
             listed = try await page
-            info = try await meta
+            let got = await meta
+            if !listed.items.isEmpty || !listed.prefixes.isEmpty {
+                // A directory (it wins over an object of the same name): what the GET of the
+                // name said does not matter, not even a refusal (Security Rules may let a user
+                // list `users/` but not read an object named `users`).
+                info = try? got.get()
+            } else {
+                info = try got.get()
+            }
         } catch {
             let e = fail(error, "lookup", path)
             failures.note(.metadata(path: path), e)

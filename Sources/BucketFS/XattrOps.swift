@@ -192,6 +192,13 @@ extension BucketFileSystem {
         } catch StorageError.objectNotFound {
             superblock.setInfo(n, nil)
             return nil
+        } catch StorageError.unauthorized(_, let message) {
+            // Security Rules may let a user list a directory but not read its placeholder (or
+            // an object of that name): the directory shows the mount options, as one without
+            // a placeholder does, instead of hiding what the listing shows.
+            logger.debug("stat \(name): the placeholder may not be read (\(message)); showing the mount options")
+            superblock.setInfo(n, nil)
+            return nil
         } catch {
             throw fail(error, "stat", name)
         }

@@ -7,6 +7,23 @@ import Testing
 
 /// Errors (SPEC.md §5).
 @Suite struct CoreErrorTests {
+    /// Security Rules may let a user list `users/` but not read an object named `users`: a lookup
+    /// of a name not listed yet (GET and a one-item list at once) that the list shows to be a
+    /// directory is that directory, whatever the GET said. A refused GET of a name with nothing
+    /// below it stays EACCES.
+    @Test func aRefusedGetDoesNotHideADirectory() async throws {
+        let h = Harness()
+        h.store.put("users/u1/a.txt", "alpha")
+        // Both the GET of `users` and that of its placeholder `users/` are refused.
+        h.store.failNext("get", times: 2, with: .unauthorized(path: "users", message: "No READ permission."))
+        let e = try await h.fs.lookup(parent: Harness.root, name: "users")
+        #expect(e.attributes.type == .directory)
+        #expect(e.attributes.permissions & 0o777 == h.config.dirMode & 0o777)
+        #expect(try await h.names("users") == ["u1"])
+        h.store.failNext("get", with: .unauthorized(path: "other", message: "No READ permission."))
+        await #expect(throws: Errno.EACCES) { try await h.fs.lookup(parent: Harness.root, name: "other") }
+    }
+
     @Test func errnoMapping() {
         #expect(errno(for: StorageError.objectNotFound(path: "x")) == .ENOENT)
         #expect(errno(for: StorageError.unauthenticated(message: "")) == .EACCES)

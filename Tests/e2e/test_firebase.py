@@ -303,7 +303,7 @@ def test_firebase_mount_tools_within_the_rules(fb, mounts, tmp_path):
     fb.login_email()
     mnt = mounts.mount(SRC, "--metadata-ttl", "1")
     home = os.path.join(mnt, fb.home())
-    # down from the root by listings (a lookup of `users` alone: see the xfail test below)
+    # down from the root by listings (a lookup of `users` alone: test_firebase_lookup_of_a_directory_whose_own_name_is_not_readable)
     assert sorted(os.listdir(mnt)) == ["shared", "users"]
     assert sorted(os.listdir(os.path.join(mnt, "users"))) == sorted([fb.uid, "someone-else"])
 
@@ -391,7 +391,7 @@ def listed_not_readable(fb, mounts, wait):
     mnt = mounts.mount(SRC, "--metadata-ttl", "1")
     other = os.path.join(mnt, "users", "someone-else")
     assert "users" in os.listdir(mnt)
-    assert "someone-else" in os.listdir(os.path.join(mnt, "users"))  # by listings (see the xfail test)
+    assert "someone-else" in os.listdir(os.path.join(mnt, "users"))  # by listings
     assert os.listdir(other) == ["private.txt"]
     log = open(mounts.log_path(mnt)).read()
     assert re.search(r"users/someone-else/private\.txt.*Permission denied. No READ permission", log), log[-3000:]
@@ -404,9 +404,8 @@ def test_firebase_listed_but_not_readable_is_eacces(fb, mounts):
     listed_not_readable(fb, mounts, wait=1.5)
 
 
-@pytest.mark.xfail(strict=True, reason="the core's lookup of a name not yet listed GETs it and lists NAME/ at once and "
-                   "fails on either error: `users` (not readable under users/{uid} rules, but a directory) is EACCES; "
-                   "see Requests from fbcli in notes/FIREBASE-API.md")
+# The core's lookup of a name not yet listed GETs it and lists NAME/ at once: a refused GET of
+# `users` (not readable under users/{uid} rules) must not hide the directory the listing shows.
 def test_firebase_lookup_of_a_directory_whose_own_name_is_not_readable(fb, mounts):
     seed(fb)
     fb.login_email()
