@@ -210,3 +210,44 @@ def test_request_counts(bucket, mounts, tmp_path):
     log.write_text("")
     assert os.readlink(f"{mnt}/l") == "f"
     assert log.read_text() == ""
+
+
+def test_restic_backup_of_the_mount_restores_the_tree(bucket, mounts, tmp_path):
+    """A restic backup taken through the mount restores the tree that was copied in: bytes,
+    modes, owners, times and links (restic reads them through lstat and readlink)."""
+    src = tmp_path / "src"
+    _tree(src)
+    mnt = mounts.mount(bucket.src(), "--metadata-ttl", "30")
+    dst = os.path.join(mnt, "tree")
+    os.mkdir(dst)
+    COPIES["rsync"](src, dst)
+    # the directory that holds the tree keeps its own time too
+    os.utime(dst, (1_600_000_000, 1_600_000_200))
+    env = dict(os.environ, RESTIC_REPOSITORY=str(tmp_path / "repo"), RESTIC_PASSWORD="test")
+    sh(["restic", "init"], env=env)
+    sh(["restic", "backup", "--quiet", "."], cwd=dst, env=env)
+    restored = tmp_path / "restored"
+    sh(["restic", "restore", "latest", "--target", str(restored)], env=env)
+    assert _listing(restored) == _listing(src)
+    sh(["diff", "-r", "--no-dereference", str(src), str(restored)])
+
+
+def test_ls_l_of_1000_files_with_mode_keys_costs_only_the_list_pages(bucket, mounts, tmp_path):
+    """The listing carries custom metadata: modes and owners cost no request per file."""
+    mnt = mounts.mount(bucket.src())
+    os.mkdir(f"{mnt}/many")
+    for i in range(1000):
+        fd = os.open(f"{mnt}/many/f{i:04d}", os.O_WRONLY | os.O_CREAT, (0o600, 0o640, 0o755)[i % 3])
+        os.close(fd)
+    os.chown(f"{mnt}/many/f0000", 1234, 5678)
+    mounts.unmount(mnt)
+    log = tmp_path / "req.log"
+    mnt = mounts.mount(bucket.src(), "--request-log", str(log))
+    out = sh(["ls", "-ln", f"{mnt}/many"]).stdout.decode().splitlines()
+    assert len(out) == 1001, out[:3]  # "total" and 1,000 files
+    assert out[1].startswith("-rw------- 1 1234 5678 "), out[1]
+    assert out[2].startswith("-rw-r----- ") and out[3].startswith("-rwxr-xr-x "), out[2:4]
+    kinds = [l.split(" ")[0] for l in log.read_text().splitlines()]
+    # the root's listing and ceil(1000/1000) + 1 pages of many/, and at most the placeholder
+    # of many/ (a listing of the root names it without its metadata): nothing per file
+    assert kinds.count("list") <= 3 and len(kinds) - kinds.count("list") <= 1, kinds
