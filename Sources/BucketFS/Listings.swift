@@ -21,15 +21,24 @@ extension BucketFileSystem {
         // In the bucket's order, so the cache's FIFO keeps the end of a listing it cannot hold.
         var files: [(name: String, info: ObjectInfo)] = []
         var placeholder: ObjectInfo? = nil
+        var subdirectoryPlaceholders: [String: ObjectInfo] = [:]
         do {
             repeat {
                 let page = try await store.list(ListRequest(prefix: prefix, delimiter: "/",
-                                                            maxResults: config.listPageSize, pageToken: token))
+                                                            maxResults: config.listPageSize, pageToken: token,
+                                                            includeTrailingDelimiter: true))
                 for p in page.prefixes {
                     if let name = names.visibleName(p, relativeTo: prefix, isPrefix: true) { dirs.append(name) }
                 }
                 for item in page.items {
                     if item.name == prefix { placeholder = item; continue }
+                    // A subdirectory's placeholder (includeTrailingDelimiter): its attributes,
+                    // so that showing it costs no GET of its own.
+                    let rest = item.name.utf8.count > prefix.utf8.count ? item.name.dropFirst(prefix.count) : ""
+                    if rest.count > 1, rest.last == "/", rest.dropLast().firstIndex(of: "/") == nil {
+                        subdirectoryPlaceholders[String(rest.dropLast())] = item
+                        continue
+                    }
                     if let name = names.visibleName(item.name, relativeTo: prefix, isPrefix: false) { files.append((name, item)) }
                 }
                 token = page.nextPageToken
@@ -49,6 +58,7 @@ extension BucketFileSystem {
             }
         }
         return superblock.applyListing(dir, prefix: prefix, dirs: dirs, files: files, placeholder: placeholder,
+                                       subdirectoryPlaceholders: subdirectoryPlaceholders,
                                        at: now, since: since, into: handle)
     }
 

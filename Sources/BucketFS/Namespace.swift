@@ -11,15 +11,7 @@ extension BucketFileSystem {
         if config.readOnly { throw .EROFS }
         let p = try node(parent)
         let path = try names.childPath(superblock.path(of: p), name, directory: true)
-        // Only "not found" means we may create it; any other failure (EIO, EACCES) is reported.
-        var exists = false
-        do throws(Errno) {
-            _ = try await resolve(p, name)
-            exists = true
-        } catch {
-            if error != .ENOENT { throw error }
-        }
-        if exists { throw .EEXIST }
+        try await refuseIfExists(p, name)
         do {
             // Its mode and owner go into the placeholder's upload.
             let info = try await store.write(path + "/", from: .data(Data()), metadata: newObjectMetadata(mode: mode),
@@ -200,5 +192,20 @@ extension BucketFileSystem {
             _ = try? await store.write(dstPrefix, from: .data(Data()), metadata: WritableMetadata(), preconditions: .doesNotExist)
         }
         superblock.movedDirectory(from: srcPath, to: dstPath, copied: copied)
+    }
+}
+
+extension BucketFileSystem {
+    /// EEXIST when `name` exists in `p`. Only "not found" means a new name may be made there; any
+    /// other failure of the lookup (EIO, EACCES) is reported.
+    func refuseIfExists(_ p: Node, _ name: String) async throws(Errno) {
+        var exists = false
+        do throws(Errno) {
+            _ = try await resolve(p, name)
+            exists = true
+        } catch {
+            if error != .ENOENT { throw error }
+        }
+        if exists { throw .EEXIST }
     }
 }

@@ -332,7 +332,8 @@ final class Superblock: @unchecked Sendable {
     /// from it at once, before anything can be evicted. Returns the listing (fresh even with a
     /// TTL of 0, for the caller that asked).
     func applyListing(_ dir: Node, prefix: String, dirs: [String], files: [(name: String, info: ObjectInfo)],
-                      placeholder: ObjectInfo?, at t: Double, since: UInt64 = .max, into handle: DirHandle?) -> Listing {
+                      placeholder: ObjectInfo?, subdirectoryPlaceholders: [String: ObjectInfo] = [:],
+                      at t: Double, since: UInt64 = .max, into handle: DirHandle?) -> Listing {
         locked {
             // Directories that hold files created here and not uploaded yet exist before the
             // bucket has anything under them.
@@ -344,6 +345,10 @@ final class Superblock: @unchecked Sendable {
             for name in dirs {
                 let n = nodeLocked(path: prefix + name, type: .directory)
                 children[name] = n.ino
+                // Its placeholder, when the listing brought it (a hint: none proves nothing).
+                if let ph = subdirectoryPlaceholders[name], n.infoSeq <= since {
+                    setInfoLocked(n, ph, expiry: t + ttl)
+                }
             }
             for (name, info) in files {
                 if children[name] != nil {

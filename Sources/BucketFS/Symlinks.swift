@@ -19,14 +19,7 @@ extension BucketFileSystem {
         let p = try node(parent)
         guard p.type == .directory else { throw .ENOTDIR }
         let path = try names.childPath(superblock.path(of: p), name)
-        var exists = false
-        do throws(Errno) {
-            _ = try await resolve(p, name)
-            exists = true
-        } catch {
-            if error != .ENOENT { throw error }
-        }
-        if exists { throw .EEXIST }
+        try await refuseIfExists(p, name)
         let metadata = newObjectMetadata(mode: 0o777, symlink: true)
         do {
             let info = try await store.write(path, from: .data(Data(target.utf8)), metadata: metadata, preconditions: .doesNotExist)

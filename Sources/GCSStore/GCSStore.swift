@@ -140,6 +140,7 @@ public final class GCSStore: ObjectStore {
         let url = bucketPath + GCSJSONAPI.query([
             ("prefix", full.isEmpty ? nil : full), ("delimiter", request.delimiter),
             ("maxResults", String(request.maxResults)), ("pageToken", request.pageToken),
+            ("includeTrailingDelimiter", request.includeTrailingDelimiter && request.delimiter != nil ? "true" : nil),
             ("fields", GCSJSONAPI.listFields),
         ])
         let r = try await transport.send("list", path: "", idempotent: true, GCSRequest(.GET, url))

@@ -42,12 +42,19 @@ public struct ListRequest: Sendable, Equatable {
     public var delimiter: String?
     public var maxResults: Int
     public var pageToken: String?
+    /// The JSON API's `includeTrailingDelimiter`: an object named like one of the page's
+    /// prefixes (a subdirectory's placeholder `p/sub/`) comes as an item too, with its metadata.
+    /// A hint: a store or server that cannot do it leaves such items out, so their absence
+    /// proves nothing.
+    public var includeTrailingDelimiter: Bool
     /// Also list names equal to the prefix / placeholders `p/` as items (the JSON API does).
-    public init(prefix: String = "", delimiter: String? = "/", maxResults: Int = 1000, pageToken: String? = nil) {
+    public init(prefix: String = "", delimiter: String? = "/", maxResults: Int = 1000, pageToken: String? = nil,
+                includeTrailingDelimiter: Bool = false) {
         self.prefix = prefix
         self.delimiter = delimiter
         self.maxResults = maxResults
         self.pageToken = pageToken
+        self.includeTrailingDelimiter = includeTrailingDelimiter
     }
 }
 

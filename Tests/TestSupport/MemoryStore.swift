@@ -227,7 +227,13 @@ public final class MemoryStore: ObjectStore, @unchecked Sendable {
             let end = min(entries.count, start + limit)
             var page = ListPage()
             for e in entries[start..<end] {
-                if let item = e.item { page.items.append(item) } else { page.prefixes.append(e.key) }
+                if let item = e.item {
+                    page.items.append(item)
+                } else {
+                    page.prefixes.append(e.key)
+                    // includeTrailingDelimiter: the object named like the prefix, as an item too.
+                    if request.includeTrailingDelimiter, let o = objects[e.key] { page.items.append(o.info) }
+                }
             }
             if end < entries.count {
                 page.nextPageToken = Data(entries[end - 1].key.utf8).base64EncodedString()
