@@ -231,7 +231,7 @@ import Testing
         let entries = try await h.readdirAll(Harness.root)
         #expect(entries.map(\.name) == ["d", "p"])
         #expect(entries.map(\.attributesKnown) == [true, false])
-        #expect(h.store.lists.allSatisfy(\.includeTrailingDelimiter))
+        #expect(h.store.lists.allSatisfy { $0.includeTrailingDelimiter })
         h.store.resetCounts()
         #expect(try await h.lookup("d").attributes.permissions == 0o700)
         #expect(h.store.count("get") == 0, "the placeholder came with the listing")

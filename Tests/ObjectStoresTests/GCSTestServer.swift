@@ -352,7 +352,16 @@ final class GCSTestServer: @unchecked Sendable {
             }
             if let p = entryPrefix, prefixes.last == p { continue }
             if items.count + prefixes.count == maxResults { more = true; break }
-            if let p = entryPrefix { prefixes.append(p); last = "P" + p } else { items.append(resource(objects[n]!)); last = "I" + n }
+            if let p = entryPrefix {
+                prefixes.append(p)
+                last = "P" + p
+                // includeTrailingDelimiter: an object named exactly like the prefix (it sorts
+                // first under it) comes as an item too.
+                if q["includeTrailingDelimiter"] == "true", n == p { items.append(resource(objects[n]!)) }
+            } else {
+                items.append(resource(objects[n]!))
+                last = "I" + n
+            }
         }
         var r: [String: Any] = ["kind": "storage#objects"]
         if !items.isEmpty { r["items"] = items }
