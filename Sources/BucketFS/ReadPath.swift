@@ -19,7 +19,8 @@ final class ReadPath: @unchecked Sendable {
     /// parts ahead of it, the one it reads and one whose replies are still on their way to the
     /// kernel), within what the budget has free.
     let pool: BufferPool
-    /// Small files fetched ahead of a process reading a directory's files in listing order.
+    /// Small files fetched ahead of a process reading a directory's files whole in an order its
+    /// opens show, and kept for the next open.
     let walkAhead: WalkAhead
 
     init(store: any ObjectStore, config: MountConfig, logger: Logger) {

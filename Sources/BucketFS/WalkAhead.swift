@@ -347,8 +347,9 @@ final class WalkAhead: @unchecked Sendable {
         }
     }
 
-    /// Drops what waited longer than `ttl` to be opened (a miss) or to be opened again, and
-    /// forgets opens older than that.
+    /// Drops what waited longer than `ttl` to be opened (a miss) or to be opened again. (Opens
+    /// older than that are ignored where they are read, and forgotten oldest first beyond
+    /// `rememberedOpens`: this runs before every window, so it stays O(files held).)
     func sweep() {
         let t = now()
         let old: [Entry] = lock.withLock {
@@ -358,7 +359,6 @@ final class WalkAhead: @unchecked Sendable {
                 if !e.taken, e.order != nil { tracks[e.directory]?.misses += 1 }
             }
             for d in Set(old.values.map(\.directory)) { stopIfMissingLocked(d) }
-            opened = opened.filter { t - $0.value.at <= ttl }
             return Array(old.values)
         }
         old.forEach(drop)
