@@ -38,9 +38,11 @@ import StorageModel
 ///   it `ReadStream` takes `ReadBudget.lock` (reserving and releasing parts), `PartBuffer.lock`
 ///   (cancelling or refilling a part) and `BufferPool.lock` (a new part takes its buffer; a part
 ///   dropped for good gives it back). Never taken under the superblock's lock.
-/// - `WalkAhead.lock`: the files fetched ahead of a walk. Under it: `ReadBudget.lock`,
-///   `BufferPool.lock` and `PartBuffer.lock` (a new fetch), as under `ReadStream.lock`. Never
-///   taken together with `ReadStream.lock` or the superblock's lock.
+/// - `WalkAhead.lock`: the files fetched ahead of a walk or kept for a reopen, and what each
+///   directory's opens have shown of their order. Under it: `ReadBudget.lock`, `BufferPool.lock`
+///   and `PartBuffer.lock` (a new fetch), as under `ReadStream.lock`. Never taken together with
+///   `ReadStream.lock` (a stream gives back the walk-ahead's bytes, or offers its own at close,
+///   after releasing its lock) or the superblock's lock.
 /// - `PartBuffer.lock`: one part's bytes, waiters and fill. Nothing is taken under it (waiters
 ///   are resumed after it is released; a fill reports to its `ReadStream` outside it).
 /// - `ReadBudget.lock`, `BufferPool.lock`: leaves. A buffer given back asks the budget for room

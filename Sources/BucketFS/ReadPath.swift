@@ -19,7 +19,8 @@ final class ReadPath: @unchecked Sendable {
     /// parts ahead of it, the one it reads and one whose replies are still on their way to the
     /// kernel), within what the budget has free.
     let pool: BufferPool
-    /// Small files fetched ahead of a process reading a directory's files in listing order.
+    /// Small files fetched ahead of a process reading a directory's files whole in an order its
+    /// opens show, and kept for the next open.
     let walkAhead: WalkAhead
 
     init(store: any ObjectStore, config: MountConfig, logger: Logger) {
@@ -30,7 +31,7 @@ final class ReadPath: @unchecked Sendable {
         let budget = self.budget
         pool = BufferPool(limit: (config.readStreams + 2) * config.readPartMax,
                           room: { budget.capacity - budget.inUse })
-        walkAhead = WalkAhead(budget: budget, pool: pool, ttl: config.walkAheadTTL, now: config.now)
+        walkAhead = WalkAhead(budget: budget, pool: pool, ttl: config.walkAheadTTL, limit: config.walkAheadFiles, now: config.now)
     }
 
     /// Reads of one generation of `path`: a local store's (`localFile`, its blob) on demand,
@@ -40,28 +41,48 @@ final class ReadPath: @unchecked Sendable {
         if store.isLocal { tuning.streams = 0 }
         let generation = info.generation
         let store = self.store
-        return ReadStream(path: path, info: info, tuning: tuning, budget: budget, pool: pool, logger: logger, localFile: localFile,
+        let s = ReadStream(path: path, info: info, tuning: tuning, budget: budget, pool: pool, logger: logger, localFile: localFile,
                           stream: { range, deliver in
                               try await store.stream(path, generation: generation, range: range, deliver: deliver)
                           }, fetch: { [weak self] range in
                               guard let self else { throw StorageError.cancelled }
                               return try await self.fetch(path, generation: generation, range)
                           })
+        // A small file read whole stays a little for the next open of this generation.
+        if walks, localFile == nil, info.size > 0, info.size <= Int64(config.walkAheadMaxSize) {
+            let walkAhead = self.walkAhead
+            let directory = StoragePath.parent(path) ?? ""
+            s.keepWhole = { bytes, reserved, holder in
+                walkAhead.keep(path, generation: generation, directory: directory, bytes: bytes, reserved: reserved, from: holder)
+            }
+        }
+        return s
     }
 
-    /// An open of `path` at `generation` whose bytes were fetched ahead takes them into its
-    /// stream; true when it did (the walk then moves on).
-    func seedFromWalk(_ stream: ReadStream, path: String, generation: Int64) -> Bool {
-        guard let ahead = walkAhead.take(path, generation: generation) else { return false }
-        stream.seed(ahead.bytes, reserved: ahead.reserved, from: walkAhead)
+    /// Whether small files are fetched ahead and kept (`--walk-ahead`, never for a local store).
+    var walks: Bool { config.walkAheadFiles > 0 && !store.isLocal }
+
+    /// An open of `path` at `generation`, at `position` in its directory: noted (what it shows
+    /// of the order the directory is read in), and handed the bytes fetched ahead (or kept) for
+    /// that generation if there are any; true when it was (the walk then moves on).
+    func opened(_ stream: ReadStream, path: String, generation: Int64, at position: WalkAhead.Position?) -> Bool {
+        guard walks else { return false }
+        if let position { walkAhead.noteOpen(path, generation: generation, at: position) }
+        guard let bytes = walkAhead.take(path, generation: generation) else { return false }
+        let walkAhead = self.walkAhead
+        stream.seed(bytes) { walkAhead.giveBack(path, bytes) }
         return true
     }
 
-    /// Fetches the files of `window` (the next small files of `directory` in listing order)
-    /// ahead of the walk, each checked whole before anyone can be handed it.
-    func walk(_ window: [WalkAhead.Candidate], in directory: String) {
-        if window.isEmpty { return }
-        walkAhead.prefetch(window, in: directory) { [weak self] c in
+    /// What to fetch ahead next in `directory`: the order and how many files (`WalkAhead.plan`).
+    func walkPlan(_ directory: String) -> (order: WalkAhead.Order, count: Int)? {
+        walks ? walkAhead.plan(directory) : nil
+    }
+
+    /// Fetches the files of `window` (the next small files of `directory` after the one at
+    /// `position` in `order`) ahead of the walk, each checked whole before anyone can be handed it.
+    func walk(_ window: [WalkAhead.Candidate], in directory: String, order: WalkAhead.Order, after position: Int) {
+        walkAhead.prefetch(window, in: directory, order: order, after: position) { [weak self] c in
             guard let self else { throw StorageError.cancelled }
             let data = try await self.fetch(c.path, generation: c.info.generation, 0..<c.info.size)
             var check = ContentCheck(c.info)

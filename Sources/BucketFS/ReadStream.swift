@@ -51,10 +51,14 @@ final class ReadStream: @unchecked Sendable {
         var reserved: Int
         /// Times the part's fill was started again after it broke.
         var refills = 0
-        init(_ range: Range<Int64>, _ bytes: PartBuffer, reserved: Int) {
+        /// Bytes another part owns (the walk-ahead's, `seed`): given back to it when the stream
+        /// is done with them, never cancelled here.
+        let giveBack: (@Sendable () -> Void)?
+        init(_ range: Range<Int64>, _ bytes: PartBuffer, reserved: Int, giveBack: (@Sendable () -> Void)? = nil) {
             self.range = range
             self.bytes = bytes
             self.reserved = reserved
+            self.giveBack = giveBack
         }
     }
 
@@ -73,6 +77,17 @@ final class ReadStream: @unchecked Sendable {
     private var check: ContentCheck?
     private var corrupt: StorageError?
     private var closed = false
+    /// Shared parts dropped: handed back to their owner once `lock` is released
+    /// (`flushGiveBacks`), never under it.
+    private var giveBacks: [@Sendable () -> Void] = []
+
+    private func flushGiveBacks() {
+        let due = lock.withLock {
+            defer { giveBacks = [] }
+            return giveBacks
+        }
+        for g in due { g() }
+    }
 
     /// A jump of more than this behind the parts, or a part beyond them, is a seek.
     private static let slack: Int64 = 4 << 20
@@ -94,13 +109,18 @@ final class ReadStream: @unchecked Sendable {
         check = ContentCheck(info)
     }
 
-    /// Starts with the whole object already fetched (by a walk-ahead), its reservation moved here.
-    func seed(_ data: PartBuffer, reserved: Int, from holder: AnyObject) {
+    /// Starts with the whole object fetched (or being fetched) by the walk-ahead, which keeps
+    /// the bytes and their reservation: `giveBack` when this stream is done with them.
+    func seed(_ data: PartBuffer, giveBack: @escaping @Sendable () -> Void) {
         lock.withLock {
-            budget.transfer(reserved, from: holder, to: self)
-            parts = [Part(0..<size, data, reserved: reserved)]
+            parts = [Part(0..<size, data, reserved: 0, giveBack: giveBack)]
         }
     }
+
+    /// At close, a stream that was read whole and whose one part holds the whole object offers
+    /// it here (the walk-ahead keeps it for the next open of the generation); true when taken,
+    /// with the reservation moved from this stream.
+    var keepWhole: (@Sendable (_ bytes: PartBuffer, _ reserved: Int, _ holder: AnyObject) -> Bool)?
 
     /// Bytes reserved for parts now (statistics and tests).
     var reservedBytes: Int { lock.withLock { parts.reduce(0) { $0 + $1.reserved } } }
@@ -128,6 +148,7 @@ final class ReadStream: @unchecked Sendable {
     /// reading of the whole object in order from 0 (said once).
     func read(at off: Int64, count: Int) async throws -> (Data, whole: Bool) {
         if off >= size || count <= 0 { return (Data(), false) }
+        defer { flushGiveBacks() }
         let end = min(size, off + Int64(count))
         if let fd = lock.withLock({ localFile }) {
             let data = try Self.read(fd, off..<end, path: path, pool: pool)
@@ -199,12 +220,25 @@ final class ReadStream: @unchecked Sendable {
 
     /// Cancels what is still being fetched and gives the budget back.
     func close() {
+        let whole: Part? = lock.withLock {
+            guard keepWhole != nil, corrupt == nil, inOrderTo >= size, parts.count == 1, let p = parts.first, p.giveBack == nil,
+                  p.range == 0..<size, p.bytes.isComplete else { return nil }
+            return p
+        }
+        // Outside the lock: the walk-ahead's lock is never taken under this one by a keep.
+        if let p = whole, let keepWhole, keepWhole(p.bytes, p.reserved, self) {
+            lock.withLock {
+                p.reserved = 0
+                parts.removeAll { $0 === p }
+            }
+        }
         lock.withLock {
             closed = true
             dropLocked { _ in true }
             if let fd = localFile { Glibc.close(fd) }
             localFile = nil
         }
+        flushGiveBacks()
     }
 
     /// Notes bytes served; true when they complete a reading of the whole object from 0.
@@ -288,7 +322,9 @@ final class ReadStream: @unchecked Sendable {
     /// the others), as long as the budget takes them.
     private func scheduleLocked(from off: Int64, through: Int64 = 0) {
         guard !closed else { return }
-        var next = parts.last?.range.upperBound ?? off
+        // A first read a little into the file (the kernel's requests of one read(2) arriving out
+        // of order) starts the first part at 0 all the same: a small file is one request.
+        var next = parts.last?.range.upperBound ?? (lastEnd == 0 && off < Int64(tuning.firstPart) ? 0 : off)
         var ahead = parts.filter { $0.range.upperBound > off }.count
         let allowed = min(tuning.streams, 1 + streak)
         while ahead < allowed || next < through, next < size {
@@ -305,7 +341,7 @@ final class ReadStream: @unchecked Sendable {
     private func dropLocked(_ which: (Part) -> Bool) {
         parts.removeAll { p in
             guard which(p) else { return false }
-            p.bytes.cancel()
+            if let giveBack = p.giveBack { giveBacks.append(giveBack) } else { p.bytes.cancel() }
             budget.release(p.reserved, for: self)
             p.reserved = 0
             return true
@@ -342,6 +378,7 @@ final class ReadStream: @unchecked Sendable {
     // MARK: - checking
 
     private func verify(crc32c: UInt32, of range: Range<Int64>) throws {
+        defer { flushGiveBacks() }
         try lock.withLock {
             if let corrupt { throw corrupt }
             guard let (expected, got) = check?.add(crc32c: crc32c, of: range) else { return }

@@ -33,8 +33,10 @@ extension BucketFileSystem {
             readPath.stream(path, info, localFile: localFile)
         }
         if h.stream == nil, let fd = localFile { Glibc.close(fd) }
-        if let stream = h.stream, readPath.seedFromWalk(stream, path: h.path, generation: h.generation) {
-            // Fetched ahead of this walk: the open took the bytes, and the walk moves on.
+        if let stream = h.stream, readPath.walks,
+           readPath.opened(stream, path: h.path, generation: h.generation, at: superblock.walkPosition(of: n)) {
+            // Fetched ahead of this walk (or kept from the last open): the open took the bytes,
+            // and the walk moves on.
             walkOn(from: n)
         }
         return fh
@@ -67,11 +69,11 @@ extension BucketFileSystem {
     }
 
     /// A file was read whole (or taken from the walk-ahead): fetch the next small files of its
-    /// directory in listing order.
+    /// directory in the order its opens have been following (`WalkAhead.plan`).
     func walkOn(from n: Node) {
-        guard config.walkAheadFiles > 0, !store.isLocal else { return }
-        let (window, dir) = superblock.walkWindow(after: n, limit: config.walkAheadFiles, maxSize: Int64(config.walkAheadMaxSize))
-        if window.isEmpty { return }
-        readPath.walk(window, in: dir)
+        guard readPath.walks, let at = superblock.walkPosition(of: n),
+              let (order, count) = readPath.walkPlan(at.directory) else { return }
+        let window = superblock.walkWindow(after: n, order: order, limit: count, maxSize: Int64(config.walkAheadMaxSize))
+        readPath.walk(window, in: at.directory, order: order, after: at[order])
     }
 }

@@ -565,30 +565,76 @@ final class Superblock: @unchecked Sendable {
         }
     }
 
-    /// The next small files after `n` in its directory's listing order: regular, listed, not
-    /// written here, of 1 byte to `maxSize` (at most `limit` of them); and the directory's path.
-    func walkWindow(after n: Node, limit: Int, maxSize: Int64) -> (candidates: [WalkAhead.Candidate], directory: String) {
+    /// Where `n` stands in its directory's walk orders (`WalkAhead.Order`): its index in the
+    /// listing's file order and in inode-number order, and the directory's path; nil when the
+    /// directory has no listing or the listing does not name `n`.
+    func walkPosition(of n: Node) -> WalkAhead.Position? {
         locked {
-            let dirPath = StoragePath.parent(n.path) ?? ""
-            guard let d = parentLocked(n), let l = d.listing else { return ([], dirPath) }
-            let name = n.name
-            // Binary search: a listing's files come in the bucket's (UTF-8 byte) order.
-            let order = l.fileOrder
-            var lo = 0, hi = order.count
-            while lo < hi {
-                let mid = (lo + hi) / 2
-                if order[mid].utf8.lexicographicallyPrecedes(name.utf8) { lo = mid + 1 } else { hi = mid }
+            guard let d = parentLocked(n), d.listing != nil, let listed = listedIndexLocked(d, n.name) else { return nil }
+            let byIno = inodeOrderLocked(d)
+            guard let inode = inodeIndexLocked(byIno, n.ino) else { return nil }
+            return WalkAhead.Position(directory: StoragePath.parent(n.path) ?? "", listing: listed, inode: inode)
+        }
+    }
+
+    /// The next small files after `n` in its directory's `order` (the listing's order, or
+    /// inode-number order: what `borg` sorts a directory by): regular, listed, not written here,
+    /// of 1 byte to `maxSize` (at most `limit` of them), each with its index in that order.
+    func walkWindow(after n: Node, order: WalkAhead.Order, limit: Int, maxSize: Int64) -> [WalkAhead.Candidate] {
+        locked {
+            guard limit > 0, let d = parentLocked(n), let l = d.listing else { return [] }
+            let names: ArraySlice<String>
+            let start: Int
+            switch order {
+            case .listing:
+                guard let i = listedIndexLocked(d, n.name) else { return [] }
+                start = i + 1
+                names = l.fileOrder[start...]
+            case .inode:
+                let byIno = inodeOrderLocked(d)
+                guard let i = inodeIndexLocked(byIno, n.ino) else { return [] }
+                start = i + 1
+                names = byIno[start...].map(\.name)[...]
             }
-            guard lo < order.count, order[lo] == name else { return ([], dirPath) }
             var window: [WalkAhead.Candidate] = []
-            for next in order[(lo + 1)...].prefix(limit * 4) {
+            for (k, next) in names.prefix(limit * 4).enumerated() {
                 guard let c = childLocked(l, next), c.type == .regular, c.staged == nil, let info = c.info,
                       info.size > 0, info.size <= maxSize else { continue }
-                window.append(WalkAhead.Candidate(path: c.path, info: info))
+                window.append(WalkAhead.Candidate(path: c.path, info: info, position: start + k))
                 if window.count == limit { break }
             }
-            return (window, dirPath)
+            return window
         }
+    }
+
+    /// `name`'s index in `d`'s listing's file order (binary search: a listing's files come in
+    /// the bucket's UTF-8 byte order).
+    private func listedIndexLocked(_ d: Node, _ name: String) -> Int? {
+        guard let order = d.listing?.fileOrder else { return nil }
+        var lo = 0, hi = order.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if order[mid].utf8.lexicographicallyPrecedes(name.utf8) { lo = mid + 1 } else { hi = mid }
+        }
+        return lo < order.count && order[lo] == name ? lo : nil
+    }
+
+    /// `d`'s listed files by inode number, made once per listing (when a walk first asks).
+    private func inodeOrderLocked(_ d: Node) -> [(ino: UInt64, name: String)] {
+        guard let l = d.listing else { return [] }
+        if let made = l.inodeOrder { return made }
+        let made = l.fileOrder.compactMap { name in l.children[name].map { (ino: $0, name: name) } }.sorted { $0.ino < $1.ino }
+        d.listing?.inodeOrder = made
+        return made
+    }
+
+    private func inodeIndexLocked(_ byIno: [(ino: UInt64, name: String)], _ ino: UInt64) -> Int? {
+        var lo = 0, hi = byIno.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if byIno[mid].ino < ino { lo = mid + 1 } else { hi = mid }
+        }
+        return lo < byIno.count && byIno[lo].ino == ino ? lo : nil
     }
 
     // MARK: - namespace changes

@@ -1,68 +1,238 @@
 import Foundation
 import StorageModel
 
-/// Small files fetched ahead of a tree walk. tar, rsync, restic and `cp -r` read a directory's
-/// files whole, one after another, in the order the directory lists them: once a file has been
-/// read whole, the next few small files of its directory in listing order are downloaded before
-/// they are opened — each a whole object, pinned to the generation listed, its memory reserved in
-/// the mount's `ReadBudget`. An open of the same generation takes the bytes over (one request per
-/// file, overlapped); any other generation drops them. Files not opened within `ttl`, or passed
-/// over by the walk, are dropped.
+/// Small files fetched ahead of a process reading a directory's files whole, one after another
+/// (issues 10 and 21). Which file comes next is learnt from the opens themselves: `tar` and
+/// `restic` open a directory's files in the order it lists them (restic two at a time), `borg`
+/// in inode-number order. Each open is placed in both orders (`noteOpen`); once a file has been
+/// read whole, the next few small files in the order the opens have been following are
+/// downloaded before they are opened — each a whole object, pinned to the generation listed, its
+/// memory reserved in the mount's `ReadBudget`. The window grows with the run of opens that
+/// followed that order, so a reader that follows none gets nothing fetched for it; and a
+/// directory whose fetched files keep going unopened stops being guessed for until its opens
+/// follow one order for a whole window again.
+///
+/// An open of the same generation is served from those bytes, whether they are in or still on
+/// their way (one request per file, overlapped). A file already opened is not fetched ahead
+/// again. Bytes that an open took (or that a stream read whole, `keep`) stay a little for the
+/// next open of the same generation — `borg` reads with `posix_fadvise(DONTNEED)`, which empties
+/// the page cache behind it — at most `keepIdle` files no handle reads, the oldest going first,
+/// all within the budget. Files not opened within `ttl`, passed over by the walk, or of another
+/// generation are dropped.
 final class WalkAhead: @unchecked Sendable {
+    /// The orders a directory's files may be opened in.
+    enum Order: Sendable, CaseIterable {
+        /// The listing's (the bucket's UTF-8 byte order of names): tar, rsync, restic, cp -r.
+        case listing
+        /// Inode numbers (ours are hashes of the path): borg's `scandir_inorder`.
+        case inode
+    }
+
     struct Candidate {
         let path: String
         let info: ObjectInfo
+        /// Index in the order the window was made in.
+        let position: Int
     }
 
-    private struct Entry {
+    /// Where an opened file stands in its directory's orders.
+    struct Position: Sendable {
+        let directory: String
+        let listing: Int
+        let inode: Int
+        subscript(_ order: Order) -> Int {
+            switch order {
+            case .listing: listing
+            case .inode: inode
+            }
+        }
+    }
+
+    private final class Entry {
         let generation: Int64
+        /// Reserved in the budget by this walk-ahead while the entry is here.
         let reserved: Int
         let bytes: PartBuffer
-        let started: Double
         let directory: String
+        /// The order and index it was fetched ahead in (nil: kept after a read, never a guess).
+        let order: Order?
+        let position: Int
+        /// When it was fetched ahead, or last handed to (or given back by) a reader.
+        var touched: Double
+        /// An open took it (a hit); it stays for the next open of the generation.
+        var taken = false
+        /// Streams reading from it now.
+        var readers = 0
+        init(generation: Int64, reserved: Int, bytes: PartBuffer, directory: String, order: Order?, position: Int, touched: Double) {
+            self.generation = generation
+            self.reserved = reserved
+            self.bytes = bytes
+            self.directory = directory
+            self.order = order
+            self.position = position
+            self.touched = touched
+        }
+    }
+
+    /// What the opens of one directory have shown.
+    private struct Track {
+        /// The furthest index opened in each order, and how many opens in a row went forward
+        /// in it (a step back of at most `reorderSlack` leaves both: two readers at once).
+        var last: [Order: Int] = [:]
+        var run: [Order: Int] = [:]
+        var opens = 0
+        /// Files fetched ahead that an open took / that were dropped unopened.
+        var hits = 0
+        var misses = 0
+        /// Guessing stopped: misses outran hits by a whole window.
+        var stopped = false
+        var touched: Double = 0
     }
 
     private let budget: ReadBudget
     private let pool: BufferPool
     private let ttl: Double
     private let now: @Sendable () -> Double
+    /// The most files fetched ahead of one walk (`--walk-ahead`), and the most kept for a reopen
+    /// that no handle reads.
+    private let limit: Int
+    private let keepIdle: Int
     private let lock = NSLock()
     private var entries: [String: Entry] = [:]
+    private var tracks: [String: Track] = [:]
+    /// Files opened for reading lately (path → generation, when): not fetched ahead again.
+    private var opened: [String: (generation: Int64, at: Double)] = [:]
     /// A sweep is scheduled (one at a time, while anything waits).
     private var sweeping = false
 
-    init(budget: ReadBudget, pool: BufferPool, ttl: Double, now: @escaping @Sendable () -> Double) {
+    /// Two readers of one directory at once (restic) open its files a step or two out of order.
+    static let reorderSlack = 2
+    /// Opens in a row that confirm an order: files fetched in it and passed over are dropped.
+    static let confirmedRun = 3
+    /// The most opened files and directories remembered (the oldest are forgotten first).
+    static let rememberedOpens = 4096
+    static let rememberedDirectories = 256
+
+    init(budget: ReadBudget, pool: BufferPool, ttl: Double, limit: Int = 8, now: @escaping @Sendable () -> Double) {
         self.budget = budget
         self.pool = pool
         self.ttl = ttl
+        self.limit = limit
+        keepIdle = max(2 * limit, 4)
         self.now = now
     }
 
     /// Paths fetched ahead and not yet opened (tests, statistics).
-    var pending: [String] { lock.withLock { Array(entries.keys) } }
+    var pending: [String] { lock.withLock { entries.filter { !$0.value.taken }.map(\.key) } }
+    /// Paths whose bytes are kept for the next open (tests).
+    var kept: [String] { lock.withLock { entries.filter { $0.value.taken }.map(\.key) } }
+    /// Files fetched ahead that were opened / dropped unopened, in `directory` (tests).
+    func outcomes(in directory: String) -> (hits: Int, misses: Int) {
+        lock.withLock { tracks[directory].map { ($0.hits, $0.misses) } ?? (0, 0) }
+    }
 
-    /// Starts fetching the candidates not fetched yet (in order, while the budget takes them),
-    /// and drops what was fetched in `directory` for names no longer in the window.
-    func prefetch(_ window: [Candidate], in directory: String,
+    // MARK: - learning the order
+
+    /// An open for reading of `path` at `generation`, at `position` in its directory.
+    func noteOpen(_ path: String, generation: Int64, at position: Position) {
+        let t = now()
+        lock.withLock {
+            if opened.count >= Self.rememberedOpens {
+                for (k, _) in opened.sorted(by: { $0.value.at < $1.value.at }).prefix(Self.rememberedOpens / 4) { opened[k] = nil }
+            }
+            opened[path] = (generation, t)
+            if tracks[position.directory] == nil, tracks.count >= Self.rememberedDirectories {
+                for (k, _) in tracks.sorted(by: { $0.value.touched < $1.value.touched }).prefix(Self.rememberedDirectories / 4) { tracks[k] = nil }
+            }
+            var track = tracks[position.directory] ?? Track()
+            track.opens += 1
+            track.touched = t
+            for order in Order.allCases {
+                let p = position[order]
+                if let last = track.last[order] {
+                    if p > last {
+                        track.run[order, default: 0] += 1
+                        track.last[order] = p
+                    } else if p < last - Self.reorderSlack {
+                        track.run[order] = 0
+                        track.last[order] = p
+                    }
+                } else {
+                    track.last[order] = p
+                }
+            }
+            // A reader that followed one order for a whole window is guessed for again.
+            if track.stopped, (track.run.values.max() ?? 0) >= limit {
+                track.stopped = false
+                track.hits = 0
+                track.misses = 0
+            }
+            tracks[position.directory] = track
+        }
+    }
+
+    /// The order to fetch ahead in for `directory` and how many files: the listing's, a whole
+    /// window, for a directory's first file; then the order the opens have been following, as
+    /// many files as opens in a row followed it (twice that, up to the limit); nil when they
+    /// follow none, or guessing stopped.
+    func plan(_ directory: String) -> (order: Order, count: Int)? {
+        lock.withLock {
+            guard let track = tracks[directory] else { return nil }
+            if track.stopped { return nil }
+            if track.opens <= 1 { return (.listing, limit) }
+            // Ties go to the listing's order.
+            let best = Order.allCases.max { (track.run[$0] ?? 0) < (track.run[$1] ?? 0) } ?? .listing
+            let listingRun = track.run[.listing] ?? 0
+            let order = (track.run[best] ?? 0) > listingRun ? best : .listing
+            let run = track.run[order] ?? 0
+            return run > 0 ? (order, min(limit, 2 * run)) : nil
+        }
+    }
+
+    // MARK: - fetching ahead
+
+    /// Starts fetching the candidates (the next files after the one at `position` in `order`)
+    /// not fetched, kept or opened yet, in order, while the budget takes them; drops what was
+    /// fetched in `directory` in that order and passed over (before `position`, never opened).
+    func prefetch(_ window: [Candidate], in directory: String, order: Order, after position: Int,
                   fetch: @escaping @Sendable (Candidate) async throws -> Data) {
         sweep()
-        let keep = Set(window.map(\.path))
+        let t = now()
         let dropped: [Entry] = lock.withLock {
-            let gone = entries.filter { $0.value.directory == directory && !keep.contains($0.key) }
+            // Passed over: behind the reader by more than two readers' disorder, in an order its
+            // opens have followed three times in a row (an order guessed from one or two opens
+            // may be the wrong one: the files fetched in it may yet be opened in another).
+            guard (tracks[directory]?.run[order] ?? 0) >= Self.confirmedRun else { return [] }
+            let gone = entries.filter { !$0.value.taken && $0.value.directory == directory && $0.value.order == order
+                && $0.value.position < position - Self.reorderSlack }
             for k in gone.keys { entries[k] = nil }
+            tracks[directory]?.misses += gone.count
+            stopIfMissingLocked(directory)
             return Array(gone.values)
         }
         dropped.forEach(drop)
+        enum Outcome { case started, skipped, full }
         for c in window {
             let size = Int(c.info.size)
-            let started: Bool = lock.withLock {
-                guard entries[c.path] == nil else { return false }
-                guard budget.reserve(size, for: self) else { return false }
+            let (outcome, evicted): (Outcome, [Entry]) = lock.withLock {
+                guard entries[c.path] == nil else { return (.skipped, []) }
+                if let o = opened[c.path], o.generation == c.info.generation, t - o.at <= ttl { return (.skipped, []) }
+                var evicted: [Entry] = []
+                while !budget.reserve(size, for: self) {
+                    // Kept bytes nobody reads give way to files about to be opened.
+                    guard let oldest = entries.filter({ $0.value.taken && $0.value.readers == 0 })
+                        .min(by: { $0.value.touched < $1.value.touched }) else { return (.full, evicted) }
+                    entries[oldest.key] = nil
+                    evicted.append(oldest.value)
+                    budget.release(oldest.value.reserved, for: self)
+                }
                 entries[c.path] = Entry(generation: c.info.generation, reserved: size,
-                                        bytes: PartBuffer(capacity: size, pool: pool) { buf in try buf.append(try await fetch(c)) }, started: now(), directory: directory)
-                return true
+                                        bytes: PartBuffer(capacity: size, pool: pool) { buf in try buf.append(try await fetch(c)) },
+                                        directory: directory, order: order, position: c.position, touched: t)
+                return (.started, evicted)
             }
-            if !started, lock.withLock({ entries[c.path] == nil }) { break }  // the budget is full
+            evicted.forEach { $0.bytes.cancel() }
+            if outcome == .full { break }
         }
         scheduleSweep()
     }
@@ -84,34 +254,111 @@ final class WalkAhead: @unchecked Sendable {
         }
     }
 
-    /// The bytes fetched ahead for this generation of `path` (in flight or done) and the budget
-    /// reserved for them, now owned by the caller; nil when there are none. Bytes of another
-    /// generation, or a fetch that failed, are dropped.
-    func take(_ path: String, generation: Int64) -> (bytes: PartBuffer, reserved: Int)? {
-        guard let e = lock.withLock({ entries.removeValue(forKey: path) }) else { return nil }
-        if e.generation == generation, !e.bytes.hasFailed {
-            return (e.bytes, e.reserved)
+    // MARK: - handing bytes to readers
+
+    /// The bytes fetched ahead (or kept) for this generation of `path`, in flight or done, for
+    /// a reader to read from until it gives them back (`giveBack`); nil when there are none.
+    /// The walk-ahead keeps their reservation. Bytes of another generation, or a fetch that
+    /// failed, are dropped.
+    func take(_ path: String, generation: Int64) -> PartBuffer? {
+        let t = now()
+        let (bytes, stale): (PartBuffer?, Entry?) = lock.withLock {
+            guard let e = entries[path] else { return (nil, nil) }
+            guard e.generation == generation, !e.bytes.hasFailed else {
+                entries[path] = nil
+                return (nil, e)
+            }
+            if !e.taken {
+                e.taken = true
+                if e.order != nil { tracks[e.directory]?.hits += 1 }
+            }
+            e.readers += 1
+            e.touched = t
+            return (e.bytes, nil)
         }
-        drop(e)
-        return nil
+        if let stale { drop(stale) }
+        return bytes
     }
 
-    /// INVARIANT: the budget holds at least what the files fetched ahead reserved (a file just
-    /// taken or dropped has left `entries` and gives its reservation back a moment later).
+    /// A reader is done with bytes it took: they stay for the next open, as one of the
+    /// `keepIdle` files kept.
+    func giveBack(_ path: String, _ bytes: PartBuffer) {
+        let t = now()
+        let evicted: [Entry] = lock.withLock {
+            guard let e = entries[path], e.bytes === bytes else { return [] }
+            e.readers -= 1
+            e.touched = t
+            if e.bytes.hasFailed, e.readers == 0 {
+                entries[path] = nil
+                return [e]
+            }
+            return trimKeptLocked()
+        }
+        evicted.forEach(drop)
+    }
+
+    /// A stream that read a small file whole hands its bytes over (their reservation with them)
+    /// for the next open of the generation; false when they are not wanted (already here).
+    func keep(_ path: String, generation: Int64, directory: String, bytes: PartBuffer, reserved: Int, from holder: AnyObject) -> Bool {
+        let t = now()
+        let (kept, evicted): (Bool, [Entry]) = lock.withLock {
+            guard entries[path] == nil, bytes.isComplete else { return (false, []) }
+            budget.transfer(reserved, from: holder, to: self)
+            let e = Entry(generation: generation, reserved: reserved, bytes: bytes, directory: directory, order: nil, position: 0, touched: t)
+            e.taken = true
+            entries[path] = e
+            return (true, trimKeptLocked())
+        }
+        evicted.forEach(drop)
+        if kept { scheduleSweep() }
+        return kept
+    }
+
+    /// Drops the oldest kept files no reader holds beyond `keepIdle` (caller holds `lock`).
+    private func trimKeptLocked() -> [Entry] {
+        let idle = entries.filter { $0.value.taken && $0.value.readers == 0 }
+        guard idle.count > keepIdle else { return [] }
+        let old = idle.sorted { $0.value.touched < $1.value.touched }.prefix(idle.count - keepIdle)
+        for (k, _) in old { entries[k] = nil }
+        return old.map(\.value)
+    }
+
+    /// Misses outran hits by a whole window: stop guessing for the directory (caller holds `lock`).
+    private func stopIfMissingLocked(_ directory: String) {
+        guard var track = tracks[directory], !track.stopped, track.misses >= track.hits + limit else { return }
+        track.stopped = true
+        track.run = [:]
+        tracks[directory] = track
+    }
+
+    /// INVARIANT: the budget holds at least what the files fetched ahead or kept reserved (a
+    /// file just dropped has left `entries` and gives its reservation back a moment later), and
+    /// no more than `keepIdle` kept files are idle.
     func invariantViolations() -> [String] {
         lock.withLock {
+            var bad: [String] = []
             let reserved = entries.values.reduce(0) { $0 + $1.reserved }
             let held = budget.reserved(by: self)
-            return held >= reserved ? [] : ["the walk-ahead's files reserved \(reserved) bytes, the budget holds \(held) for them"]
+            if held < reserved { bad.append("the walk-ahead's files reserved \(reserved) bytes, the budget holds \(held) for them") }
+            let idle = entries.values.filter { $0.taken && $0.readers == 0 }.count
+            if idle > keepIdle { bad.append("the walk-ahead keeps \(idle) files nobody reads, more than \(keepIdle)") }
+            if entries.values.contains(where: { $0.readers < 0 }) { bad.append("a file fetched ahead was given back more often than taken") }
+            return bad
         }
     }
 
-    /// Drops what waited longer than `ttl` to be opened.
+    /// Drops what waited longer than `ttl` to be opened (a miss) or to be opened again. (Opens
+    /// older than that are ignored where they are read, and forgotten oldest first beyond
+    /// `rememberedOpens`: this runs before every window, so it stays O(files held).)
     func sweep() {
         let t = now()
         let old: [Entry] = lock.withLock {
-            let old = entries.filter { t - $0.value.started > ttl }
-            for k in old.keys { entries[k] = nil }
+            let old = entries.filter { $0.value.readers == 0 && t - $0.value.touched > ttl }
+            for (k, e) in old {
+                entries[k] = nil
+                if !e.taken, e.order != nil { tracks[e.directory]?.misses += 1 }
+            }
+            for d in Set(old.values.map(\.directory)) { stopIfMissingLocked(d) }
             return Array(old.values)
         }
         old.forEach(drop)
@@ -127,7 +374,9 @@ final class WalkAhead: @unchecked Sendable {
     }
 
     private func drop(_ e: Entry) {
-        e.bytes.cancel()
+        // Readers still holding the bytes read on from them (or on demand if the fetch is
+        // cancelled under them: a cancelled part is read again on demand).
+        if e.readers == 0 { e.bytes.cancel() }
         budget.release(e.reserved, for: self)
     }
 }

@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# Backup tools through a gs:// mount (issue 21, "restic and borg at one request per file"):
+# `tar -cf - DIR`, `restic backup DIR` and `borg create REPO::A DIR` over the same tree of
+# SMALL_N x 32 KiB files plus one 64 MiB file, each on a fresh mount behind a proxy that adds
+# DELAY_MS to every request and counts the requests (Tests/e2e/latencyproxy.py), page cache
+# dropped after the mount. For each tool: the time, and the media downloads per small object
+# (media requests for the small files / SMALL_N; the ideal is 1), with the most any one small
+# object was downloaded; the time as a ratio to tar's in the same run. Targets (issue 21):
+# restic and borg <= 1.05 downloads per small object, time <= 1.3x tar's.
+#
+# Each run is preceded by the same tool over a local copy of the tree (page cache warm): the
+# tool's own cost, which no mount can go below, printed next to the mount's time.
+#
+# restic and borg write their repositories to local disk (a fresh one each run, made before the
+# clock starts: restic unencrypted password "bench", borg `-e none`); what each backed up is checked
+# by listing the archive (the number of files). tar's archive is checked file by file
+# (Scripts/bench/tarcheck.py).
+#
+# Starts its own emulator (EMULATOR_PORT, default 9502) and proxy (BENCH_PROXY_PORT, default
+# 9503), unmounts everything on exit. Not part of the test suite; about 3 minutes at the defaults.
+# Environment: BUCKETFS_BIN (default: build release), BENCH_REPS (3), BENCH_DELAY_MS (20),
+# BENCH_SMALL_N (400), BENCH_BFS_OPTS (extra bucketfs mount options), BENCH_TOOLS ("tar restic
+# borg"), BENCH_DIR, BENCH_KEEP (keep WORK: mount logs, the proxy's request log), BENCH_STRACE=1
+# (each tool run under strace -f, its opens, reads, fadvise and closes in WORK/strace-TOOL.N; the
+# times are then not comparable).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPS="${BENCH_REPS:-3}"
+DELAY_MS="${BENCH_DELAY_MS:-20}"
+SMALL_N="${BENCH_SMALL_N:-400}"
+PORT="${EMULATOR_PORT:-9502}"
+PROXY_PORT="${BENCH_PROXY_PORT:-9503}"
+TOOLS="${BENCH_TOOLS:-tar restic borg}"
+BUCKET=bucketfs-backup
+ENDPOINT="http://127.0.0.1:$PORT"
+PROXY="http://127.0.0.1:$PROXY_PORT"
+for t in $TOOLS; do
+  command -v "$t" >/dev/null || { echo "bench: $t is not installed (apt-get install -y restic borgbackup)" >&2; exit 1; }
+done
+. Scripts/bench/lib.sh bucketfs-backup
+declare -A RES
+T_START=$(now)
+
+echo "bench: $TOOLS over $SMALL_N x 32 KiB + 64 MiB at +$DELAY_MS ms a request; $REPS repetitions; work dir $WORK" >&2
+start_emulator "$PORT" "$BUCKET"
+REQLOG="$WORK/proxy-requests.log"
+"$PY" Tests/e2e/latencyproxy.py --upstream "127.0.0.1:$PORT" --port "$PROXY_PORT" --delay-ms "$DELAY_MS" \
+  --log "$REQLOG" >"$WORK/proxy.log" 2>&1 &
+PIDS+=("$!")
+for _ in $(seq 1 100); do curl -sf -o /dev/null "$PROXY/__stats" && break; sleep 0.1; done
+curl -sf -o /dev/null "$PROXY/__stats" || { echo "bench: the latency proxy did not start" >&2; cat "$WORK/proxy.log" >&2; exit 1; }
+
+"$PY" - "$WORK/tree/tree" "$SMALL_N" <<'PYEOF'
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+os.makedirs(root)
+for i in range(n):
+    open(f"{root}/s{i:04d}", "wb").write(os.urandom(32768))
+open(f"{root}/big.bin", "wb").write(os.urandom(64 << 20))
+PYEOF
+"$PY" Scripts/bench/tarcheck.py --manifest "$WORK/tree/tree" >"$WORK/tar.manifest"
+echo "bench: filling the emulator" >&2
+"$PY" Scripts/bench/fill.py "$ENDPOINT" "$BUCKET" bench/tree --from "$WORK/tree/tree"
+LOCAL="$WORK/tree"  # the same tree on local disk
+BFS_GCS="gs://$BUCKET/bench"
+export RESTIC_PASSWORD=bench BORG_UNKNOWN_UNENCRYPTED_REPO_ACCESS_IS_OK=yes BORG_RELOCATED_REPO_ACCESS_IS_OK=yes
+export BORG_BASE_DIR="$WORK/borg-home" XDG_CACHE_HOME="$WORK/cache-home"
+
+# Media requests for the small objects in the proxy's log from line FROM on:
+# "downloads_per_object most_for_one_object objects_downloaded"
+small_downloads() {
+  tail -n +"$1" "$REQLOG" | "$PY" -c '
+import collections, re, sys, urllib.parse
+n = int(sys.argv[1]); c = collections.Counter()
+for line in sys.stdin:
+    kind, _, target = line.rstrip("\n").split(" ", 2)
+    if kind != "media": continue
+    path = urllib.parse.unquote(target.split("?")[0])
+    m = re.search(r"/tree/(s\d+)$", path)
+    if m: c[m.group(1)] += 1
+print(f"{sum(c.values()) / n:.2f}", max(c.values(), default=0), len(c))' "$SMALL_N"
+}
+proxy_counts() {  # -> "total list metadata media other" since the last /__reset
+  curl -sf "$PROXY/__stats" | "$PY" -c 'import json, sys; d = json.load(sys.stdin); print(*(d[k] for k in ("total", "list", "metadata", "media", "other")))'
+}
+
+run_tool() {  # TOOL RUN -> "seconds per_object most objects total list metadata media other"
+  local mnt t0 t1 counts from repo files
+  repo="$WORK/repo-$1"; rm -rf "$repo" "$WORK/tar.out"
+  case "$1" in
+    restic) restic init -q --repo "$repo" >/dev/null ;;
+    borg) borg init -e none "$repo" >/dev/null ;;
+  esac
+  mnt="$(mount_bucketfs "$BFS_GCS" --endpoint "$PROXY" --anonymous --read-only)"
+  drop_caches
+  curl -sf -o /dev/null "$PROXY/__reset"
+  from=$(( $(wc -l <"$REQLOG") + 1 ))
+  local wrap=()
+  [ -n "${BENCH_STRACE:-}" ] && wrap=(strace -f -tt -e trace=openat,open,read,pread64,close,fadvise64,lseek,getdents64 -o "$WORK/strace-$1.$2")
+  t0=$(now)
+  case "$1" in
+    tar) "${wrap[@]}" tar -cf - -C "$mnt" tree >"$WORK/tar.out" ;;
+    restic) (cd "$mnt" && "${wrap[@]}" restic backup -q --repo "$repo" tree >/dev/null) ;;
+    borg) (cd "$mnt" && "${wrap[@]}" borg create "$repo::A" tree) ;;
+  esac
+  t1=$(now)
+  counts=$(proxy_counts)
+  local per; per=$(small_downloads "$from")
+  unmount "$mnt"
+  case "$1" in
+    tar) "$PY" Scripts/bench/tarcheck.py "$WORK/tar.manifest" <"$WORK/tar.out" >/dev/null \
+           || { echo "bench: tar read wrong bytes" >&2; exit 1; }; files=$((SMALL_N + 1)) ;;
+    restic) files=$(restic ls -q --repo "$repo" latest | grep -c '^/tree/') ;;
+    borg) files=$(borg list "$repo::A" --format '{type}{NL}' | grep -c '^-') ;;
+  esac
+  [ "$files" -eq $((SMALL_N + 1)) ] || { echo "bench: $1 backed up $files files, not $((SMALL_N + 1))" >&2; exit 1; }
+  rm -rf "$repo" "$WORK/tar.out"
+  echo "$(elapsed "$t0" "$t1") $per $counts"
+}
+
+local_run() {  # TOOL -> seconds over the local copy (warm)
+  local repo="$WORK/repo-local-$1" t0 t1
+  rm -rf "$repo"
+  case "$1" in
+    restic) restic init -q --repo "$repo" >/dev/null ;;
+    borg) borg init -e none "$repo" >/dev/null ;;
+  esac
+  cat "$LOCAL"/tree/* >/dev/null
+  t0=$(now)
+  case "$1" in
+    tar) tar -cf - -C "$LOCAL" tree >"$WORK/tar-local.out" ;;
+    restic) (cd "$LOCAL" && restic backup -q --repo "$repo" tree >/dev/null) ;;
+    borg) (cd "$LOCAL" && borg create "$repo::A" tree) ;;
+  esac
+  t1=$(now)
+  rm -rf "$repo" "$WORK/tar-local.out"
+  elapsed "$t0" "$t1"
+}
+
+declare -A runs=() localruns=()
+for i in $(seq 1 "$REPS"); do
+  # the tools take turns within each repetition, so a slow spell of the machine falls on all
+  for tool in $TOOLS; do
+    localruns[$tool]+=" $(local_run "$tool")"
+    line=$(run_tool "$tool" "$i")
+    echo "bench: $tool run $i: $line (s, downloads per small object, most for one, objects; requests: total list metadata media other)" >&2
+    runs[$tool]+=" ${line%% *}"
+    RES[last_$tool]="$line"
+  done
+done
+for tool in $TOOLS; do
+  # shellcheck disable=SC2086
+  RES[t_$tool]=$(median ${runs[$tool]})
+  # shellcheck disable=SC2086
+  RES[l_$tool]=$(median ${localruns[$tool]})
+done
+
+echo
+echo "== bucketfs backup benchmark ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), medians of $REPS runs, binary $BIN)"
+echo "   $SMALL_N x 32 KiB + one 64 MiB object, +$DELAY_MS ms a request, fresh mount, page cache dropped"
+[ -n "$DROP_FAILED" ] && echo "   (could not drop the page cache)"
+[ -n "${BENCH_BFS_OPTS:-}" ] && echo "   bucketfs mount options added: $BENCH_BFS_OPTS"
+echo
+printf '| %-26s | %-22s | %-10s | %-36s | %-30s | %-16s |\n' "reader" "time (runs)" "vs tar" "media downloads per small object (ideal 1)" "requests, last run" "local disk (warm)"
+printf '|%s|%s|%s|%s|%s|%s|\n' "----------------------------" "------------------------" "------------" "--------------------------------------" "--------------------------------" "------------------"
+for tool in $TOOLS; do
+  read -r _ per most objs total list meta media other <<<"${RES[last_$tool]}"
+  case "$tool" in
+    tar) label='`tar -cf - DIR`' ;;
+    restic) label='`restic backup DIR`' ;;
+    borg) label='`borg create REPO::A DIR`' ;;
+  esac
+  vs=n/a; [ -n "${RES[t_tar]:-}" ] && vs="$(ratio "${RES[t_$tool]}" "${RES[t_tar]}")x"
+  printf '| %-26s | %-22s | %-10s | %-36s | %-30s | %-16s |\n' "$label" "${RES[t_$tool]} s (${runs[$tool]# })" "$vs" \
+    "$per (at most $most for one; $objs objects)" "$total ($list list, $meta meta, $media media, $other other)" "${RES[l_$tool]} s"
+done
+echo "   targets: restic and borg <= 1.05 downloads per small object and <= 1.3x tar's time"
+echo "   (whole bench $(elapsed "$T_START" "$(now)") s)"
