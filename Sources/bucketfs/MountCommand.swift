@@ -26,6 +26,7 @@ struct Mount: AsyncParsableCommand {
             throw ValidationError("--file-mode and --dir-mode take octal permission bits, e.g. 644")
         }
         guard (1...1000).contains(listPageSize) else { throw ValidationError("--list-page-size must be 1…1000") }
+        guard uploadChunkMB >= 0 else { throw ValidationError("--upload-chunk-mb must be ≥ 0 (0: the whole file in one request)") }
         guard metadataTTL >= 0 else { throw ValidationError("--metadata-ttl must be ≥ 0") }
         guard maxCachedEntries >= 1 else { throw ValidationError("--max-cached-entries must be ≥ 1") }
         guard opTimeout > 0, idleTimeout > 0 else { throw ValidationError("--op-timeout and --idle-timeout must be > 0") }
@@ -102,6 +103,7 @@ struct Mount: AsyncParsableCommand {
             var tuning = GCSStore.Tuning()
             tuning.idleTimeout = .milliseconds(Int64(idleTimeout * 1000))
             tuning.maxConnectionsPerHost = max(1, maxConnections)
+            tuning.chunkSize = uploadChunkMB > 0 ? uploadChunkMB << 20 : nil
             store = try openStore(parsed, gcs: gcs, firebase: firebase, logger: logger, prefixMount: true, tuning: tuning,
                                   deadline: .milliseconds(Int64(opTimeout * 1000)))
             store = try instrument(store)

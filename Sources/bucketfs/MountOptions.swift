@@ -38,6 +38,8 @@ struct CachingOptions: ParsableArguments {
     var walkAheadFiles: Int = MountConfig.defaults.walkAheadFiles
     @Option(name: .customLong("max-connections"), help: "HTTP connections to Cloud Storage at once (requests beyond wait for one).")
     var maxConnections: Int = GCSStore.Tuning().maxConnectionsPerHost
+    @Option(name: .customLong("upload-chunk-mb"), help: "gs:// uploads over 8 MiB go as one streamed request of a resumable session, resumed from what the server kept after a fault (0, the default); a size here sends them in requests of that many MiB instead, for servers or proxies that need it.")
+    var uploadChunkMB: Int = (GCSStore.Tuning().chunkSize ?? 0) >> 20
     @Option(name: .customLong("kernel-read-ahead-kb"), help: "The kernel's read-ahead for this mount, KiB: the size of the read requests a sequential reader sends (needs root; 0 keeps the kernel's 128).")
     var kernelReadAheadKB: Int = MountConfig.defaults.kernelReadAhead >> 10
     @Option(name: .customLong("list-page-size"), help: "maxResults of each list call (1…1000).")
@@ -94,6 +96,7 @@ extension Mount {
     var readPartMB: Int { caching.readPartMB }
     var kernelReadAheadKB: Int { caching.kernelReadAheadKB }
     var maxConnections: Int { caching.maxConnections }
+    var uploadChunkMB: Int { caching.uploadChunkMB }
     var listPageSize: Int { caching.listPageSize }
     var maxCachedEntries: Int { caching.maxCachedEntries }
     var opTimeout: Double { faults.opTimeout }
