@@ -19,6 +19,10 @@ struct MountBehaviourOptions: ParsableArguments {
     @Option(name: .customLong("posix-metadata"),
             help: "on: modes, owners and symbolic links are kept in gsutil's/gcloud's goog-reserved-posix-* and goog-reserved-file-is-symlink keys; off: every file shows --file-mode/--dir-mode/--uid/--gid and none of those keys is read or written.")
     var posixMetadata: OnOff = MountConfig.defaults.posixMetadata ? .on : .off
+    @Flag(name: .customLong("write-back"), help: "close returns once the data is staged; uploads run in the background in the order files were closed (fsync and unmount still wait; a failed upload is retried, then kept in CACHE_DIR/lost+found and logged). Off: close reports the upload.")
+    var writeBack = false
+    @Option(name: .customLong("upload-concurrency"), help: "With --write-back: uploads under way at once.")
+    var uploadConcurrency: Int = MountConfig.defaults.uploadConcurrency
     @Flag(help: "Stay in the foreground (logs go to standard error); for systemd units and debugging.")
     var foreground = false
 }
@@ -88,6 +92,8 @@ extension Mount {
     var allowOther: Bool { behaviour.allowOther }
     var posixMetadata: Bool { behaviour.posixMetadata == .on }
     var foreground: Bool { behaviour.foreground }
+    var writeBack: Bool { behaviour.writeBack }
+    var uploadConcurrency: Int { behaviour.uploadConcurrency }
     var metadataTTL: Double { caching.metadataTTL }
     var cacheDir: String? { caching.cacheDir }
     var readAheadMB: Int { caching.readAheadMB }
