@@ -32,6 +32,8 @@ import StorageModel
 ///   overlap one (unlink, giving up, the last attempt at unmount). Taken before the superblock's
 ///   lock, never while holding it; the upload itself runs with only `uploadLock` held. It is the
 ///   only AsyncLock, and no two are held at once.
+/// - `UploadQueue.lock` (write-back): the queue's order and counts; a leaf, taken under no other
+///   lock and with none under it (its jobs take `uploadLock` after it is released).
 ///
 /// The read side (each an NSLock private to its type, held for short synchronous stretches):
 /// - `ReadStream.lock`: one open file's parts, its place in the file, its content check. Under
@@ -87,6 +89,8 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     let linkTargets = LinkTargets()
     /// Refusals logged once (hard links, device nodes).
     let refusalLog = WarnOnce()
+    /// Write-back's background uploads, in the order files were closed (UploadQueue.swift).
+    let uploads: UploadQueue
 
     /// Takes the cache directory (refused when it is a symlink, someone else's, or in use by
     /// another mount) and moves what an earlier run left unsaved there into lost+found.
@@ -106,6 +110,8 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         readPath = ReadPath(store: store, config: config, logger: logger)
         staging.recoverOrphans()
         superblock = Superblock(config: config, stat: stat, staging: staging, counters: cacheCounters, hiddenLog: names.hiddenLog)
+        uploads = UploadQueue(limit: config.uploadConcurrency)
+        uploads.start { [weak self] n, s in await self?.uploadQueued(n, s) ?? false }
     }
 
     var now: Double { config.now() }

@@ -52,6 +52,11 @@ public struct MountConfig: Sendable {
     public var uploadRetries = 5
     /// Pauses between background upload attempts start at 1 s and double up to this (seconds).
     public var retryBackoffMax: Double = 30
+    /// Write-back (SPEC §3): close returns once the data is staged; uploads run in the
+    /// background in the order files were closed (UploadQueue.swift). Off: close reports the upload.
+    public var writeBack = false
+    /// Background uploads under way at once in write-back mode.
+    public var uploadConcurrency = 8
     /// Injected clock (seconds since the epoch), for tests.
     public var now: @Sendable () -> Double = { Date().timeIntervalSince1970 }
 

@@ -47,6 +47,14 @@ public struct CoreStatistics: Sendable, Equatable {
     /// Files with local content (open for writing or created here), and those not yet uploaded.
     public var stagedFiles = 0
     public var dirtyFiles = 0
+    /// Bytes of content not yet in the bucket (the dirty files' sizes).
+    public var pendingBytes: Int64 = 0
+    /// Write-back: files waiting for their upload, uploads under way, and queued uploads that
+    /// failed since the mount started (each then retried, and kept in lost+found if it never
+    /// succeeds).
+    public var queuedUploads = 0
+    public var uploadingFiles = 0
+    public var failedUploads = 0
     /// Files kept in `CACHE_DIR/lost+found/` for the user to recover.
     public var lostAndFoundEntries = 0
     public var hits: [CacheKind: Int] = [:]
@@ -63,6 +71,7 @@ extension BucketFileSystem {
         var s = CoreStatistics()
         superblock.statistics(into: &s)
         s.readAheadBytes = readBudget.inUse
+        (s.queuedUploads, s.uploadingFiles, s.failedUploads) = uploads.counts
         // Each kept file has a JSON sidecar naming its object: count the data files (not the
         // sidecars, nor the hidden temporary file Foundation writes a sidecar through).
         let kept = (try? FileManager.default.contentsOfDirectory(atPath: staging.lostAndFound)) ?? []

@@ -794,7 +794,10 @@ final class Superblock: @unchecked Sendable {
             for n in nodes.values {
                 if n.info != nil, n.infoExpiry > t { s.cachedAttributes += 1 }
                 if let l = n.listing, l.expiry > t { s.cachedListings += 1; s.cachedListingEntries += l.children.count }
-                if let st = n.staged { s.stagedFiles += 1; if st.state.unsaved { s.dirtyFiles += 1 } }
+                if let st = n.staged {
+                    s.stagedFiles += 1
+                    if st.state.unsaved { s.dirtyFiles += 1; s.pendingBytes += st.size }
+                }
             }
             s.openFiles = handles.count
         }

@@ -28,8 +28,18 @@ import StorageModel
 /// - `shutdown(within:)` (unmount, SIGTERM) waits for attempts under way, gives every file with
 ///   unsaved content one more attempt, all within one bound, and keeps what still fails in
 ///   lost+found; then no stage file is left.
+/// - Write-back (`config.writeBack`): flush uploads nothing and close queues the file
+///   (`UploadQueue`, in the order files were closed); its upload is `uploadQueued`, the same
+///   attempt under the same lock, with the same failures (background retries, lost+found).
+///   fsync still uploads at once, and shutdown's last attempt covers every queued file.
 extension BucketFileSystem {
     public func flush(ino: UInt64, fh: UInt64) async throws(Errno) {
+        if config.writeBack {
+            // What the bucket said last about this content still reaches every close.
+            guard let n = superblock.node(ino),
+                  case .givenUp(let e)? = superblock.withStage(of: n, { s, _ in s.state }) else { return }
+            throw e
+        }
         try await upload(ino: ino)
     }
 
@@ -44,7 +54,9 @@ extension BucketFileSystem {
         var uploadError: Errno? = nil
         // A file whose upload just failed is in the background attempts' hands: uploading it
         // again here, right after close reported the failure, would make close's answer untrue.
-        if h.writable, superblock.withStage(of: n, { s, _ in s.retryTask == nil }) ?? true {
+        if h.writable, config.writeBack {
+            do { try queueUpload(n) } catch { uploadError = error }
+        } else if h.writable, superblock.withStage(of: n, { s, _ in s.retryTask == nil }) ?? true {
             do { try await upload(ino: ino) } catch { uploadError = error }
         }
         // Only the stage this handle kept: a handle opened before the file had local content
@@ -71,6 +83,38 @@ extension BucketFileSystem {
             scheduleRetries(n, s)
             throw e
         }
+    }
+
+    /// Write-back's close: a file with unsaved content joins the queue (unless background
+    /// retries have it already); content given up reports its error, as in the default mode.
+    func queueUpload(_ n: Node) throws(Errno) {
+        guard let s = superblock.stage(of: n) else { return }
+        let (state, retrying) = superblock.withStage(of: n, stage: s) { s, _ in (s.state, s.retryTask != nil) }!
+        switch state {
+        case .givenUp(let e): throw e
+        case .dirty, .uploading(rewritten: true): if !retrying { uploads.enqueue(n, s) }
+        case .clean, .deleted, .uploading(rewritten: false), .waitingToRetry: return
+        }
+    }
+
+    /// One queued upload (write-back), as `upload(ino:)` makes it, in a task of its own under
+    /// the operation deadline. A failure starts the background attempts (then lost+found), as
+    /// in the default mode; the error is logged by `uploadOnce`. True when nothing is left unsaved.
+    func uploadQueued(_ n: Node, _ s: StagedFile) async -> Bool {
+        let deadline = ContinuousClock.now + .milliseconds(Int64(config.operationTimeout * 1000))
+        let failure = await Task { [self] () async -> Errno? in
+            do {
+                try await OperationContext.$deadline.withValue(deadline) {
+                    try await s.uploadLock.withLock { () async throws -> Void in try await self.uploadOnce(n, s) }
+                }
+                return nil
+            } catch {
+                return (error as? Errno) ?? errno(for: error)
+            }
+        }.value
+        if failure != nil { scheduleRetries(n, s) }
+        dropStageIfIdle(n)
+        return failure == nil
     }
 
     /// Runs `body` holding `s`'s upload lock, so that an upload under way ends (and its effect is
@@ -239,6 +283,8 @@ extension BucketFileSystem {
     /// one whose data could not even be copied to lost+found (logged; the next mount keeps it).
     public func shutdown(within limit: Duration) async {
         let end = ContinuousClock.now + limit
+        // Queued uploads start no more: the last attempts below cover them.
+        uploads.stop()
         readPath.dropAll()
         let staged = superblock.beginShutdown()
         let pending = staged.filter { superblock.withStage($0.1) { $0.state.unsaved } }.count

@@ -13,7 +13,7 @@ import StorageModel
 /// - Idempotent calls (reads, list, get, and writes guarded by a generation or metageneration
 ///   precondition) are retried on 408, 429, 5xx, resets and timeouts with jittered exponential backoff;
 ///   every call ends within its deadline (`retryLimitExceeded` or `timeout`). Resumable uploads resume
-///   from what the server persisted; their deadline restarts whenever a chunk is committed.
+///   from what the server persisted; their deadline restarts whenever the server has persisted more.
 public final class GCSStore: ObjectStore {
     public let bucket: String
     /// "" or `PREFIX/`.
@@ -31,8 +31,10 @@ public final class GCSStore: ObjectStore {
     public struct Tuning: Sendable {
         public var initialBackoff: Duration = .milliseconds(100)
         public var maxBackoff: Duration = .seconds(5)
-        /// Resumable upload chunk size; a multiple of 256 KiB.
-        public var chunkSize: Int = 8 << 20
+        /// Resumable uploads send the whole object in one streamed request (nil, the default) or,
+        /// for servers and proxies that need it, one request per chunk of this size (a multiple of
+        /// 256 KiB).
+        public var chunkSize: Int? = nil
         /// Uploads larger than this go resumable; smaller ones multipart.
         public var resumableThreshold: Int64 = 8 << 20
         /// HTTP/1.1 connections kept per host (the emulator is single-threaded HTTP/1.0: keep this small).
@@ -56,7 +58,7 @@ public final class GCSStore: ObjectStore {
         self.endpoint = Self.resolveEndpoint(endpoint, environment: environment)
         var t = tuning
         let quantum = 256 << 10
-        t.chunkSize = max(quantum, t.chunkSize / quantum * quantum)
+        t.chunkSize = t.chunkSize.map { max(quantum, $0 / quantum * quantum) }
         self.tuning = t
         self.logger = logger
 

@@ -14,12 +14,21 @@ package struct GCSRequest: Sendable {
     package var headers: HTTPHeaders = [:]
     /// Always sent with a Content-Length (empty bodies as `Content-Length: 0` where a body is expected).
     package var body: ByteBuffer?
+    /// A body streamed from a file instead (an upload), with its length as Content-Length. Such a
+    /// request is bounded by its stall timeout while the body goes out, not by the request
+    /// timeout (a large body takes as long as the network needs).
+    package var streamed: StreamedBody?
 
     package init(_ method: HTTPMethod, _ url: String, headers: HTTPHeaders = [:], body: ByteBuffer? = nil) {
         self.method = method
         self.url = url
         self.headers = headers
         self.body = body
+    }
+
+    package init(_ method: HTTPMethod, _ url: String, headers: HTTPHeaders = [:], streaming: StreamedBody) {
+        self.init(method, url, headers: headers)
+        self.streamed = streaming
     }
 }
 
@@ -111,7 +120,8 @@ package final class GCSTransport: Sendable {
             let remaining = end - ContinuousClock.now
             if remaining <= .zero { throw giveUp(what, path: path, attempts: attempts, last: lastError, answer: lastAnswer) }
             attempts += 1
-            let outcome = await attempt(request, limit: min(policy.requestTimeout, remaining), path: path,
+            let limit = request.streamed == nil ? min(policy.requestTimeout, remaining) : remaining
+            let outcome = await attempt(request, limit: limit, path: path,
                                         idempotent: idempotent, expect: expect, afterLostAnswer: mayHaveActed)
             var retryAfter: Duration? = nil
             switch outcome {
@@ -175,17 +185,44 @@ package final class GCSTransport: Sendable {
                 await self.exchange(r, limit: limit, path: path, idempotent: idempotent, expect: expect,
                                     afterLostAnswer: afterLostAnswer)
             }
+            let timer = ContinuousClock.now
             group.addTask {
-                try? await Task.sleep(for: limit)
+                if let body = r.streamed {
+                    await self.watch(body, answerWithin: self.policy.requestTimeout, until: timer + limit)
+                } else {
+                    try? await Task.sleep(for: limit)
+                }
                 return nil
             }
             let first = await group.next() ?? nil
             group.cancelAll()
             if let first { return first }
             if Task.isCancelled { return .failed(.cancelled, retryable: false, status: nil, retryAfter: nil) }
-            let e = StorageError.timeout(message: "no complete answer within \(limit)")
+            let e: StorageError
+            if let body = r.streamed, body.progress.bytes < body.length {
+                e = .timeout(message: "the upload stalled: no byte taken for \(body.stallTimeout) at byte \(body.offset + body.progress.bytes) of the request's \(body.offset + body.length)")
+            } else {
+                e = .timeout(message: "no complete answer within \(ContinuousClock.now - timer)")
+            }
             logger.debug("\(dialect.label) \(r.method) \(Self.shortURL(r.url)): \(e)")
             return .failed(e, retryable: idempotent, status: nil, retryAfter: nil)
+        }
+    }
+
+    /// Returns when a streamed body stops moving (no byte taken for its stall timeout), when its
+    /// answer has not come `answerWithin` after its last byte, or at `end`, whichever is first.
+    private func watch(_ body: StreamedBody, answerWithin: Duration, until end: ContinuousClock.Instant) async {
+        var seen: Int64 = -1
+        var moved = ContinuousClock.now
+        while !Task.isCancelled {
+            let now = ContinuousClock.now
+            if now >= end { return }
+            let taken = body.progress.bytes
+            if taken != seen { seen = taken; moved = now }
+            let bound = taken >= body.length ? answerWithin : body.stallTimeout
+            if now - moved >= bound { return }
+            let tick = min(body.stallTimeout / 4, end - now, .milliseconds(250))
+            do { try await Task.sleep(for: max(tick, .milliseconds(5))) } catch { return }
         }
     }
 
@@ -210,7 +247,9 @@ package final class GCSTransport: Sendable {
             let e = Self.map(error)
             return .failed(e, retryable: e.isTransient, status: 0, retryAfter: nil)
         }
-        if let body = r.body {
+        if let streamed = r.streamed {
+            req.body = .stream(streamed.pieces, length: .known(streamed.length))
+        } else if let body = r.body {
             req.body = .bytes(body)
         } else if r.method == .POST || r.method == .PUT || r.method == .PATCH {
             req.body = .bytes(ByteBuffer())

@@ -5,7 +5,7 @@ import NIOHTTP1
 import NIOFoundationCompat
 import StorageModel
 
-/// Multipart uploads for small objects, resumable uploads (streamed from disk in chunks) for large ones.
+/// Multipart uploads for small objects; resumable uploads, streamed from disk in one request, for large ones.
 extension GCSStore {
     func multipartUpload(_ name: String, from source: UploadSource, size: Int64, metadata: WritableMetadata,
                          preconditions: Preconditions) async throws -> ObjectInfo {
@@ -38,7 +38,7 @@ extension GCSStore {
                                         md5: Data(Insecure.MD5.hash(data: content)).base64EncodedString(),
                                         size: Int64(content.count), notGeneration: preconditions.ifGenerationMatch)
         }
-        return try parseObject(r)
+        return try await confirmed(name, try parseObject(r), sums: UploadChecksums(content), size: Int64(content.count))
     }
 
     /// Starts a resumable session; returns its URL. Creating a session writes nothing, so it is retried.
@@ -58,14 +58,16 @@ extension GCSStore {
         return location.contains("://") ? location : endpoint + (location.hasPrefix("/") ? "" : "/") + location
     }
 
-    /// Uploads in chunks of `tuning.chunkSize`, keeping one chunk in memory. After a dropped connection,
-    /// a timeout or a 5xx, asks the session what it holds (`Content-Range: bytes */N`) and resumes there.
-    /// The deadline restarts whenever the server commits more bytes.
+    /// Sends the whole source as one streamed request of a resumable session (or, with
+    /// `tuning.chunkSize` set, one request per chunk, for servers and proxies that need it). Only
+    /// after a reset, a stall, a timeout or a 5xx does it ask the session what it persisted
+    /// (`Content-Range: bytes */N` → 308 with `Range: bytes=0-K`) and send the rest from there.
+    /// The deadline restarts whenever the server has persisted more bytes. The crc32c and md5 of
+    /// the bytes sent are summed as they go, and the finished object must carry the same sums.
     func resumableUpload(_ name: String, from source: UploadSource, size: Int64, metadata: WritableMetadata,
                          preconditions: Preconditions) async throws -> ObjectInfo {
-        let reader = try ChunkReader(source)
-        defer { reader.close() }
         let policy = transport.policy
+        let sums = UploadChecksums()
         var session = try await startSession(name, size: size, metadata: metadata, preconditions: preconditions)
         var end = ContinuousClock.now + policy.deadline
         var offset: Int64 = 0
@@ -85,7 +87,7 @@ extension GCSStore {
                     let r = try await transport.send("upload status", path: name, idempotent: true, deadline: end,
                                                      expect: Expect(accept: { $0 == 308 }),
                                                      GCSRequest(.PUT, session, headers: ["Content-Range": "bytes */\(size)"]))
-                    if r.status != 308 { return try parseObject(r) }
+                    if r.status != 308 { return try await finished(name, r, sums: sums, size: size) }
                     committed(GCSJSONAPI.persistedBytes(rangeHeader: r.headers.first(name: "Range")))
                     mustAsk = false
                 } catch StorageError.objectNotFound, StorageError.unknown(status: 410, _) {
@@ -99,14 +101,17 @@ extension GCSStore {
                 }
                 continue
             }
-            let length = Int(min(Int64(tuning.chunkSize), size - offset))
-            let chunk = try reader.read(at: offset, count: length)
-            let range = size == 0 ? "bytes */0" : "bytes \(offset)-\(offset + Int64(length) - 1)/\(size)"
+            let length = tuning.chunkSize.map { min(Int64($0), size - offset) } ?? (size - offset)
+            let range = size == 0 ? "bytes */0" : "bytes \(offset)-\(offset + length - 1)/\(size)"
+            let body = StreamedBody(source: source, offset: offset, length: length, sums: sums,
+                                    stallTimeout: tuning.idleTimeout)
             do {
-                let r = try await transport.send("upload chunk", path: name, idempotent: false, deadline: end,
+                // The body streams for as long as it moves: the deadline bounds the asking, not the sending.
+                let r = try await transport.send("upload", path: name, idempotent: false,
+                                                 deadline: max(end, ContinuousClock.now + .seconds(86_400)),
                                                  expect: Expect(accept: { $0 == 308 }),
-                                                 GCSRequest(.PUT, session, headers: ["Content-Range": range], body: chunk))
-                if r.status != 308 { return try parseObject(r) }
+                                                 GCSRequest(.PUT, session, headers: ["Content-Range": range], streaming: body))
+                if r.status != 308 { return try await finished(name, r, sums: sums, size: size) }
                 let before = offset
                 committed(GCSJSONAPI.persistedBytes(rangeHeader: r.headers.first(name: "Range")))
                 if offset <= before && length > 0 {
@@ -120,11 +125,25 @@ extension GCSStore {
                 if ContinuousClock.now + pause >= end {
                     throw StorageError.retryLimitExceeded(message: "upload of \(name) stuck at byte \(offset) of \(size): \(e)")
                 }
-                logger.debug("GCS upload of \(name): \(e) at byte \(offset); asking the session in \(pause)")
+                logger.debug("GCS upload of \(name): \(e) after byte \(offset); asking the session in \(pause)")
                 do { try await Task.sleep(for: pause) } catch { throw StorageError.cancelled }
                 mustAsk = true
             }
         }
+    }
+
+    /// The finished object of a resumable session, which must hold exactly the bytes sent. One
+    /// that does not is removed again (only that generation), so that the retry the caller makes
+    /// under its original precondition is not refused by a corrupt object of our own.
+    private func finished(_ name: String, _ r: GCSResponse, sums: UploadChecksums, size: Int64) async throws -> ObjectInfo {
+        try await confirmed(name, try parseObject(r), sums: sums, size: size)
+    }
+
+    private func confirmed(_ name: String, _ info: ObjectInfo, sums: UploadChecksums, size: Int64) async throws -> ObjectInfo {
+        guard sums.bytesSummed == size, let (expected, got) = sums.mismatch(info, size: size) else { return info }
+        logger.error("GCS upload of \(name): the server stored \(got), the bytes sent have \(expected); removing generation \(info.generation)")
+        try? await delete(name, preconditions: Preconditions(ifGenerationMatch: info.generation))
+        throw StorageError.nonMatchingChecksum(path: name, expected: expected, got: got)
     }
 }
 

@@ -42,6 +42,7 @@ final class CoreMetricsCollector: @unchecked Sendable {
     private let lock = NSLock()
     private var seenHits: [CacheKind: Int] = [:]
     private var seenMisses: [CacheKind: Int] = [:]
+    private var seenFailedUploads = 0
 
     init(core: BucketFileSystem) {
         self.core = core
@@ -61,8 +62,14 @@ final class CoreMetricsCollector: @unchecked Sendable {
         r.makeGauge(name: "bucketfs_read_ahead_bytes", labels: []).set(Double(s.readAheadBytes))
         r.makeGauge(name: "bucketfs_staged_files", labels: []).set(Double(s.stagedFiles))
         r.makeGauge(name: "bucketfs_dirty_files", labels: []).set(Double(s.dirtyFiles))
+        r.makeGauge(name: "bucketfs_upload_pending_bytes", labels: []).set(Double(s.pendingBytes))
+        r.makeGauge(name: "bucketfs_uploads_queued", labels: []).set(Double(s.queuedUploads))
+        r.makeGauge(name: "bucketfs_uploads_in_progress", labels: []).set(Double(s.uploadingFiles))
         r.makeGauge(name: "bucketfs_lost_found_entries", labels: []).set(Double(s.lostAndFoundEntries))
         lock.withLock {
+            r.makeCounter(name: "bucketfs_uploads_failed_total", labels: [])
+                .increment(by: Int64(s.failedUploads - seenFailedUploads))
+            seenFailedUploads = s.failedUploads
             for kind in CacheKind.allCases {
                 let h = s.hits[kind] ?? 0, m = s.misses[kind] ?? 0
                 r.makeCounter(name: "bucketfs_cache_hits_total", labels: [("cache", kind.rawValue)])

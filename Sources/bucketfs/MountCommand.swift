@@ -26,6 +26,8 @@ struct Mount: AsyncParsableCommand {
             throw ValidationError("--file-mode and --dir-mode take octal permission bits, e.g. 644")
         }
         guard (1...1000).contains(listPageSize) else { throw ValidationError("--list-page-size must be 1…1000") }
+        guard uploadChunkMB >= 0 else { throw ValidationError("--upload-chunk-mb must be ≥ 0 (0: the whole file in one request)") }
+        guard uploadConcurrency >= 1 else { throw ValidationError("--upload-concurrency must be ≥ 1") }
         guard metadataTTL >= 0 else { throw ValidationError("--metadata-ttl must be ≥ 0") }
         guard maxCachedEntries >= 1 else { throw ValidationError("--max-cached-entries must be ≥ 1") }
         guard opTimeout > 0, idleTimeout > 0 else { throw ValidationError("--op-timeout and --idle-timeout must be > 0") }
@@ -95,6 +97,13 @@ struct Mount: AsyncParsableCommand {
         // from the heap and their freed pages stay resident: measured after `ls -l` of 100,000
         // objects, 152–204 MB resident with the default, 121 MB with this (issue 9).
         _ = setMallocOption(mallocMmapThreshold, 128 << 10)
+        // Every staged file keeps its descriptor until its upload; with --write-back a thousand
+        // files may wait at once: the soft limit on descriptors goes up to the hard one.
+        var files = rlimit()
+        if getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &files) == 0, files.rlim_cur < files.rlim_max {
+            files.rlim_cur = files.rlim_max
+            _ = setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &files)
+        }
         let logger = log.bootstrap()
         let parsed = try Source.parse(source, splitLocal: false)
         var store: any ObjectStore
@@ -102,6 +111,7 @@ struct Mount: AsyncParsableCommand {
             var tuning = GCSStore.Tuning()
             tuning.idleTimeout = .milliseconds(Int64(idleTimeout * 1000))
             tuning.maxConnectionsPerHost = max(1, maxConnections)
+            tuning.chunkSize = uploadChunkMB > 0 ? uploadChunkMB << 20 : nil
             store = try openStore(parsed, gcs: gcs, firebase: firebase, logger: logger, prefixMount: true, tuning: tuning,
                                   deadline: .milliseconds(Int64(opTimeout * 1000)))
             store = try instrument(store)
@@ -129,6 +139,8 @@ struct Mount: AsyncParsableCommand {
         config.operationTimeout = opTimeout
         config.uploadRetries = uploadRetries
         config.retryBackoffMax = retryBackoffMax
+        config.writeBack = writeBack
+        config.uploadConcurrency = uploadConcurrency
         config.failureTTL = failureTTL
         let core: BucketFileSystem
         do {

@@ -19,6 +19,10 @@ struct MountBehaviourOptions: ParsableArguments {
     @Option(name: .customLong("posix-metadata"),
             help: "on: modes, owners and symbolic links are kept in gsutil's/gcloud's goog-reserved-posix-* and goog-reserved-file-is-symlink keys; off: every file shows --file-mode/--dir-mode/--uid/--gid and none of those keys is read or written.")
     var posixMetadata: OnOff = MountConfig.defaults.posixMetadata ? .on : .off
+    @Flag(name: .customLong("write-back"), help: "close returns once the data is staged; uploads run in the background in the order files were closed (fsync and unmount still wait; a failed upload is retried, then kept in CACHE_DIR/lost+found and logged). Off: close reports the upload.")
+    var writeBack = false
+    @Option(name: .customLong("upload-concurrency"), help: "With --write-back: uploads under way at once.")
+    var uploadConcurrency: Int = MountConfig.defaults.uploadConcurrency
     @Flag(help: "Stay in the foreground (logs go to standard error); for systemd units and debugging.")
     var foreground = false
 }
@@ -38,6 +42,8 @@ struct CachingOptions: ParsableArguments {
     var walkAheadFiles: Int = MountConfig.defaults.walkAheadFiles
     @Option(name: .customLong("max-connections"), help: "HTTP connections to Cloud Storage at once (requests beyond wait for one).")
     var maxConnections: Int = GCSStore.Tuning().maxConnectionsPerHost
+    @Option(name: .customLong("upload-chunk-mb"), help: "gs:// uploads over 8 MiB go as one streamed request of a resumable session, resumed from what the server kept after a fault (0, the default); a size here sends them in requests of that many MiB instead, for servers or proxies that need it.")
+    var uploadChunkMB: Int = (GCSStore.Tuning().chunkSize ?? 0) >> 20
     @Option(name: .customLong("kernel-read-ahead-kb"), help: "The kernel's read-ahead for this mount, KiB: the size of the read requests a sequential reader sends (needs root; 0 keeps the kernel's 128).")
     var kernelReadAheadKB: Int = MountConfig.defaults.kernelReadAhead >> 10
     @Option(name: .customLong("list-page-size"), help: "maxResults of each list call (1…1000).")
@@ -86,6 +92,8 @@ extension Mount {
     var allowOther: Bool { behaviour.allowOther }
     var posixMetadata: Bool { behaviour.posixMetadata == .on }
     var foreground: Bool { behaviour.foreground }
+    var writeBack: Bool { behaviour.writeBack }
+    var uploadConcurrency: Int { behaviour.uploadConcurrency }
     var metadataTTL: Double { caching.metadataTTL }
     var cacheDir: String? { caching.cacheDir }
     var readAheadMB: Int { caching.readAheadMB }
@@ -94,6 +102,7 @@ extension Mount {
     var readPartMB: Int { caching.readPartMB }
     var kernelReadAheadKB: Int { caching.kernelReadAheadKB }
     var maxConnections: Int { caching.maxConnections }
+    var uploadChunkMB: Int { caching.uploadChunkMB }
     var listPageSize: Int { caching.listPageSize }
     var maxCachedEntries: Int { caching.maxCachedEntries }
     var opTimeout: Double { faults.opTimeout }

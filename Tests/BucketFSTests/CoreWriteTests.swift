@@ -278,6 +278,46 @@ import Testing
         #expect(h.store.data("final.bin") == Data("payload".utf8))
     }
 
+    /// What `tar -x` does for each file (the kernel's negative lookup, create with O_EXCL,
+    /// writes, futimens and fchmod on the open file, close) costs one request: the upload. The
+    /// lookup is answered by the listing of a directory made here or listed already, and the
+    /// upload's answer is the new file's metadata.
+    @Test(arguments: ["made here", "listed"])
+    func tarLikeExtractCostsOneRequestPerFile(parent: String) async throws {
+        let h = Harness()
+        let dir: UInt64
+        if parent == "made here" {
+            dir = try await h.fs.mkdir(parent: Harness.root, name: "x", mode: 0o755).attributes.ino
+        } else {
+            h.store.put("x/old", "old")
+            dir = try await h.ino("x")
+            _ = try await h.names("x")
+        }
+        h.store.resetCounts()
+        let files = 20
+        for i in 0..<files {
+            let name = "f\(i)"
+            await #expect(throws: Errno.ENOENT) { try await h.fs.lookup(parent: dir, name: name) }
+            let (e, fh) = try await h.fs.create(parent: dir, name: name, mode: 0o644,
+                                                flags: OpenFlags(O_WRONLY | O_CREAT | O_EXCL))
+            let ino = e.attributes.ino
+            _ = try await h.fs.write(ino: ino, fh: fh, offset: 0, data: Data.pattern(32 << 10, seed: UInt32(i + 1)))
+            _ = try await h.fs.setattr(ino: ino, fh: fh, changes: SetAttributes(atime: 1_600_000_000, mtime: 1_600_000_000))
+            _ = try await h.fs.setattr(ino: ino, fh: fh, changes: SetAttributes(mode: 0o640))
+            try await h.fs.flush(ino: ino, fh: fh)
+            try await h.fs.release(ino: ino, fh: fh)
+            // What tar (and ls -l after it) asks next is answered without a request.
+            #expect(try await h.getattr(ino).size == 32 << 10)
+        }
+        #expect(h.store.counts == ["write": files], "per file: one upload, nothing else")
+        for i in 0..<files {
+            let o = try #require(h.store.object("x/f\(i)"))
+            #expect(o.size == 32 << 10)
+            #expect(o.customMetadata[XattrName.mtimeKey] == "1600000000")
+            #expect(o.customMetadata["goog-reserved-posix-mode"] == "640")
+        }
+    }
+
     @Test func setattrMtimeWritesTheMtimeKey() async throws {
         let h = Harness()
         h.store.put("f", "x", custom: ["other": "1"])

@@ -32,6 +32,22 @@ let fastTuning: GCSStore.Tuning = {
     return t
 }()
 
+/// Many MiB of varied bytes, quickly even in a debug build (a word at a time).
+func bigData(_ n: Int, seed: UInt64) -> Data {
+    var d = Data(count: n)
+    d.withUnsafeMutableBytes { (p: UnsafeMutableRawBufferPointer) in
+        var x = seed &* 0x9E37_79B9_7F4A_7C15
+        var i = 0
+        while i + 8 <= n {
+            x = x &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            p.storeBytes(of: x ^ (x >> 29), toByteOffset: i, as: UInt64.self)
+            i += 8
+        }
+        while i < n { p[i] = UInt8(truncatingIfNeeded: i); i += 1 }
+    }
+    return d
+}
+
 func storageError(_ body: () async throws -> Void) async -> StorageError? {
     do { try await body(); return nil } catch let e as StorageError { return e } catch {
         Issue.record("not a StorageError: \(error)")
@@ -372,6 +388,115 @@ func storageError(_ body: () async throws -> Void) async -> StorageError? {
                     "resumed where the server said")
             #expect(puts.allSatisfy { $0.headers["content-length"] != nil }, "Content-Length always sent")
             #expect(puts.allSatisfy { $0.bodyBytes <= 1 << 20 }, "one chunk at a time")
+        }
+    }
+
+    /// The default: a large upload is one streamed PUT of the whole file in its session.
+    @Test func largeUploadIsOneStreamedRequest() async throws {
+        try await withGCSServer { server, store in
+            let data = bigData((21 << 20) + 4321, seed: 21)
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent("whole-\(UUID().uuidString)").path
+            try data.write(to: URL(fileURLWithPath: path))
+            defer { try? FileManager.default.removeItem(atPath: path) }
+            let info = try await store.write("whole.bin", from: .file(path: path), metadata: .init(),
+                                             preconditions: .doesNotExist)
+            #expect(info.size == Int64(data.count))
+            #expect(info.crc32c == CRC32C.base64(CRC32C.checksum(data)))
+            let reqs = server.recorded
+            #expect(reqs.count == 2, "one request to start the session, one with the data: \(reqs.map { "\($0.method) \($0.headers["content-range"] ?? "")" })")
+            let puts = reqs.filter { $0.method == "PUT" }
+            #expect(puts.count == 1)
+            #expect(puts.first?.bodyBytes == data.count)
+            #expect(puts.first?.headers["content-length"] == String(data.count))
+            #expect(puts.first?.headers["content-range"] == "bytes 0-\(data.count - 1)/\(data.count)")
+            #expect(server.read { $0.uploadBytesReceived } == data.count, "every byte sent once")
+            #expect(server.object("whole.bin")?.data == data)
+        }
+    }
+
+    /// A reset in the middle of the one request: the session says what it kept, and only the
+    /// bytes after that are sent again.
+    @Test func streamedUploadResumesFromPersistedOffset() async throws {
+        try await withGCSServer { server, store in
+            let data = bigData((20 << 20) + 777, seed: 22)
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent("reset-\(UUID().uuidString)").path
+            try data.write(to: URL(fileURLWithPath: path))
+            defer { try? FileManager.default.removeItem(atPath: path) }
+            server.configure { $0.dropUploadAfterBytes = 7_000_000 }
+            let info = try await store.write("reset.bin", from: .file(path: path), metadata: .init(customMetadata: ["k": "v"]),
+                                             preconditions: .doesNotExist)
+            #expect(server.read { $0.dropsDone } == 1)
+            #expect(info.size == Int64(data.count))
+            #expect(info.customMetadata == ["k": "v"])
+            #expect(server.object("reset.bin")?.data == data)
+            let persisted = 7_000_000 / (256 << 10) * (256 << 10)
+            let puts = server.recorded.filter { $0.method == "PUT" }
+            // The dropped request left no record; what is recorded is the question and the rest.
+            #expect(puts.map { $0.headers["content-range"] ?? "" }
+                    == ["bytes */\(data.count)", "bytes \(persisted)-\(data.count - 1)/\(data.count)"])
+            #expect(puts.last?.bodyBytes == data.count - persisted)
+            // Bytes that reached the server: the dropped request's (a little past 7 000 000) and
+            // the rest after the persisted offset, nothing before it twice.
+            let received = server.read { $0.uploadBytesReceived }
+            let dropped = received - (data.count - persisted)
+            #expect(dropped > 7_000_000 && dropped < 7_000_000 + (2 << 20), "received \(received)")
+        }
+    }
+
+    /// A server that stops reading in the middle of the one request: the body stops moving,
+    /// the stall timeout ends the attempt (not the request timeout), and the rest goes from
+    /// the persisted offset.
+    @Test func stalledStreamedUploadResumes() async throws {
+        var tuning = fastTuning
+        tuning.idleTimeout = .milliseconds(400)
+        try await withGCSServer(deadline: .seconds(60), tuning: tuning) { server, store in
+            let data = bigData((12 << 20) + 99, seed: 25)
+            server.configure { $0.stallUploadAfterBytes = 3_000_000 }
+            let start = ContinuousClock.now
+            let info = try await store.write("stall.bin", from: .data(data), metadata: .init(), preconditions: .doesNotExist)
+            let took = ContinuousClock.now - start
+            #expect(server.read { $0.stallsDone } == 1)
+            #expect(info.size == Int64(data.count))
+            #expect(server.object("stall.bin")?.data == data)
+            let persisted = 3_000_000 / (256 << 10) * (256 << 10)
+            let puts = server.recorded.filter { $0.method == "PUT" }
+            #expect(puts.last?.headers["content-range"] == "bytes \(persisted)-\(data.count - 1)/\(data.count)")
+            #expect(took < .seconds(10), "the stall was noticed after about 0.4 s, took \(took)")
+        }
+    }
+
+    /// A 5xx to the one streamed request: ask, then send what the server does not have.
+    @Test func streamedUploadRidesOut5xx() async throws {
+        try await withGCSServer { server, store in
+            let data = bigData((9 << 20) + 5, seed: 23)
+            let task = Task { try await store.write("r5", from: .data(data), metadata: .init(), preconditions: .none) }
+            for _ in 0..<2000 {
+                if server.recorded.contains(where: { $0.method == "POST" }) { break }
+                try await Task.sleep(for: .milliseconds(1))
+            }
+            server.configure { $0.failNext = 1 }
+            let info = try await task.value
+            #expect(info.size == Int64(data.count))
+            #expect(server.object("r5")?.data == data)
+            let puts = server.recorded.filter { $0.method == "PUT" }
+            #expect(puts.count == 3, "the failed PUT, the question, the whole again (nothing was kept)")
+        }
+    }
+
+    /// The server's answer must carry the checksums of the bytes sent; a corrupt object is
+    /// removed and the write fails.
+    @Test(arguments: [1 << 10, (9 << 20) + 1])
+    func uploadWhoseChecksumDiffersFails(size: Int) async throws {
+        try await withGCSServer { server, store in
+            let data = Conformance.bytes(size, seed: 24)
+            server.configure { $0.corruptNextUploads = 1 }
+            let e = await storageError {
+                _ = try await store.write("bad", from: .data(data), metadata: .init(), preconditions: .doesNotExist)
+            }
+            guard case .nonMatchingChecksum? = e else { Issue.record("got \(String(describing: e))"); return }
+            #expect(server.object("bad") == nil, "the corrupt generation was removed")
+            let info = try await store.write("bad", from: .data(data), metadata: .init(), preconditions: .doesNotExist)
+            #expect(info.size == Int64(size))
         }
     }
 

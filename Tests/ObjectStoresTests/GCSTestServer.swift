@@ -72,6 +72,15 @@ final class GCSTestServer: @unchecked Sendable {
     /// (rounded down to 256 KiB) and the connection is closed without an answer.
     var dropUploadAfterBytes: Int?
     var dropsDone = 0
+    /// The next resumable PUT that has received more than this many body bytes persists what came
+    /// (rounded down to 256 KiB), then stops reading: the connection stays open, silent.
+    var stallUploadAfterBytes: Int?
+    var stallsDone = 0
+    /// Body bytes that reached the server in resumable PUTs, dropped ones included.
+    var uploadBytesReceived = 0
+    /// The next N finished uploads store their data with the first byte flipped (a corruption in
+    /// transit that the answer's checksums then show).
+    var corruptNextUploads = 0
     /// How the next `times` media downloads misbehave (SPEC §5 faults).
     enum MediaFault: Sendable {
         /// Headers, then nothing (the socket stays open until the client gives up).
@@ -186,6 +195,11 @@ final class GCSTestServer: @unchecked Sendable {
     }
 
     private func store(name: String, data: Data, props: [String: String], metadata: [String: String]) -> Object {
+        var data = data
+        if corruptNextUploads > 0, !data.isEmpty {
+            corruptNextUploads -= 1
+            data[data.startIndex] ^= 0xFF
+        }
         let now = Date()
         let o = Object(name: name, data: data, generation: newGeneration(), metageneration: 1, timeCreated: now,
                        updated: now, props: props, metadata: metadata)
@@ -220,15 +234,31 @@ final class GCSTestServer: @unchecked Sendable {
         return nil
     }
 
-    func shouldDrop(method: String, uri: String, headers: HTTPHeaders, received: Data) -> Bool {
+    enum BodyFault { case drop, stall }
+
+    func bodyFault(method: String, uri: String, headers: HTTPHeaders, received: Data, new: Int) -> BodyFault? {
         lock.lock(); defer { lock.unlock() }
-        guard method == "PUT", let limit = dropUploadAfterBytes, received.count > limit else { return false }
+        if method == "PUT", uri.contains("upload_id=") { uploadBytesReceived += new }
+        if method == "PUT", let limit = stallUploadAfterBytes, received.count > limit, persistPart(uri, headers, received) {
+            stallUploadAfterBytes = nil
+            stallsDone += 1
+            return .stall
+        }
+        if method == "PUT", let limit = dropUploadAfterBytes, received.count > limit, persistPart(uri, headers, received) {
+            dropUploadAfterBytes = nil
+            dropsDone += 1
+            return .drop
+        }
+        return nil
+    }
+
+    /// Keeps the 256 KiB multiples of a session's PUT received so far, as a server does when the
+    /// request breaks; false when this is not a PUT that continues its session.
+    private func persistPart(_ uri: String, _ headers: HTTPHeaders, _ received: Data) -> Bool {
         let q = Self.parseQuery(uri.split(separator: "?", maxSplits: 1).dropFirst().first)
         guard let id = q["upload_id"], var s = sessions[id],
               let cr = headers.first(name: "Content-Range"), let start = Self.rangeStart(cr), start == Int64(s.data.count)
         else { return false }
-        dropUploadAfterBytes = nil
-        dropsDone += 1
         let keep = received.count / (256 << 10) * (256 << 10)
         s.data.append(received.prefix(keep))
         sessions[id] = s
@@ -560,10 +590,18 @@ final class GCSTestHandler: ChannelInboundHandler, @unchecked Sendable {
             head = h
             body = Data()
         case .body(var buf):
+            let new = buf.readableBytes
             body.append(contentsOf: buf.readBytes(length: buf.readableBytes) ?? [])
-            if let h = head, server.shouldDrop(method: h.method.rawValue, uri: h.uri, headers: h.headers, received: body) {
+            guard let h = head else { return }
+            switch server.bodyFault(method: h.method.rawValue, uri: h.uri, headers: h.headers, received: body, new: new) {
+            case .drop?:
                 dropped = true
                 context.close(promise: nil)
+            case .stall?:
+                dropped = true  // reads nothing more, answers nothing; the client gives up
+                context.channel.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in }
+            case nil:
+                break
             }
         case .end:
             guard let h = head else { return }

@@ -230,7 +230,9 @@ FAKE_GCS_TESTS = {"test_proxy_passes_traffic_faithfully", "test_download_fault_o
                   "test_upload_503_forever_fails_close_and_keeps_data_in_lost_and_found",
                   "test_lost_upload_response", "test_lost_delete_response_rm", "test_lost_response_mv",
                   "test_upload_403_at_close", "test_mount_ending_while_the_server_hangs_keeps_the_data_in_lost_and_found",
-                  "test_mount_ending_between_attempts_uploads_when_the_server_is_back"}
+                  "test_mount_ending_between_attempts_uploads_when_the_server_is_back",
+                  "test_write_back_upload_503_forever_keeps_data_in_lost_and_found",
+                  "test_write_back_lost_upload_response"}
 
 
 def runs_against(node, server):
@@ -485,6 +487,50 @@ def test_upload_503_forever_fails_close_and_keeps_data_in_lost_and_found(fx, tmp
     assert log_error_naming(fx.mounts.log_path(mnt), kept), "the log does not name the lost+found file at error level"
     assert rule.fired >= 2, "the upload was not retried"
     assert fx.get("new.bin") is None
+
+
+def test_write_back_upload_503_forever_keeps_data_in_lost_and_found(fx, tmp_path):
+    """--write-back: close succeeds at once (the data is staged); the background upload meets
+    503 forever, is retried, and the data ends in lost+found, logged at error level."""
+    mnt = fx.mount("--write-back")
+    new = rand((1 << 20) + 7)
+    (tmp_path / "new.bin").write_bytes(new)
+    rule = fx.proxy.add_rule(method="POST", path_re=UPLOAD, body_re=fx.upload_body("new.bin"),
+                             action="status", status=503)
+    fx.proxy.add_rule(method="PUT", path_re=UPLOAD, action="status", status=503)
+    r = fx.sh(f"cp {tmp_path}/new.bin {mnt}/new.bin")
+    assert r.rc == 0, f"close did not return once the data was staged: {r}"
+    assert r.elapsed < OP, r
+    # The staged content shows meanwhile.
+    rr, got = fx.read(f"{mnt}/new.bin")
+    assert rr.rc == 0 and got == new, rr
+    kept = lost_and_found(fx.mounts.cache_dir(mnt), new, LOST_FOUND_WAIT)
+    assert kept, f"no file with the data in {fx.mounts.cache_dir(mnt)}/lost+found"
+    assert log_error_naming(fx.mounts.log_path(mnt), kept), "the log does not name the lost+found file at error level"
+    assert rule.fired >= 2, "the upload was not retried"
+    assert fx.get("new.bin") is None
+
+
+@pytest.mark.parametrize("then_412", [False, True], ids=["lost", "lost-then-412"])
+def test_write_back_lost_upload_response(fx, tmp_path, then_412):
+    """--write-back: the background upload lands but its answer is lost; the retry succeeds or
+    meets its own first attempt as a 412, and the object is there with the bytes written."""
+    mnt = fx.mount("--write-back")
+    data = rand((1 << 20) + 13)
+    (tmp_path / "f.bin").write_bytes(data)
+    body = fx.upload_body("f.bin")
+    lost = fx.proxy.add_rule(method="POST", path_re=UPLOAD, body_re=body, action="lose_response", times=1)
+    if then_412:
+        fx.proxy.add_rule(method="POST", path_re=UPLOAD, body_re=body, action="status", status=412,
+                          message="At least one of the pre-conditions you specified did not hold.", times=1)
+    r = fx.sh(f"cp {tmp_path}/f.bin {mnt}/f.bin")
+    assert r.rc == 0 and r.elapsed < OP, r
+    deadline = time.monotonic() + OP + SLACK
+    while fx.get("f.bin") != data and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert lost.fired == 1
+    assert fx.get("f.bin") == data
+    assert not lost_and_found(fx.mounts.cache_dir(mnt), data, 0), "kept in lost+found although it was uploaded"
 
 
 @pytest.mark.parametrize("where", ["read", "upload"])

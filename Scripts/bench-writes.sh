@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# Write benchmarks (issue 20, "Writes at the speed of the network"), printed as RATIOS against a
+# peer or a limit measured in the same run, each case timed until every object is in the bucket
+# at its full size (Scripts/bench/await_objects.py polls the server directly), whatever the
+# mount's close returned:
+#
+#  (1) `tar -xf` of an archive of SMALL_N x 32 KiB into the mount, through a proxy the bench
+#      starts (Tests/e2e/latencyproxy.py) that adds DELAY_MS to every request and counts them,
+#      gcp-storage-emulator behind it: bucketfs (default mode) vs `rclone mount --vfs-cache-mode
+#      writes --vfs-write-back 0s`, and bucketfs --write-back. Targets (issue 20): default mode
+#      >= 1x rclone, --write-back >= 5x rclone; one request a file is the floor.
+#  (2) `cp` of one MIB MiB file into the mount vs one direct upload of it with curl
+#      (`uploadType=media`, one request) to the same server, on gcp-storage-emulator and on
+#      fake-gcs-server. Target: bucketfs >= 0.8 of curl (curl time / bucketfs time).
+#
+# Starts its own servers and proxy on BENCH_EMU_PORT (9402), BENCH_FAKE_PORT (9403) and
+# BENCH_PROXY_PORT (9404); unmounts and stops everything on exit. Not part of the test suite.
+# Environment: BUCKETFS_BIN (default: build release), BENCH_REPS (3), BENCH_MIB (256),
+# BENCH_DELAY_MS (20), BENCH_SMALL_N (400), BENCH_BFS_OPTS (extra bucketfs mount options),
+# BENCH_DIR, BENCH_KEEP, BENCH_ONLY (some of "tar cp": the sections to run; both by default).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPS="${BENCH_REPS:-3}"
+MIB="${BENCH_MIB:-256}"
+DELAY_MS="${BENCH_DELAY_MS:-20}"
+SMALL_N="${BENCH_SMALL_N:-400}"
+EMU_PORT="${BENCH_EMU_PORT:-9402}"
+FAKE_PORT="${BENCH_FAKE_PORT:-9403}"
+PROXY_PORT="${BENCH_PROXY_PORT:-9404}"
+BUCKET=bucketfs-writes
+EMU="http://127.0.0.1:$EMU_PORT"
+FAKE="http://127.0.0.1:$FAKE_PORT"
+PROXY="http://127.0.0.1:$PROXY_PORT"
+ONLY="${BENCH_ONLY:-tar cp}"
+wants() { [[ " $ONLY " == *" $1 "* ]]; }
+command -v rclone >/dev/null || { echo "bench: rclone is not installed (Scripts/setup.sh installs it)" >&2; exit 1; }
+. Scripts/bench/lib.sh bucketfs-writes
+rclone_remote emuproxy "$PROXY"
+declare -A RES
+T_START=$(now)
+next_run() { echo "r$(date +%s%N)"; }  # a fresh prefix per run (runs are made in subshells)
+
+echo "bench: tar -x of $SMALL_N x 32 KiB at +$DELAY_MS ms, cp of $MIB MiB on two servers; $REPS repetitions; work dir $WORK" >&2
+start_emulator "$EMU_PORT" "$BUCKET"
+if wants cp; then
+  FAKE_GCS_PORT="$FAKE_PORT" FAKE_GCS_BUCKET="$BUCKET" Scripts/fake-gcs.sh start >/dev/null
+  stop_fake() { FAKE_GCS_PORT="$FAKE_PORT" Scripts/fake-gcs.sh stop 2>/dev/null || true; }
+  trap 'stop_fake; bench_cleanup' EXIT
+fi
+"$PY" Tests/e2e/latencyproxy.py --upstream "127.0.0.1:$EMU_PORT" --port "$PROXY_PORT" --delay-ms "$DELAY_MS" \
+  >"$WORK/proxy.log" 2>&1 &
+PIDS+=("$!")
+for _ in $(seq 1 100); do curl -sf -o /dev/null "$PROXY/__stats" && break; sleep 0.1; done
+curl -sf -o /dev/null "$PROXY/__stats" || { echo "bench: the latency proxy did not start" >&2; cat "$WORK/proxy.log" >&2; exit 1; }
+proxy_counts() {  # -> "total list metadata media other" since the last /__reset
+  curl -sf "$PROXY/__stats" | "$PY" -c 'import json, sys; d = json.load(sys.stdin); print(*(d[k] for k in ("total", "list", "metadata", "media", "other")))'
+}
+mount_rclone_rw() {  # REMOTE:BUCKET/PATH -> mount point (rclone's write cache, uploads at close)
+  local mnt; mnt="$(mktemp -d "$WORK/mnt-rclone.XXXX")"
+  rclone --config "$RCLONE_CONF" mount "$1" "$mnt" --vfs-cache-mode writes --vfs-write-back 0s \
+    --cache-dir "$mnt.cache" --log-file "$mnt.log" >/dev/null 2>&1 &
+  echo "$!" >>"$WORK/pids"
+  for _ in $(seq 1 400); do mountpoint -q "$mnt" && break; sleep 0.05; done
+  mountpoint -q "$mnt" || { echo "bench: rclone mount failed; see $mnt.log" >&2; tail -5 "$mnt.log" >&2; return 1; }
+  echo "$mnt"
+}
+
+# --- (1) tar -x through the latency proxy ---------------------------------------------------------
+if wants tar; then
+  mkdir -p "$WORK/src/t"
+  for i in $(seq -f '%04g' 0 $((SMALL_N - 1))); do head -c 32768 /dev/urandom >"$WORK/src/t/s$i"; done
+  tar -cf "$WORK/small.tar" -C "$WORK/src" t
+  rm -rf "$WORK/src"
+  tar_run() {  # KIND -> "seconds untar_seconds total list metadata media other"
+    local run mnt t0 t1 t2
+    run=$(next_run)
+    case "$1" in
+      bucketfs) mnt="$(mount_bucketfs "gs://$BUCKET/tar/$run" --endpoint "$PROXY" --anonymous)" ;;
+      bucketfs-wb) mnt="$(mount_bucketfs "gs://$BUCKET/tar/$run" --endpoint "$PROXY" --anonymous --write-back)" ;;
+      rclone) mnt="$(mount_rclone_rw "emuproxy:$BUCKET/tar/$run")" ;;
+    esac
+    curl -sf -o /dev/null "$PROXY/__reset"
+    t0=$(now)
+    tar -xf "$WORK/small.tar" -C "$mnt"
+    t1=$(now)
+    "$PY" Scripts/bench/await_objects.py "$EMU" "$BUCKET" "tar/$run/t/" "$SMALL_N" 32768 >/dev/null
+    t2=$(now)
+    local counts; counts=$(proxy_counts)
+    unmount "$mnt"
+    echo "$(elapsed "$t0" "$t2") $(elapsed "$t0" "$t1") $counts"
+  }
+  for _ in $(seq 1 "$REPS"); do
+    for kind in bucketfs bucketfs-wb rclone; do
+      line=$(tar_run "$kind")
+      echo "bench: tar -x $kind: $line (s until in the bucket, s until tar exited, requests: total list metadata media other)" >&2
+      RES[tar_runs_$kind]+=" ${line%% *}"
+      RES[req_$kind]="${line#* * }"
+    done
+  done
+  for kind in bucketfs bucketfs-wb rclone; do
+    # shellcheck disable=SC2086
+    RES[tar_$kind]=$(median ${RES[tar_runs_$kind]})
+  done
+fi
+
+# --- (2) cp of one large file vs one direct upload ------------------------------------------------
+if wants cp; then
+  BIG="$WORK/big.bin"
+  head -c "$((MIB * 1048576))" /dev/urandom >"$BIG"
+  cp_run() {  # SERVER(emu|fake) KIND(bucketfs|curl) -> seconds until the object is complete
+    local ep run mnt t0 t1
+    case "$1" in emu) ep="$EMU" ;; fake) ep="$FAKE" ;; esac
+    run=$(next_run)
+    if [ "$2" = bucketfs ]; then
+      mnt="$(mount_bucketfs "gs://$BUCKET/cp/$run" --endpoint "$ep" --anonymous)"
+      t0=$(now)
+      cp "$BIG" "$mnt/big.bin"
+    else
+      t0=$(now)
+      curl -sf -o /dev/null -X POST -H "Content-Type: application/octet-stream" --data-binary "@$BIG" \
+        "$ep/upload/storage/v1/b/$BUCKET/o?uploadType=media&name=cp/$run/big.bin"
+    fi
+    "$PY" Scripts/bench/await_objects.py "$ep" "$BUCKET" "cp/$run/" 1 "$((MIB * 1048576))" >/dev/null
+    t1=$(now)
+    [ "$2" = bucketfs ] && unmount "$mnt"
+    # free the server's memory for the next run
+    curl -sf -o /dev/null -X DELETE "$ep/storage/v1/b/$BUCKET/o/cp%2F$run%2Fbig.bin" || true
+    elapsed "$t0" "$t1"
+  }
+  for server in emu fake; do
+    for _ in $(seq 1 "$REPS"); do
+      for kind in bucketfs curl; do
+        s=$(cp_run "$server" "$kind")
+        echo "bench: cp $MIB MiB, $server, $kind: $s s" >&2
+        RES[cp_runs_${server}_$kind]+=" $s"
+      done
+    done
+    for kind in bucketfs curl; do
+      # shellcheck disable=SC2086
+      RES[cp_${server}_$kind]=$(median ${RES[cp_runs_${server}_$kind]})
+    done
+  done
+fi
+
+# --- report -----------------------------------------------------------------------------------------
+row() { printf '  %-46s %12s   %-26s %8s   %s\n' "$@"; }
+target() { awk -v r="$1" -v t="$2" 'BEGIN { if (r == "n/a") print "?"; else print (r + 0 >= t + 0 ? "met" : "not met") }'; }
+echo
+echo "== bucketfs write benchmarks ($(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- Sources || echo '+changes'), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), medians of $REPS runs, binary $BIN)"
+[ -n "${BENCH_BFS_OPTS:-}" ] && echo "   bucketfs mount options added: $BENCH_BFS_OPTS"
+echo
+printf '  %-46s %12s   %-26s %8s   %s\n' "what" "bucketfs" "peer / limit" "ratio" "target"
+if wants tar; then
+  read -r rt rl rm rd ro <<<"${RES[req_rclone]}"
+  echo "(1) tar -xf of $SMALL_N x 32 KiB, +$DELAY_MS ms a request, gcp-storage-emulator, until all are in the bucket"
+  for kind in bucketfs bucketfs-wb; do
+    read -r bt bl bm bd bo <<<"${RES[req_$kind]}"
+    r=$(ratio "${RES[tar_rclone]}" "${RES[tar_$kind]}")
+    if [ "$kind" = bucketfs ]; then label="default mode"; want=1; else label="--write-back"; want=5; fi
+    row "time, $label vs rclone (write-back 0s)" "${RES[tar_$kind]} s" "rclone ${RES[tar_rclone]} s" "$r" ">= $want: $(target "$r" "$want")"
+    row "  requests, last run (list/meta/media/other)" "$bt ($bl/$bm/$bd/$bo)" "rclone $rt ($rl/$rm/$rd/$ro)" "" ""
+    row "  requests per file" "$(awk -v t="$bt" -v n="$SMALL_N" 'BEGIN { printf "%.3f", t / n }')" \
+      "rclone $(awk -v t="$rt" -v n="$SMALL_N" 'BEGIN { printf "%.3f", t / n }')" "" "1 a file is the floor"
+  done
+fi
+if wants cp; then
+  echo "(2) cp of one $MIB MiB file, until the object is complete"
+  for server in emu fake; do
+    label="gcp-storage-emulator"; [ "$server" = fake ] && label="fake-gcs-server"
+    r=$(ratio "${RES[cp_${server}_curl]}" "${RES[cp_${server}_bucketfs]}")
+    row "$label: bucketfs vs one curl uploadType=media" "${RES[cp_${server}_bucketfs]} s" "curl ${RES[cp_${server}_curl]} s" "$r" ">= 0.8: $(target "$r" 0.8)"
+  done
+fi
+echo "   (whole bench $(elapsed "$T_START" "$(now)") s)"

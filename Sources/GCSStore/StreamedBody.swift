@@ -1,0 +1,120 @@
+import Crypto
+import Foundation
+import NIOCore
+import StorageModel
+
+/// A request body streamed from an upload source: `length` bytes from `offset`, read a piece at a
+/// time as the connection takes them (never whole in memory). Every piece goes through `sums`
+/// (the checksums of the bytes sent) and moves `progress` (what the stall watchdog watches).
+package struct StreamedBody: Sendable {
+    package let source: UploadSource
+    package let offset: Int64
+    package let length: Int64
+    package let sums: UploadChecksums
+    package let progress = BodyProgress()
+    /// A body that takes no byte for this long while the connection is open is a stall.
+    package let stallTimeout: Duration
+    /// What one read from the source takes in at most.
+    static let pieceSize = 1 << 20
+
+    package init(source: UploadSource, offset: Int64, length: Int64, sums: UploadChecksums, stallTimeout: Duration) {
+        self.source = source
+        self.offset = offset
+        self.length = length
+        self.sums = sums
+        self.stallTimeout = stallTimeout
+    }
+
+    /// The pieces, for the HTTP client (a new reader of the source for each attempt).
+    var pieces: Pieces { Pieces(body: self) }
+
+    struct Pieces: AsyncSequence, Sendable {
+        typealias Element = ByteBuffer
+        let body: StreamedBody
+
+        func makeAsyncIterator() -> Iterator {
+            Iterator(body: body, position: body.offset, end: body.offset + body.length)
+        }
+
+        struct Iterator: AsyncIteratorProtocol {
+            let body: StreamedBody
+            var position: Int64
+            let end: Int64
+            var reader: ChunkReader?
+
+            mutating func next() async throws -> ByteBuffer? {
+                guard position < end else {
+                    reader?.close()
+                    reader = nil
+                    return nil
+                }
+                if reader == nil { reader = try ChunkReader(body.source) }
+                let count = Int(Swift.min(Int64(StreamedBody.pieceSize), end - position))
+                let piece = try reader!.read(at: position, count: count)
+                body.sums.add(piece, at: position)
+                position += Int64(count)
+                body.progress.advance(by: Int64(count))
+                return piece
+            }
+        }
+    }
+}
+
+/// How many bytes of a streamed body the connection has taken; read by the stall watchdog.
+package final class BodyProgress: @unchecked Sendable {
+    private let lock = NSLock()
+    private var taken: Int64 = 0
+    package init() {}
+    func advance(by n: Int64) { lock.lock(); taken += n; lock.unlock() }
+    package var bytes: Int64 { lock.lock(); defer { lock.unlock() }; return taken }
+}
+
+/// The crc32c and md5 of an upload's bytes in order from byte 0, fed by the pieces as they are
+/// sent. A resumed request sends again from the offset the server persisted: bytes already
+/// summed are skipped, so the sums cover each byte once. The server's answer must carry the same
+/// sums (`mismatch`).
+package final class UploadChecksums: @unchecked Sendable {
+    private let lock = NSLock()
+    private var crc = CRC32C()
+    private var md5 = Insecure.MD5()
+    private var summedTo: Int64 = 0
+
+    package init() {}
+
+    /// The sums of `data` at once (a multipart body).
+    package convenience init(_ data: Data) {
+        self.init()
+        add(ByteBuffer(data: data), at: 0)
+    }
+
+    func add(_ piece: ByteBuffer, at position: Int64) {
+        lock.lock(); defer { lock.unlock() }
+        let end = position + Int64(piece.readableBytes)
+        guard position <= summedTo, end > summedTo else { return }
+        let skip = Int(summedTo - position)
+        piece.withUnsafeReadableBytes { raw in
+            let fresh = UnsafeRawBufferPointer(rebasing: raw[skip...])
+            crc.update(fresh)
+            md5.update(bufferPointer: fresh)
+        }
+        summedTo = end
+    }
+
+    package var bytesSummed: Int64 { lock.lock(); defer { lock.unlock() }; return summedTo }
+
+    /// (crc32c, md5) in the JSON API's base64 form.
+    package var base64: (crc32c: String, md5: String) {
+        lock.lock(); defer { lock.unlock() }
+        return (crc.base64, Data(md5.finalize()).base64EncodedString())
+    }
+
+    /// Why `info` is not the object these bytes make, or nil when every sum the server reported
+    /// matches (a server that reports none confirms nothing and is not contradicted either).
+    package func mismatch(_ info: ObjectInfo, size: Int64) -> (expected: String, got: String)? {
+        let (c, m) = base64
+        if info.size != size { return ("\(size) bytes", "\(info.size) bytes") }
+        if let got = info.crc32c, got != c { return ("crc32c \(c)", "crc32c \(got)") }
+        if let got = info.md5Hash, got != m { return ("md5 \(m)", "md5 \(got)") }
+        return nil
+    }
+}

@@ -1,0 +1,169 @@
+@testable import BucketFS
+import Foundation
+import FuseKit
+import StorageModel
+import TestSupport
+import Testing
+
+/// `--write-back` (SPEC §3): close returns once the data is staged, uploads run in the
+/// background in the order files were closed, fsync and shutdown still wait, failures end in
+/// the bucket or in lost+found as in the default mode.
+@Suite struct CoreWriteBackTests {
+    static func harness(concurrency: Int = 8, retries: Int = 5) -> Harness {
+        Harness { c in
+            c.writeBack = true
+            c.uploadConcurrency = concurrency
+            c.uploadRetries = retries
+            c.retryBackoffMax = 0.05
+        }
+    }
+
+    /// create + write + close, returning the inode.
+    static func write(_ h: Harness, _ name: String, _ data: Data, parent: UInt64 = Harness.root) async throws -> UInt64 {
+        let (e, fh) = try await h.fs.create(parent: parent, name: name, mode: 0o644, flags: OpenFlags(O_WRONLY | O_CREAT))
+        _ = try await h.fs.write(ino: e.attributes.ino, fh: fh, offset: 0, data: data)
+        try await h.fs.flush(ino: e.attributes.ino, fh: fh)
+        try await h.fs.release(ino: e.attributes.ino, fh: fh)
+        return e.attributes.ino
+    }
+
+    @Test func closeReturnsBeforeTheUploadAndTheStagedFileShowsMeanwhile() async throws {
+        let h = Self.harness()
+        let hold = h.store.holdNextWrites()
+        let data = Data.pattern(100_000, seed: 3)
+        let ino = try await Self.write(h, "a.bin", data)
+        // close returned; the upload waits in the store.
+        for _ in 0..<200 where hold.waiting == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(hold.waiting == 1)
+        #expect(h.store.object("a.bin") == nil)
+        #expect(try await h.getattr(ino).size == 100_000)
+        #expect(try await h.names("").contains("a.bin"))
+        #expect(try await h.readAll("a.bin") == data)
+        let s = h.core.statistics()
+        #expect(s.uploadingFiles == 1 && s.dirtyFiles == 1 && s.pendingBytes == 100_000)
+        hold.release()
+        await h.core.uploads.drained()
+        #expect(h.store.data("a.bin") == data)
+        #expect(h.store.writes.first?.preconditions == Preconditions(ifGenerationMatch: 0))
+        let after = h.core.statistics()
+        #expect(after.dirtyFiles == 0 && after.pendingBytes == 0 && after.stagedFiles == 0 && after.failedUploads == 0)
+    }
+
+    @Test func uploadsStartInTheOrderFilesWereClosed() async throws {
+        let h = Self.harness(concurrency: 1)
+        let hold = h.store.holdNextWrites()
+        for i in 0..<6 { _ = try await Self.write(h, "f\(i)", Data("\(i)".utf8)) }
+        #expect(h.core.statistics().queuedUploads == 5)
+        hold.release()
+        await h.core.uploads.drained()
+        #expect(h.store.writes.map(\.name) == (0..<6).map { "f\($0)" })
+    }
+
+    @Test func atMostConcurrencyUploadsAtOnce() async throws {
+        let h = Self.harness(concurrency: 3)
+        let hold = h.store.holdNextWrites(times: 10)
+        for i in 0..<10 { _ = try await Self.write(h, "f\(i)", Data("\(i)".utf8)) }
+        for _ in 0..<200 where hold.waiting < 3 { try await Task.sleep(for: .milliseconds(5)) }
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(hold.waiting == 3)
+        #expect(h.core.statistics().queuedUploads == 7)
+        hold.release()
+        await h.core.uploads.drained()
+        #expect(h.store.count("write") == 10)
+    }
+
+    @Test func fsyncWaitsForItsFile() async throws {
+        let h = Self.harness(concurrency: 1)
+        let hold = h.store.holdNextWrites()
+        _ = try await Self.write(h, "first", Data("1".utf8))  // holds the one upload slot
+        let (e, fh) = try await h.fs.create(parent: Harness.root, name: "second", mode: 0o644, flags: OpenFlags(O_WRONLY | O_CREAT))
+        _ = try await h.fs.write(ino: e.attributes.ino, fh: fh, offset: 0, data: Data("2".utf8))
+        try await h.fs.fsync(ino: e.attributes.ino, fh: fh, dataOnly: false)
+        #expect(h.store.data("second") == Data("2".utf8), "fsync returned with the object in the bucket")
+        try await h.fs.release(ino: e.attributes.ino, fh: fh)
+        hold.release()
+        await h.core.uploads.drained()
+        #expect(h.store.count("write") == 2, "the close after fsync uploaded nothing more")
+    }
+
+    @Test func aFileDeletedBeforeItsUploadStartsIsNeverUploaded() async throws {
+        let h = Self.harness(concurrency: 1)
+        let hold = h.store.holdNextWrites()
+        _ = try await Self.write(h, "first", Data("1".utf8))
+        _ = try await Self.write(h, "doomed", Data("x".utf8))
+        try await h.fs.unlink(parent: Harness.root, name: "doomed")
+        hold.release()
+        await h.core.uploads.drained()
+        #expect(h.store.writes.map(\.name) == ["first"])
+        #expect(h.store.object("doomed") == nil)
+        #expect(try await !h.names("").contains("doomed"))
+    }
+
+    @Test func aFileWrittenAgainBeforeItsUploadUploadsTheNewContentOnce() async throws {
+        let h = Self.harness(concurrency: 1)
+        let hold = h.store.holdNextWrites()
+        _ = try await Self.write(h, "first", Data("1".utf8))
+        let ino = try await Self.write(h, "again", Data("old".utf8))
+        let fh = try await h.fs.open(ino: ino, flags: OpenFlags(O_WRONLY | O_TRUNC))
+        _ = try await h.fs.write(ino: ino, fh: fh, offset: 0, data: Data("new!".utf8))
+        try await h.fs.release(ino: ino, fh: fh)
+        hold.release()
+        await h.core.uploads.drained()
+        #expect(h.store.data("again") == Data("new!".utf8))
+        #expect(h.store.writes.filter { $0.name == "again" }.count == 1, "queued once, uploaded once")
+    }
+
+    @Test func aRenamedFileIsUploadedUnderItsNewNameOnly() async throws {
+        let h = Self.harness(concurrency: 1)
+        let hold = h.store.holdNextWrites()
+        _ = try await Self.write(h, "first", Data("1".utf8))
+        _ = try await Self.write(h, "old-name", Data("data".utf8))
+        let renamed = Task { try await h.fs.rename(parent: Harness.root, name: "old-name", newParent: Harness.root, newName: "new-name", flags: 0) }
+        try await Task.sleep(for: .milliseconds(20))
+        hold.release()
+        try await renamed.value
+        await h.core.uploads.drained()
+        #expect(h.store.object("old-name") == nil)
+        #expect(h.store.data("new-name") == Data("data".utf8))
+    }
+
+    @Test func aFailedUploadIsRetriedThenKeptInLostAndFound() async throws {
+        let h = Self.harness(retries: 2)
+        h.store.failNext("write", times: 10, with: .unknown(status: 503, message: "injected"))
+        let data = Data("precious".utf8)
+        let ino = try await Self.write(h, "f", data)  // close succeeds: the data is staged
+        await h.core.uploads.drained()
+        #expect(h.core.statistics().failedUploads == 1)
+        // The background attempts run out, then the data is in lost+found.
+        for _ in 0..<400 {
+            if h.core.statistics().lostAndFoundEntries == 1 { break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(h.core.statistics().lostAndFoundEntries == 1)
+        let kept = try FileManager.default.contentsOfDirectory(atPath: h.config.lostAndFound).filter { !$0.hasSuffix(".json") && !$0.hasPrefix(".") }
+        #expect(kept.count == 1)
+        #expect(kept.first.flatMap { FileManager.default.contents(atPath: h.config.lostAndFound + "/" + $0) } == data)
+        #expect(h.store.object("f") == nil)
+        // Given up, the file shows the bucket's state again: a new file that never got there is gone.
+        await #expect(throws: Errno.ENOENT) { _ = try await h.fs.getattr(ino: ino) }
+    }
+
+    @Test func shutdownUploadsEveryQueuedFile() async throws {
+        let h = Self.harness(concurrency: 1)
+        let hold = h.store.holdNextWrites()
+        for i in 0..<5 { _ = try await Self.write(h, "f\(i)", Data("\(i)".utf8)) }
+        let done = Task { await h.core.shutdown(within: .seconds(10)) }
+        try await Task.sleep(for: .milliseconds(20))
+        hold.release()
+        await done.value
+        #expect(Set(h.store.writes.map(\.name)) == Set((0..<5).map { "f\($0)" }))
+        #expect(h.store.count("write") == 5)
+        #expect(h.core.statistics().stagedFiles == 0)
+    }
+
+    @Test func withoutWriteBackCloseStillReportsTheUpload() async throws {
+        let h = Harness()
+        h.store.failNext("write", times: 1, with: .preconditionFailed(path: "f"))
+        await #expect(throws: Errno.self) { _ = try await Self.write(h, "f", Data("x".utf8)) }
+    }
+}
