@@ -101,8 +101,18 @@ extension BucketFileSystem {
     /// the operation deadline. A failure starts the background attempts (then lost+found), as
     /// in the default mode; the error is logged by `uploadOnce`. True when nothing is left unsaved.
     func uploadQueued(_ n: Node, _ s: StagedFile) async -> Bool {
+        let failure = await attemptInOwnTask(n, s)
+        if failure != nil { scheduleRetries(n, s) }
+        dropStageIfIdle(n)
+        return failure == nil
+    }
+
+    /// One attempt in a task of its own under a fresh operation deadline, holding `s`'s upload
+    /// lock: cancelling the caller (background retries stopped by unlink or shutdown) never cuts
+    /// an upload in flight, whose effect would then be unknown. The error, or nil.
+    private func attemptInOwnTask(_ n: Node, _ s: StagedFile) async -> Errno? {
         let deadline = ContinuousClock.now + .milliseconds(Int64(config.operationTimeout * 1000))
-        let failure = await Task { [self] () async -> Errno? in
+        return await Task { [self] () async -> Errno? in
             do {
                 try await OperationContext.$deadline.withValue(deadline) {
                     try await s.uploadLock.withLock { () async throws -> Void in try await self.uploadOnce(n, s) }
@@ -112,9 +122,6 @@ extension BucketFileSystem {
                 return (error as? Errno) ?? errno(for: error)
             }
         }.value
-        if failure != nil { scheduleRetries(n, s) }
-        dropStageIfIdle(n)
-        return failure == nil
     }
 
     /// Runs `body` holding `s`'s upload lock, so that an upload under way ends (and its effect is
@@ -231,17 +238,7 @@ extension BucketFileSystem {
             do { try await Task.sleep(for: .milliseconds(Int64(pause * 1000))) } catch { return }
             // In a task of its own: cancelling the retries never cuts an upload in flight, whose
             // effect would then be unknown.
-            let deadline = ContinuousClock.now + .milliseconds(Int64(config.operationTimeout * 1000))
-            let failure = await Task { [self] () async -> Errno? in
-                do {
-                    try await OperationContext.$deadline.withValue(deadline) {
-                        try await s.uploadLock.withLock { () async throws -> Void in try await self.uploadOnce(n, s) }
-                    }
-                    return nil
-                } catch {
-                    return (error as? Errno) ?? errno(for: error)
-                }
-            }.value
+            let failure = await attemptInOwnTask(n, s)
             let path = superblock.path(of: n)
             if let failure {
                 lastError = failure
