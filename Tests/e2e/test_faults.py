@@ -511,6 +511,17 @@ def test_write_back_upload_503_forever_keeps_data_in_lost_and_found(fx, tmp_path
     assert fx.get("new.bin") is None
 
 
+def lose_upload_answer(fx, body, then_412):
+    """The upload whose body matches `body` lands but its answer is lost, once; with `then_412`,
+    its retry meets its own first attempt as the 412 Cloud Storage would answer. Returns the
+    losing rule (its `fired` count)."""
+    lost = fx.proxy.add_rule(method="POST", path_re=UPLOAD, body_re=body, action="lose_response", times=1)
+    if then_412:
+        fx.proxy.add_rule(method="POST", path_re=UPLOAD, body_re=body, action="status", status=412,
+                          message="At least one of the pre-conditions you specified did not hold.", times=1)
+    return lost
+
+
 @pytest.mark.parametrize("then_412", [False, True], ids=["lost", "lost-then-412"])
 def test_write_back_lost_upload_response(fx, tmp_path, then_412):
     """--write-back: the background upload lands but its answer is lost; the retry succeeds or
@@ -519,10 +530,7 @@ def test_write_back_lost_upload_response(fx, tmp_path, then_412):
     data = rand((1 << 20) + 13)
     (tmp_path / "f.bin").write_bytes(data)
     body = fx.upload_body("f.bin")
-    lost = fx.proxy.add_rule(method="POST", path_re=UPLOAD, body_re=body, action="lose_response", times=1)
-    if then_412:
-        fx.proxy.add_rule(method="POST", path_re=UPLOAD, body_re=body, action="status", status=412,
-                          message="At least one of the pre-conditions you specified did not hold.", times=1)
+    lost = lose_upload_answer(fx, body, then_412)
     r = fx.sh(f"cp {tmp_path}/f.bin {mnt}/f.bin")
     assert r.rc == 0 and r.elapsed < OP, r
     deadline = time.monotonic() + OP + SLACK
@@ -577,10 +585,7 @@ def test_lost_upload_response(fx, tmp_path, kind, then_412):
     data = rand((1 << 20) + 11)
     (tmp_path / "f.bin").write_bytes(data)
     body = fx.upload_body("f.bin")
-    lost = fx.proxy.add_rule(method="POST", path_re=UPLOAD, body_re=body, action="lose_response", times=1)
-    if then_412:
-        fx.proxy.add_rule(method="POST", path_re=UPLOAD, body_re=body, action="status", status=412,
-                          message="At least one of the pre-conditions you specified did not hold.", times=1)
+    lost = lose_upload_answer(fx, body, then_412)
     r = fx.sh(f"cp {tmp_path}/f.bin {mnt}/f.bin")
     assert lost.fired == 1
     assert not r.hung, r
