@@ -47,6 +47,7 @@ REQLOG="$WORK/proxy-requests.log"
 "$PY" Tests/e2e/latencyproxy.py --upstream "127.0.0.1:$PORT" --port "$PROXY_PORT" --delay-ms "$DELAY_MS" \
   --log "$REQLOG" >"$WORK/proxy.log" 2>&1 &
 PIDS+=("$!")
+PROXY_PID=$!
 for _ in $(seq 1 100); do curl -sf -o /dev/null "$PROXY/__stats" && break; sleep 0.1; done
 curl -sf -o /dev/null "$PROXY/__stats" || { echo "bench: the latency proxy did not start" >&2; cat "$WORK/proxy.log" >&2; exit 1; }
 
@@ -97,13 +98,21 @@ run_tool() {  # TOOL RUN -> "seconds per_object most objects total list metadata
   from=$(( $(wc -l <"$REQLOG") + 1 ))
   local wrap=()
   [ -n "${BENCH_STRACE:-}" ] && wrap=(strace -f -tt -e trace=openat,open,read,pread64,close,fadvise64,lseek,getdents64 -o "$WORK/strace-$1.$2")
+  local e0 p0 cpu
+  e0=$(cpu_secs "$EMU_PID"); p0=$(cpu_secs "$PROXY_PID")
   t0=$(now)
+  # each tool in a subshell whose `times` gives the tool's own CPU (children's user and system)
   case "$1" in
-    tar) "${wrap[@]}" tar -cf - -C "$mnt" tree >"$WORK/tar.out" ;;
-    restic) (cd "$mnt" && "${wrap[@]}" restic backup -q --repo "$repo" tree >/dev/null) ;;
-    borg) (cd "$mnt" && "${wrap[@]}" borg create "$repo::A" tree) ;;
+    tar) ("${wrap[@]}" tar -cf - -C "$mnt" tree >"$WORK/tar.out" && times >"$WORK/times") ;;
+    restic) (cd "$mnt" && "${wrap[@]}" restic backup -q --repo "$repo" tree >/dev/null && times >"$WORK/times") ;;
+    borg) (cd "$mnt" && "${wrap[@]}" borg create "$repo::A" tree && times >"$WORK/times") ;;
   esac
   t1=$(now)
+  # CPU seconds of the run: the tool, the bucketfs daemon (since its mount), the emulator, the proxy
+  cpu="$(tail -1 "$WORK/times" | awk '{ n = split($0, f, /[ms ]+/); printf "%.2f", f[1] * 60 + f[2] + f[3] * 60 + f[4] }')"
+  cpu="$cpu $(cpu_secs "$(mount_pid "$mnt")")"
+  cpu="$cpu $(awk -v a="$e0" -v b="$(cpu_secs "$EMU_PID")" 'BEGIN { printf "%.2f", b - a }')"
+  cpu="$cpu $(awk -v a="$p0" -v b="$(cpu_secs "$PROXY_PID")" 'BEGIN { printf "%.2f", b - a }')"
   counts=$(proxy_counts)
   local per; per=$(small_downloads "$from")
   unmount "$mnt"
@@ -115,7 +124,7 @@ run_tool() {  # TOOL RUN -> "seconds per_object most objects total list metadata
   esac
   [ "$files" -eq $((SMALL_N + 1)) ] || { echo "bench: $1 backed up $files files, not $((SMALL_N + 1))" >&2; exit 1; }
   rm -rf "$repo" "$WORK/tar.out"
-  echo "$(elapsed "$t0" "$t1") $per $counts"
+  echo "$(elapsed "$t0" "$t1") $per $counts $cpu"
 }
 
 local_run() {  # TOOL -> seconds over the local copy (warm)
@@ -143,7 +152,7 @@ for i in $(seq 1 "$REPS"); do
   for tool in $TOOLS; do
     localruns[$tool]+=" $(local_run "$tool")"
     line=$(run_tool "$tool" "$i")
-    echo "bench: $tool run $i: $line (s, downloads per small object, most for one, objects; requests: total list metadata media other)" >&2
+    echo "bench: $tool run $i: $line (s, downloads per small object, most for one, objects; requests: total list metadata media other; CPU s: tool bucketfs emulator proxy)" >&2
     runs[$tool]+=" ${line%% *}"
     RES[last_$tool]="$line"
   done
@@ -161,18 +170,21 @@ echo "   $SMALL_N x 32 KiB + one 64 MiB object, +$DELAY_MS ms a request, fresh m
 [ -n "$DROP_FAILED" ] && echo "   (could not drop the page cache)"
 [ -n "${BENCH_BFS_OPTS:-}" ] && echo "   bucketfs mount options added: $BENCH_BFS_OPTS"
 echo
-printf '| %-26s | %-22s | %-10s | %-36s | %-30s | %-16s |\n' "reader" "time (runs)" "vs tar" "media downloads per small object (ideal 1)" "requests, last run" "local disk (warm)"
-printf '|%s|%s|%s|%s|%s|%s|\n' "----------------------------" "------------------------" "------------" "--------------------------------------" "--------------------------------" "------------------"
+printf '| %-26s | %-22s | %-10s | %-36s | %-30s | %-16s | %-30s |\n' "reader" "time (runs)" "vs tar" "media downloads per small object (ideal 1)" "requests, last run" "local disk (warm)" "CPU s, last run: tool+bucketfs+emulator+proxy = sum (sum/$(nproc) cores)"
+printf '|%s|%s|%s|%s|%s|%s|%s|\n' "----------------------------" "------------------------" "------------" "--------------------------------------" "--------------------------------" "------------------" "--------------------------------"
 for tool in $TOOLS; do
-  read -r _ per most objs total list meta media other <<<"${RES[last_$tool]}"
+  read -r _ per most objs total list meta media other ctool cbfs cemu cproxy <<<"${RES[last_$tool]}"
+  cpu=$(awk -v a="$ctool" -v b="$cbfs" -v c="$cemu" -v d="$cproxy" -v n="$(nproc)" \
+    'BEGIN { s = a + b + c + d; printf "%.2f+%.2f+%.2f+%.2f = %.2f (%.2f s)", a, b, c, d, s, s / n }')
   case "$tool" in
     tar) label='`tar -cf - DIR`' ;;
     restic) label='`restic backup DIR`' ;;
     borg) label='`borg create REPO::A DIR`' ;;
   esac
   vs=n/a; [ -n "${RES[t_tar]:-}" ] && vs="$(ratio "${RES[t_$tool]}" "${RES[t_tar]}")x"
-  printf '| %-26s | %-22s | %-10s | %-36s | %-30s | %-16s |\n' "$label" "${RES[t_$tool]} s (${runs[$tool]# })" "$vs" \
-    "$per (at most $most for one; $objs objects)" "$total ($list list, $meta meta, $media media, $other other)" "${RES[l_$tool]} s"
+  printf '| %-26s | %-22s | %-10s | %-36s | %-30s | %-16s | %-30s |\n' "$label" "${RES[t_$tool]} s (${runs[$tool]# })" "$vs" \
+    "$per (at most $most for one; $objs objects)" "$total ($list list, $meta meta, $media media, $other other)" "${RES[l_$tool]} s" "$cpu"
 done
+echo "   (sum/cores: the time this machine's cores need for the run's CPU alone, a floor under its time)"
 echo "   targets: restic and borg <= 1.05 downloads per small object and <= 1.3x tar's time"
 echo "   (whole bench $(elapsed "$T_START" "$(now)") s)"
