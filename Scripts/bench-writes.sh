@@ -8,7 +8,10 @@
 #      starts (Tests/e2e/latencyproxy.py) that adds DELAY_MS to every request and counts them,
 #      gcp-storage-emulator behind it: bucketfs (default mode) vs `rclone mount --vfs-cache-mode
 #      writes --vfs-write-back 0s`, and bucketfs --write-back. Targets (issue 20): default mode
-#      >= 1x rclone, --write-back >= 5x rclone; one request a file is the floor.
+#      >= 1x rclone, --write-back >= 5x rclone; one request a file is the floor. Beside them, the
+#      limits of the same run: the same files uploaded straight to the server through the proxy
+#      by a plain client (Scripts/bench/upload_many.py), one at a time (a close that waits for its
+#      upload can do no better) and 8 at a time (BENCH_UPLOAD_CONCURRENCY, as --upload-concurrency).
 #  (2) `cp` of one MIB MiB file into the mount vs one direct upload of it with curl
 #      (`uploadType=media`, one request) to the same server, on gcp-storage-emulator and on
 #      fake-gcs-server. Target: bucketfs >= 0.8 of curl (curl time / bucketfs time).
@@ -24,6 +27,7 @@ REPS="${BENCH_REPS:-3}"
 MIB="${BENCH_MIB:-256}"
 DELAY_MS="${BENCH_DELAY_MS:-20}"
 SMALL_N="${BENCH_SMALL_N:-400}"
+UPLOAD_CONC="${BENCH_UPLOAD_CONCURRENCY:-8}"  # the plain client's width: --upload-concurrency's default
 EMU_PORT="${BENCH_EMU_PORT:-9402}"
 FAKE_PORT="${BENCH_FAKE_PORT:-9403}"
 PROXY_PORT="${BENCH_PROXY_PORT:-9404}"
@@ -89,7 +93,25 @@ if wants tar; then
     unmount "$mnt"
     echo "$(elapsed "$t0" "$t2") $(elapsed "$t0" "$t1") $counts"
   }
+  # The limits: the same files uploaded straight to the server through the same proxy by a plain
+  # client, one at a time (what a mode whose close waits for its upload can do at best) and
+  # UPLOAD_CONC at a time (the write-back's default concurrency), timed until all are in.
+  tar -xf "$WORK/small.tar" -C "$WORK"
+  direct_run() {  # CONCURRENCY -> seconds until all are in the bucket
+    local run t0 t1
+    run=$(next_run)
+    t0=$(now)
+    "$PY" Scripts/bench/upload_many.py "$PROXY" "$BUCKET" "tar/$run/t" "$WORK/t" "$1" >/dev/null
+    "$PY" Scripts/bench/await_objects.py "$EMU" "$BUCKET" "tar/$run/t/" "$SMALL_N" 32768 >/dev/null
+    t1=$(now)
+    elapsed "$t0" "$t1"
+  }
   for _ in $(seq 1 "$REPS"); do
+    for kind in direct-1 "direct-$UPLOAD_CONC"; do
+      s=$(direct_run "${kind#direct-}")
+      echo "bench: $kind (a plain client, ${kind#direct-} at a time): $s s" >&2
+      RES[tar_runs_$kind]+=" $s"
+    done
     for kind in bucketfs bucketfs-wb rclone; do
       line=$(tar_run "$kind")
       echo "bench: tar -x $kind: $line (s until in the bucket, s until tar exited, requests: total list metadata media other)" >&2
@@ -97,7 +119,7 @@ if wants tar; then
       RES[req_$kind]="${line#* * }"
     done
   done
-  for kind in bucketfs bucketfs-wb rclone; do
+  for kind in bucketfs bucketfs-wb rclone direct-1 "direct-$UPLOAD_CONC"; do
     # shellcheck disable=SC2086
     RES[tar_$kind]=$(median ${RES[tar_runs_$kind]})
   done
@@ -158,6 +180,9 @@ if wants tar; then
     r=$(ratio "${RES[tar_rclone]}" "${RES[tar_$kind]}")
     if [ "$kind" = bucketfs ]; then label="default mode"; want=1; else label="--write-back"; want=5; fi
     row "time, $label vs rclone (write-back 0s)" "${RES[tar_$kind]} s" "rclone ${RES[tar_rclone]} s" "$r" ">= $want: $(target "$r" "$want")"
+    if [ "$kind" = bucketfs ]; then lim=direct-1; else lim="direct-$UPLOAD_CONC"; fi
+    row "  vs the same uploads by a plain client, ${lim#direct-} at a time" "" "${RES[tar_$lim]} s" \
+      "$(ratio "${RES[tar_$lim]}" "${RES[tar_$kind]}")" "(the limit for this mode)"
     row "  requests, last run (list/meta/media/other)" "$bt ($bl/$bm/$bd/$bo)" "rclone $rt ($rl/$rm/$rd/$ro)" "" ""
     row "  requests per file" "$(awk -v t="$bt" -v n="$SMALL_N" 'BEGIN { printf "%.3f", t / n }')" \
       "rclone $(awk -v t="$rt" -v n="$SMALL_N" 'BEGIN { printf "%.3f", t / n }')" "" "1 a file is the floor"

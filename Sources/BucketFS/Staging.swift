@@ -86,12 +86,27 @@ extension BucketFileSystem {
     }
 
     public func write(ino: UInt64, fh: UInt64, offset: UInt64, data: Data) async throws(Errno) -> Int {
+        let r = data.withUnsafeBytes { bytes in immediateWrite(ino: ino, fh: fh, offset: offset, bytes: bytes) }!
+        return try r.get()
+    }
+
+    /// Every write is local (the handle holds its content from its open on): FuseKit calls this
+    /// on the libfuse thread, with no Task.
+    public func immediateWrite(ino: UInt64, fh: UInt64, offset: UInt64, bytes: UnsafeRawBufferPointer) -> Result<Int, Errno>? {
+        do throws(Errno) {
+            return .success(try writeLocally(ino: ino, fh: fh, offset: offset, bytes: bytes))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    private func writeLocally(ino: UInt64, fh: UInt64, offset: UInt64, bytes: UnsafeRawBufferPointer) throws(Errno) -> Int {
         // The handle's own content (pinned by its open): a close of another handle cannot take
         // it away meanwhile.
         guard let h = superblock.handle(fh), h.writable, let n = superblock.node(ino),
               let s = h.stage else { throw .EBADF }
         superblock.withStage(of: n, stage: s) { s, file in markDirty(s, object: file.path) }
-        let w = data.withUnsafeBytes { pwrite(s.fd, $0.baseAddress, data.count, off_t(offset)) }
+        let w = pwrite(s.fd, bytes.baseAddress, bytes.count, off_t(offset))
         if w < 0 { throw Errno(Glibc.errno) }
         superblock.withStage(of: n, stage: s) { s, file in
             markDirty(s, object: file.path)

@@ -105,14 +105,26 @@ public final class StagingArea: @unchecked Sendable {
     }
 
     /// Writes (or rewrites) the sidecar that says which object a stage file holds. Called before
-    /// a stage first becomes dirty and when its object is renamed.
+    /// a stage first becomes dirty and when its object is renamed. Written and renamed into place
+    /// with plain calls and no fsync: the stage file it describes is not synced either (both
+    /// outlive a crash of this process, in the page cache, which is what recovery covers), and
+    /// every create pays for this (FileManager's atomic write synced, 0.4 of a create's 1.1 ms).
     func record(_ s: StagedFile, object: String) {
         let o: [String: Any] = ["bucket": bucket, "object": object, "baseGeneration": s.origin.ifGenerationMatch,
                                 "created": RFC3339.format(Date(timeIntervalSince1970: now()))]
         guard let d = try? JSONSerialization.data(withJSONObject: o, options: [.sortedKeys]) else { return }
         let tmp = s.path + ".json.tmp"
-        if FileManager.default.createFile(atPath: tmp, contents: d, attributes: [.posixPermissions: 0o600]) {
-            Glibc.rename(tmp, s.path + ".json")
+        let fd = Glibc.open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            logger.error("cannot write \(tmp): \(Errno(Glibc.errno))")
+            return
+        }
+        let written = d.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, d.count) }
+        Glibc.close(fd)
+        guard written == d.count, Glibc.rename(tmp, s.path + ".json") == 0 else {
+            logger.error("cannot write \(s.path).json: \(Errno(Glibc.errno))")
+            unlink(tmp)
+            return
         }
         s.recorded = true
     }

@@ -170,6 +170,10 @@ public protocol FuseFileSystem: AnyObject, Sendable {
     func cachedGetattr(ino: UInt64) -> (FileAttributes, Double)?
     func cachedGetxattr(ino: UInt64, name: String) -> Result<[UInt8], Errno>?
     func cachedListxattr(ino: UInt64) -> [String]?
+    /// A write that needs no I/O beyond local disk (the handle already holds its content), done
+    /// on the libfuse thread from the kernel's buffer with no Task and no copy: the bytes
+    /// written or the error, or nil to call `write`. Default: nil.
+    func immediateWrite(ino: UInt64, fh: UInt64, offset: UInt64, bytes: UnsafeRawBufferPointer) -> Result<Int, Errno>?
     /// readdir with an upper bound on how many entries the kernel's buffer can take (FuseKit
     /// computes it from the buffer size), so a filesystem builds no more. Default: `readdir`.
     func readdir(ino: UInt64, fh: UInt64, offset: UInt64, limit: Int) async throws(Errno) -> [DirectoryEntry]
@@ -219,6 +223,7 @@ public extension FuseFileSystem {
     func cachedGetattr(ino: UInt64) -> (FileAttributes, Double)? { nil }
     func cachedGetxattr(ino: UInt64, name: String) -> Result<[UInt8], Errno>? { nil }
     func cachedListxattr(ino: UInt64) -> [String]? { nil }
+    func immediateWrite(ino: UInt64, fh: UInt64, offset: UInt64, bytes: UnsafeRawBufferPointer) -> Result<Int, Errno>? { nil }
     func readdir(ino: UInt64, fh: UInt64, offset: UInt64, limit: Int) async throws(Errno) -> [DirectoryEntry] {
         try await readdir(ino: ino, fh: fh, offset: offset)
     }

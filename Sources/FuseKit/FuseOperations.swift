@@ -283,6 +283,13 @@ enum FuseOperations {
         let fs = context.filesystem
         let fh = fi?.pointee.fh ?? 0
         let offset = UInt64(max(0, off))
+        if let r = fs.immediateWrite(ino: ino, fh: fh, offset: offset, bytes: UnsafeRawBufferPointer(start: buf, count: buf == nil ? 0 : size)) {
+            switch r {
+            case .success(let written): context.check(fuse_reply_write(req, max(0, written)), "fuse_reply_write")
+            case .failure(let e): context.check(fuse_reply_err(req, e.rawValue), "fuse_reply_err")
+            }
+            return
+        }
         let data = buf.map { Data(bytes: $0, count: size) } ?? Data()
         context.serve(req, { () async throws(Errno) in try await fs.write(ino: ino, fh: fh, offset: offset, data: data) }) { req, written in
             context.check(fuse_reply_write(req, max(0, written)), "fuse_reply_write")

@@ -99,6 +99,19 @@ final class MetricsFileSystem: FuseFileSystem {
         if let r { count("getxattr", error: r.failure) }
         return r
     }
+    func immediateWrite(ino: UInt64, fh: UInt64, offset: UInt64, bytes: UnsafeRawBufferPointer) -> Result<Int, Errno>? {
+        let start = ContinuousClock.now
+        guard let r = inner.immediateWrite(ino: ino, fh: fh, offset: offset, bytes: bytes) else { return nil }
+        timers["write"]?.recordInterval(since: start)
+        switch r {
+        case .success(let n):
+            count("write")
+            writtenBytes.increment(by: Int64(n))
+        case .failure(let e):
+            count("write", error: e)
+        }
+        return r
+    }
     func cachedListxattr(ino: UInt64) -> [String]? {
         let r = inner.cachedListxattr(ino: ino)
         if r != nil { count("listxattr") }

@@ -786,3 +786,62 @@ def test_crash_with_a_dirty_file_keeps_its_data(fx, mounts, tmp_path, backend):
         "the new mount's log does not name the lost+found file"
     leftovers = [n for n in os.listdir(cache) if n.startswith("stage-")]
     assert not leftovers, f"stage files left in the cache dir: {leftovers}"
+
+
+# --- write-back: many files queued -----------------------------------------------------------
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return None
+
+
+def test_write_back_thousand_queued_files_wait_on_disk_not_in_memory(fx, tmp_path):
+    """--write-back with 1,000 files queued behind uploads the server holds (issue 20): every
+    close returns at once, the queued data waits in the cache directory, not in the daemon's
+    memory (its RSS grows by far less than the 125 MiB queued), and every file lands with its
+    bytes once the server answers again. Default timings (the held uploads outlast no deadline)."""
+    import base64
+    import hashlib
+    n, size = 1000, 128 << 10
+    mnt = fx.mount("--write-back", fast=False)
+    pid = daemon_pid(mnt)
+    assert pid, "no daemon for the mount"
+    os.makedirs(f"{mnt}/q")
+    # Every upload waits 8 s at the proxy (under --idle-timeout's 10 s, so none is retried): 8
+    # run at once (--upload-concurrency), everything closed meanwhile waits in the queue.
+    held = fx.proxy.add_rule(method="POST", path_re=UPLOAD, action="delay", seconds=8)
+    rss0 = rss_kib(pid)
+    md5 = {}
+    t0 = time.monotonic()
+    slowest = 0.0
+    for i in range(n):
+        data = os.urandom(size)
+        md5[f"q/f{i:04d}"] = base64.b64encode(hashlib.md5(data).digest()).decode()
+        with open(f"{mnt}/q/f{i:04d}", "wb") as f:
+            f.write(data)
+            c0 = time.monotonic()
+        slowest = max(slowest, time.monotonic() - c0)  # the close
+    wrote = time.monotonic() - t0
+    rss1 = rss_kib(pid)
+    stages = [e for e in os.listdir(fx.mounts.cache_dir(mnt)) if e.startswith("stage-") and not e.endswith((".json", ".tmp"))]
+    started = held.fired
+    assert started <= 8 * (int(wrote / 8) + 1), f"{started} uploads started in {wrote:.1f} s, more than 8 at a time"
+    assert slowest < 2, f"a close took {slowest:.2f} s: it waited for its upload"
+    assert len(stages) >= n - started, f"{len(stages)} stage files in the cache directory, {n - started} queued"
+    grown_mib = (rss1 - rss0) / 1024
+    assert grown_mib < 48, f"RSS grew {grown_mib:.0f} MiB with {(n - started) * size >> 20} MiB queued"
+    # The server answers at once again: every file lands, with its bytes.
+    fx.proxy.clear()
+    deadline = time.monotonic() + 180
+    while True:
+        have = {b.name[len(fx.prefix) + 1:]: b.md5_hash for b in fx.gcs.client.list_blobs(fx.gcs, prefix=f"{fx.prefix}/q/")}
+        if all(have.get(k) == v for k, v in md5.items()):
+            break
+        assert time.monotonic() < deadline, f"{sum(have.get(k) == v for k, v in md5.items())} of {n} files in the bucket after 180 s"
+        time.sleep(1)
+    print(f"write-back, {n} x {size >> 10} KiB queued: written in {wrote:.2f} s (slowest close {slowest * 1000:.0f} ms), "
+          f"RSS {rss0 >> 10} -> {rss1 >> 10} MiB, all in the bucket {time.monotonic() - t0:.1f} s after the first write")
