@@ -9,7 +9,11 @@
 # restic and borg <= 1.05 downloads per small object, time <= 1.3x tar's.
 #
 # Each run is preceded by the same tool over a local copy of the tree (page cache warm): the
-# tool's own cost, which no mount can go below, printed next to the mount's time.
+# tool's own cost, which no mount can go below, printed next to the mount's time; and by the same
+# command over an empty directory: the tool's fixed cost (restic derives its key with scrypt, borg
+# starts Python and opens its cache), whatever the tree. The time less it is what the files cost,
+# printed beside the time, each with its ratio to tar's. And each run's CPU: the tool's, the
+# daemon's, the emulator's, the proxy's, and their sum over the cores (a floor under the time).
 #
 # restic and borg write their repositories to local disk (a fresh one each run, made before the
 # clock starts: restic unencrypted password "bench", borg `-e none`); what each backed up is checked
@@ -146,11 +150,32 @@ local_run() {  # TOOL -> seconds over the local copy (warm)
   elapsed "$t0" "$t1"
 }
 
-declare -A runs=() localruns=()
+start_run() {  # TOOL -> seconds for the same command over an empty directory (a fresh repository):
+  # what the tool pays before and after any file (restic derives its key with scrypt, borg starts
+  # Python and opens its cache), whatever the tree
+  local repo="$WORK/repo-empty-$1" t0 t1
+  rm -rf "$repo"; mkdir -p "$WORK/empty/tree"
+  case "$1" in
+    restic) restic init -q --repo "$repo" >/dev/null ;;
+    borg) borg init -e none "$repo" >/dev/null ;;
+  esac
+  t0=$(now)
+  case "$1" in
+    tar) tar -cf - -C "$WORK/empty" tree >"$WORK/tar-empty.out" ;;
+    restic) (cd "$WORK/empty" && restic backup -q --repo "$repo" tree >/dev/null) ;;
+    borg) (cd "$WORK/empty" && borg create "$repo::A" tree) ;;
+  esac
+  t1=$(now)
+  rm -rf "$repo" "$WORK/tar-empty.out"
+  elapsed "$t0" "$t1"
+}
+
+declare -A runs=() localruns=() startruns=()
 for i in $(seq 1 "$REPS"); do
   # the tools take turns within each repetition, so a slow spell of the machine falls on all
   for tool in $TOOLS; do
     localruns[$tool]+=" $(local_run "$tool")"
+    startruns[$tool]+=" $(start_run "$tool")"
     line=$(run_tool "$tool" "$i")
     echo "bench: $tool run $i: $line (s, downloads per small object, most for one, objects; requests: total list metadata media other; CPU s: tool bucketfs emulator proxy)" >&2
     runs[$tool]+=" ${line%% *}"
@@ -162,6 +187,9 @@ for tool in $TOOLS; do
   RES[t_$tool]=$(median ${runs[$tool]})
   # shellcheck disable=SC2086
   RES[l_$tool]=$(median ${localruns[$tool]})
+  # shellcheck disable=SC2086
+  RES[s_$tool]=$(median ${startruns[$tool]})
+  RES[n_$tool]=$(awk -v a="${RES[t_$tool]}" -v b="${RES[s_$tool]}" 'BEGIN { printf "%.3f", a - b }')
 done
 
 echo
@@ -170,8 +198,8 @@ echo "   $SMALL_N x 32 KiB + one 64 MiB object, +$DELAY_MS ms a request, fresh m
 [ -n "$DROP_FAILED" ] && echo "   (could not drop the page cache)"
 [ -n "${BENCH_BFS_OPTS:-}" ] && echo "   bucketfs mount options added: $BENCH_BFS_OPTS"
 echo
-printf '| %-26s | %-22s | %-10s | %-36s | %-30s | %-16s | %-30s |\n' "reader" "time (runs)" "vs tar" "media downloads per small object (ideal 1)" "requests, last run" "local disk (warm)" "CPU s, last run: tool+bucketfs+emulator+proxy = sum (sum/$(nproc) cores)"
-printf '|%s|%s|%s|%s|%s|%s|%s|\n' "----------------------------" "------------------------" "------------" "--------------------------------------" "--------------------------------" "------------------" "--------------------------------"
+printf '| %-26s | %-22s | %-10s | %-24s | %-10s | %-36s | %-30s | %-16s | %-30s |\n' "reader" "time (runs)" "vs tar" "less its start (empty dir)" "vs tar" "media downloads per small object (ideal 1)" "requests, last run" "local disk (warm)" "CPU s, last run: tool+bucketfs+emulator+proxy = sum (sum/$(nproc) cores)"
+printf '|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n' "----------------------------" "------------------------" "------------" "--------------------------" "------------" "--------------------------------------" "--------------------------------" "------------------" "--------------------------------"
 for tool in $TOOLS; do
   read -r _ per most objs total list meta media other ctool cbfs cemu cproxy <<<"${RES[last_$tool]}"
   cpu=$(awk -v a="$ctool" -v b="$cbfs" -v c="$cemu" -v d="$cproxy" -v n="$(nproc)" \
@@ -182,9 +210,12 @@ for tool in $TOOLS; do
     borg) label='`borg create REPO::A DIR`' ;;
   esac
   vs=n/a; [ -n "${RES[t_tar]:-}" ] && vs="$(ratio "${RES[t_$tool]}" "${RES[t_tar]}")x"
-  printf '| %-26s | %-22s | %-10s | %-36s | %-30s | %-16s | %-30s |\n' "$label" "${RES[t_$tool]} s (${runs[$tool]# })" "$vs" \
+  vsn=n/a; [ -n "${RES[n_tar]:-}" ] && vsn="$(ratio "${RES[n_$tool]}" "${RES[n_tar]}")x"
+  printf '| %-26s | %-22s | %-10s | %-24s | %-10s | %-36s | %-30s | %-16s | %-30s |\n' "$label" "${RES[t_$tool]} s (${runs[$tool]# })" "$vs" \
+    "${RES[n_$tool]} s (start ${RES[s_$tool]} s)" "$vsn" \
     "$per (at most $most for one; $objs objects)" "$total ($list list, $meta meta, $media media, $other other)" "${RES[l_$tool]} s" "$cpu"
 done
 echo "   (sum/cores: the time this machine's cores need for the run's CPU alone, a floor under its time)"
+echo "   (less its start: the time less the same command's over an empty directory, the tool's fixed cost)"
 echo "   targets: restic and borg <= 1.05 downloads per small object and <= 1.3x tar's time"
 echo "   (whole bench $(elapsed "$T_START" "$(now)") s)"

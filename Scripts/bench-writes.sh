@@ -12,9 +12,11 @@
 #      limits of the same run: the same files uploaded straight to the server through the proxy
 #      by a plain client (Scripts/bench/upload_many.py), one at a time (a close that waits for its
 #      upload can do no better) and 8 at a time (BENCH_UPLOAD_CONCURRENCY, as --upload-concurrency).
-#  (2) `cp` of one MIB MiB file into the mount vs one direct upload of it with curl
-#      (`uploadType=media`, one request) to the same server, on gcp-storage-emulator and on
-#      fake-gcs-server. Target: bucketfs >= 0.8 of curl (curl time / bucketfs time).
+#  (2) `cp` of one MIB MiB file into the mount vs one direct upload of it with curl to the same
+#      server, on gcp-storage-emulator (a fresh one each run: it keeps every resumable upload's
+#      bytes) and on fake-gcs-server: `uploadType=media` (one request), and one streamed resumable
+#      request (a session, then the whole file in one PUT: the request bucketfs sends). Target:
+#      bucketfs >= 0.8 of curl (curl time / bucketfs time).
 #
 # Starts its own servers and proxy on BENCH_EMU_PORT (9402), BENCH_FAKE_PORT (9403) and
 # BENCH_PROXY_PORT (9404); unmounts and stops everything on exit. Not part of the test suite.
@@ -54,6 +56,7 @@ fi
 "$PY" Tests/e2e/latencyproxy.py --upstream "127.0.0.1:$EMU_PORT" --port "$PROXY_PORT" --delay-ms "$DELAY_MS" \
   >"$WORK/proxy.log" 2>&1 &
 PIDS+=("$!")
+PROXY_PID=$!
 for _ in $(seq 1 100); do curl -sf -o /dev/null "$PROXY/__stats" && break; sleep 0.1; done
 curl -sf -o /dev/null "$PROXY/__stats" || { echo "bench: the latency proxy did not start" >&2; cat "$WORK/proxy.log" >&2; exit 1; }
 proxy_counts() {  # -> "total list metadata media other" since the last /__reset
@@ -75,8 +78,8 @@ if wants tar; then
   for i in $(seq -f '%04g' 0 $((SMALL_N - 1))); do head -c 32768 /dev/urandom >"$WORK/src/t/s$i"; done
   tar -cf "$WORK/small.tar" -C "$WORK/src" t
   rm -rf "$WORK/src"
-  tar_run() {  # KIND -> "seconds untar_seconds total list metadata media other"
-    local run mnt t0 t1 t2
+  tar_run() {  # KIND -> "seconds untar_seconds total list metadata media other cpu_tar cpu_mount cpu_emulator cpu_proxy"
+    local run mnt t0 t1 t2 m0 e0 p0 mpid
     run=$(next_run)
     case "$1" in
       bucketfs) mnt="$(mount_bucketfs "gs://$BUCKET/tar/$run" --endpoint "$PROXY" --anonymous)" ;;
@@ -84,14 +87,22 @@ if wants tar; then
       rclone) mnt="$(mount_rclone_rw "emuproxy:$BUCKET/tar/$run")" ;;
     esac
     curl -sf -o /dev/null "$PROXY/__reset"
+    # the mount's daemon (bucketfs or rclone) by its mount point, for its CPU
+    mpid=$(pgrep -f -- " $mnt( |$)" | head -1)
+    m0=$(cpu_secs "$mpid"); e0=$(cpu_secs "$EMU_PID"); p0=$(cpu_secs "$PROXY_PID")
     t0=$(now)
-    tar -xf "$WORK/small.tar" -C "$mnt"
+    (tar -xf "$WORK/small.tar" -C "$mnt" && times >"$WORK/times")
     t1=$(now)
     "$PY" Scripts/bench/await_objects.py "$EMU" "$BUCKET" "tar/$run/t/" "$SMALL_N" 32768 >/dev/null
     t2=$(now)
-    local counts; counts=$(proxy_counts)
+    local counts cpu; counts=$(proxy_counts)
+    cpu="$(tail -1 "$WORK/times" | awk '{ n = split($0, f, /[ms ]+/); printf "%.2f", f[1] * 60 + f[2] + f[3] * 60 + f[4] }')"
+    for pair in "$mpid $m0" "$EMU_PID $e0" "$PROXY_PID $p0"; do
+      set -- $pair
+      cpu="$cpu $(awk -v a="$2" -v b="$(cpu_secs "$1")" 'BEGIN { printf "%.2f", b - a }')"
+    done
     unmount "$mnt"
-    echo "$(elapsed "$t0" "$t2") $(elapsed "$t0" "$t1") $counts"
+    echo "$(elapsed "$t0" "$t2") $(elapsed "$t0" "$t1") $counts $cpu"
   }
   # The limits: the same files uploaded straight to the server through the same proxy by a plain
   # client, one at a time (what a mode whose close waits for its upload can do at best) and
@@ -114,9 +125,11 @@ if wants tar; then
     done
     for kind in bucketfs bucketfs-wb rclone; do
       line=$(tar_run "$kind")
-      echo "bench: tar -x $kind: $line (s until in the bucket, s until tar exited, requests: total list metadata media other)" >&2
+      echo "bench: tar -x $kind: $line (s until in the bucket, s until tar exited, requests: total list metadata media other; CPU s: tar, the mount's daemon, emulator, proxy)" >&2
       RES[tar_runs_$kind]+=" ${line%% *}"
-      RES[req_$kind]="${line#* * }"
+      read -r _ _ a b c d e f g h i <<<"$line"
+      RES[req_$kind]="$a $b $c $d $e"
+      RES[cpu_$kind]="$f $g $h $i"
     done
   done
   for kind in bucketfs bucketfs-wb rclone direct-1 "direct-$UPLOAD_CONC"; do
@@ -126,10 +139,15 @@ if wants tar; then
 fi
 
 # --- (2) cp of one large file vs one direct upload ------------------------------------------------
+restart_emulator() {
+  kill "$EMU_PID" 2>/dev/null; wait "$EMU_PID" 2>/dev/null || true
+  for _ in $(seq 1 100); do curl -s -o /dev/null "$EMU/" || break; sleep 0.05; done
+  start_emulator "$EMU_PORT" "$BUCKET"
+}
 if wants cp; then
   BIG="$WORK/big.bin"
   head -c "$((MIB * 1048576))" /dev/urandom >"$BIG"
-  cp_run() {  # SERVER(emu|fake) KIND(bucketfs|curl) -> seconds until the object is complete
+  cp_run() {  # SERVER(emu|fake) KIND(bucketfs|curl|curl-resumable) -> seconds until the object is complete
     local ep run mnt t0 t1
     case "$1" in emu) ep="$EMU" ;; fake) ep="$FAKE" ;; esac
     run=$(next_run)
@@ -137,10 +155,17 @@ if wants cp; then
       mnt="$(mount_bucketfs "gs://$BUCKET/cp/$run" --endpoint "$ep" --anonymous)"
       t0=$(now)
       cp "$BIG" "$mnt/big.bin"
-    else
+    elif [ "$2" = curl ]; then
       t0=$(now)
       curl -sf -o /dev/null -X POST -H "Content-Type: application/octet-stream" --data-binary "@$BIG" \
         "$ep/upload/storage/v1/b/$BUCKET/o?uploadType=media&name=cp/$run/big.bin"
+    else  # curl-resumable: a session, then the whole file in one PUT (the request bucketfs sends)
+      local loc
+      t0=$(now)
+      loc=$(curl -sf -D - -o /dev/null -X POST -H "Content-Type: application/json" -d '{}' \
+        "$ep/upload/storage/v1/b/$BUCKET/o?uploadType=resumable&name=cp/$run/big.bin" \
+        | awk 'tolower($1) == "location:" { print $2 }' | tr -d '\r')
+      curl -sf -o /dev/null -X PUT -H "Content-Type: application/octet-stream" --data-binary "@$BIG" "$loc"
     fi
     "$PY" Scripts/bench/await_objects.py "$ep" "$BUCKET" "cp/$run/" 1 "$((MIB * 1048576))" >/dev/null
     t1=$(now)
@@ -151,13 +176,16 @@ if wants cp; then
   }
   for server in emu fake; do
     for _ in $(seq 1 "$REPS"); do
-      for kind in bucketfs curl; do
+      for kind in bucketfs curl curl-resumable; do
+        # gcp-storage-emulator keeps the bytes of every resumable upload after it completes (its
+        # RSS grew 256 MiB a run, DELETE or not, and each run was slower): a fresh one each run.
+        [ "$server" = emu ] && restart_emulator
         s=$(cp_run "$server" "$kind")
         echo "bench: cp $MIB MiB, $server, $kind: $s s" >&2
         RES[cp_runs_${server}_$kind]+=" $s"
       done
     done
-    for kind in bucketfs curl; do
+    for kind in bucketfs curl curl-resumable; do
       # shellcheck disable=SC2086
       RES[cp_${server}_$kind]=$(median ${RES[cp_runs_${server}_$kind]})
     done
@@ -165,6 +193,7 @@ if wants cp; then
 fi
 
 # --- report -----------------------------------------------------------------------------------------
+cpu_sum() { awk -v n="$(nproc)" '{ s = $1 + $2 + $3 + $4; printf "%.2f+%.2f+%.2f+%.2f = %.2f (%.2f)", $1, $2, $3, $4, s, s / n }' <<<"$1"; }
 row() { printf '  %-46s %12s   %-26s %8s   %s\n' "$@"; }
 target() { awk -v r="$1" -v t="$2" 'BEGIN { if (r == "n/a") print "?"; else print (r + 0 >= t + 0 ? "met" : "not met") }'; }
 echo
@@ -186,6 +215,7 @@ if wants tar; then
     row "  requests, last run (list/meta/media/other)" "$bt ($bl/$bm/$bd/$bo)" "rclone $rt ($rl/$rm/$rd/$ro)" "" ""
     row "  requests per file" "$(awk -v t="$bt" -v n="$SMALL_N" 'BEGIN { printf "%.3f", t / n }')" \
       "rclone $(awk -v t="$rt" -v n="$SMALL_N" 'BEGIN { printf "%.3f", t / n }')" "" "1 a file is the floor"
+    row "  CPU s, last run: tar+daemon+emulator+proxy" "$(cpu_sum "${RES[cpu_$kind]}")" "rclone $(cpu_sum "${RES[cpu_rclone]}")" "" "(sum / $(nproc) cores: a floor)"
   done
 fi
 if wants cp; then
@@ -194,6 +224,8 @@ if wants cp; then
     label="gcp-storage-emulator"; [ "$server" = fake ] && label="fake-gcs-server"
     r=$(ratio "${RES[cp_${server}_curl]}" "${RES[cp_${server}_bucketfs]}")
     row "$label: bucketfs vs one curl uploadType=media" "${RES[cp_${server}_bucketfs]} s" "curl ${RES[cp_${server}_curl]} s" "$r" ">= 0.8: $(target "$r" 0.8)"
+    r=$(ratio "${RES[cp_${server}_curl-resumable]}" "${RES[cp_${server}_bucketfs]}")
+    row "  vs one streamed resumable request (curl)" "" "curl ${RES[cp_${server}_curl-resumable]} s" "$r" ">= 0.8: $(target "$r" 0.8)"
   done
 fi
 echo "   (whole bench $(elapsed "$T_START" "$(now)") s)"
