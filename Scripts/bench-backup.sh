@@ -131,51 +131,35 @@ run_tool() {  # TOOL RUN -> "seconds per_object most objects total list metadata
   echo "$(elapsed "$t0" "$t1") $per $counts $cpu"
 }
 
-local_run() {  # TOOL -> seconds over the local copy (warm)
+local_run() {  # TOOL DIR -> seconds for the tool over DIR/tree on local disk (page cache warm), a
+  # fresh repository made before the clock starts. Over the local copy of the tree: the tool's own
+  # cost, which no mount goes below. Over an empty directory: what the tool pays before and after
+  # any file (restic derives its key with scrypt, borg starts Python and opens its cache).
   local repo="$WORK/repo-local-$1" t0 t1
   rm -rf "$repo"
   case "$1" in
     restic) restic init -q --repo "$repo" >/dev/null ;;
     borg) borg init -e none "$repo" >/dev/null ;;
   esac
-  cat "$LOCAL"/tree/* >/dev/null
+  cat "$2"/tree/* >/dev/null 2>&1 || true
   t0=$(now)
   case "$1" in
-    tar) tar -cf - -C "$LOCAL" tree >"$WORK/tar-local.out" ;;
-    restic) (cd "$LOCAL" && restic backup -q --repo "$repo" tree >/dev/null) ;;
-    borg) (cd "$LOCAL" && borg create "$repo::A" tree) ;;
+    tar) tar -cf - -C "$2" tree >"$WORK/tar-local.out" ;;
+    restic) (cd "$2" && restic backup -q --repo "$repo" tree >/dev/null) ;;
+    borg) (cd "$2" && borg create "$repo::A" tree) ;;
   esac
   t1=$(now)
   rm -rf "$repo" "$WORK/tar-local.out"
   elapsed "$t0" "$t1"
 }
-
-start_run() {  # TOOL -> seconds for the same command over an empty directory (a fresh repository):
-  # what the tool pays before and after any file (restic derives its key with scrypt, borg starts
-  # Python and opens its cache), whatever the tree
-  local repo="$WORK/repo-empty-$1" t0 t1
-  rm -rf "$repo"; mkdir -p "$WORK/empty/tree"
-  case "$1" in
-    restic) restic init -q --repo "$repo" >/dev/null ;;
-    borg) borg init -e none "$repo" >/dev/null ;;
-  esac
-  t0=$(now)
-  case "$1" in
-    tar) tar -cf - -C "$WORK/empty" tree >"$WORK/tar-empty.out" ;;
-    restic) (cd "$WORK/empty" && restic backup -q --repo "$repo" tree >/dev/null) ;;
-    borg) (cd "$WORK/empty" && borg create "$repo::A" tree) ;;
-  esac
-  t1=$(now)
-  rm -rf "$repo" "$WORK/tar-empty.out"
-  elapsed "$t0" "$t1"
-}
+mkdir -p "$WORK/empty/tree"
 
 declare -A runs=() localruns=() startruns=()
 for i in $(seq 1 "$REPS"); do
   # the tools take turns within each repetition, so a slow spell of the machine falls on all
   for tool in $TOOLS; do
-    localruns[$tool]+=" $(local_run "$tool")"
-    startruns[$tool]+=" $(start_run "$tool")"
+    localruns[$tool]+=" $(local_run "$tool" "$LOCAL")"
+    startruns[$tool]+=" $(local_run "$tool" "$WORK/empty")"
     line=$(run_tool "$tool" "$i")
     echo "bench: $tool run $i: $line (s, downloads per small object, most for one, objects; requests: total list metadata media other; CPU s: tool bucketfs emulator proxy)" >&2
     runs[$tool]+=" ${line%% *}"
