@@ -173,6 +173,12 @@ final class StagedFile: @unchecked Sendable {
     private let closeLock = NSLock()
     private var closed = false
 
+    /// A stage nobody refers to any more (its filesystem was dropped without a shutdown) gives
+    /// back its descriptor; the file stays, for the next mount's recovery if it held unsaved data.
+    deinit {
+        if closeLock.withLock({ !closed }) { Glibc.close(fd) }
+    }
+
     /// Closes and deletes the stage file, once (a second call does nothing: the descriptor
     /// number may belong to another file by then).
     func close() {

@@ -218,6 +218,12 @@ final class ReadStream: @unchecked Sendable {
     /// How many times a broken part is fetched again before its bytes are read on demand.
     static let maxRefills = RetryBudget.partRefills
 
+    /// A stream dropped without `close` (its filesystem went without a shutdown) still gives its
+    /// local file's descriptor back.
+    deinit {
+        if let fd = localFile { Glibc.close(fd) }
+    }
+
     /// Cancels what is still being fetched and gives the budget back.
     func close() {
         let whole: Part? = lock.withLock {
