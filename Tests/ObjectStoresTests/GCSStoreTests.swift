@@ -274,7 +274,9 @@ func storageError(_ body: () async throws -> Void) async -> StorageError? {
         defer { Task { try? await server.stop() } }
         server.configure {
             $0.requireToken = true
-            $0.tokenLifetime = 2
+            // Long enough that the first requests finish well inside it on a loaded machine (the
+            // whole suite runs beside this test on two cores; 2 s was not always enough).
+            $0.tokenLifetime = 8
             $0.verifyAssertion = { jwt in
                 let p = jwt.split(separator: ".")
                 guard p.count == 3 else { return false }
@@ -295,13 +297,15 @@ func storageError(_ body: () async throws -> Void) async -> StorageError? {
         let logs = LogCapture()
         let store = GCSStore(bucket: server.bucket, endpoint: server.endpoint, credentials: .serviceAccount(path: path),
                              logger: logs.logger, deadline: .seconds(10), tuning: fastTuning, environment: [:])
+        let firstToken = ContinuousClock.now
         _ = try await store.write("a", from: .data(Data("1".utf8)), metadata: .init(), preconditions: .doesNotExist)
         #expect(server.read { $0.tokenCalls } == 1)
         _ = try await store.getMetadata("a")
         #expect(server.read { $0.tokenCalls } == 1, "the token is cached")
         #expect(await store.tokenFetchCount == 1)
-        // expires_in 2 s: refreshed ahead of expiry (a quarter of the lifetime for short tokens).
-        try await Task.sleep(for: .milliseconds(1700))
+        // expires_in 8 s: refreshed ahead of expiry (a quarter of the lifetime for short tokens),
+        // so a request 6.8 s after the first token was fetched gets a new one.
+        try await Task.sleep(until: firstToken + .milliseconds(6800), clock: .continuous)
         _ = try await store.getMetadata("a")
         #expect(server.read { $0.tokenCalls } == 2, "a second token was fetched before the first expired")
         let auths = Set(server.recorded.compactMap { $0.headers["authorization"] })
