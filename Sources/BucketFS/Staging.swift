@@ -177,16 +177,37 @@ extension BucketFileSystem {
                 try await upload(ino: ino)
             }
         }
-        if changes.mtime != nil || posixChange {
+        if let (op, edit) = metadataEdit(changes) {
             // mtime, mode and owner together: one PATCH (or into the pending upload).
-            let mtime = changes.mtime.map { String(Int64($0.rounded(.down))) }
-            let posix = posixChange ? PosixAttributes(mode: changes.mode, uid: changes.uid, gid: changes.gid) : PosixAttributes()
-            let op = posixChange ? (changes.mode != nil ? "chmod" : "chown") : "utimens"
-            try await changeMetadata(ino: ino, op: op) { (m: inout WritableMetadata) throws(Errno) in
-                if let mtime { m.customMetadata[XattrName.mtimeKey] = mtime }
-                posix.write(into: &m.customMetadata)
-            }
+            try await changeMetadata(ino: ino, op: op, edit)
         }
         return (superblock.attributes(of: n), config.metadataTTL)
+    }
+
+    /// chmod, chown, chgrp and utimens of a file whose content waits to be uploaded (tar's
+    /// `fchown`/`fchmod`/`futimens` before close): the change joins the upload, with no I/O, so
+    /// FuseKit calls this on libfuse's thread. Anything else (a size, a PATCH) goes to `setattr`.
+    public func immediateSetattr(ino: UInt64, fh: UInt64?, changes: SetAttributes) -> Result<(FileAttributes, Double), Errno>? {
+        guard changes.size == nil, !config.readOnly, let n = superblock.node(ino), let (_, edit) = metadataEdit(changes) else { return nil }
+        do throws(Errno) {
+            guard try rideAlong(n, edit) else { return nil }
+            return .success((superblock.attributes(of: n), config.metadataTTL))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// What a setattr changes in the metadata (the mtime key, the POSIX keys), with the name of
+    /// the operation for the logs; nil when it changes none of them.
+    func metadataEdit(_ changes: SetAttributes) -> (op: String, edit: (inout WritableMetadata) throws(Errno) -> Void)? {
+        let posixChange = config.posixMetadata && (changes.mode != nil || changes.uid != nil || changes.gid != nil)
+        guard changes.mtime != nil || posixChange else { return nil }
+        let mtime = changes.mtime.map { String(Int64($0.rounded(.down))) }
+        let posix = posixChange ? PosixAttributes(mode: changes.mode, uid: changes.uid, gid: changes.gid) : PosixAttributes()
+        let op = posixChange ? (changes.mode != nil ? "chmod" : "chown") : "utimens"
+        return (op, { (m: inout WritableMetadata) throws(Errno) in
+            if let mtime { m.customMetadata[XattrName.mtimeKey] = mtime }
+            posix.write(into: &m.customMetadata)
+        })
     }
 }

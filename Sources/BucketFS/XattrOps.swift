@@ -119,12 +119,11 @@ extension BucketFileSystem {
     /// Applies a metadata change: into a staged file's pending upload (no request), or as exactly
     /// one PATCH with `ifMetagenerationMatch` of the cached metageneration (on 412: re-read,
     /// re-apply, retry). A prefix-only directory gets its placeholder created.
-    func changeMetadata(ino: UInt64, op: String,
-                        _ edit: (inout WritableMetadata) throws(Errno) -> Void) async throws(Errno) {
-        let n = try node(ino)
-        // Pending content (new or modified): the change rides along with the upload. A file that
-        // is merely open for writing gets a PATCH like any other (and its stage follows it below).
-        let ridesAlong = try superblock.withStage(of: n) { (s, file) throws(Errno) -> Bool in
+    /// Pending content (new or modified): a metadata change rides along with its upload, with no
+    /// request of its own; true when it did. A file that is merely open for writing gets a PATCH
+    /// like any other (and its stage follows it). No I/O but the stage's sidecar.
+    func rideAlong(_ n: Node, _ edit: (inout WritableMetadata) throws(Errno) -> Void) throws(Errno) -> Bool {
+        let rode = try superblock.withStage(of: n) { (s, file) throws(Errno) -> Bool in
             guard s.state.unsaved || s.createdHere else { return false }
             var m = s.metadata
             try edit(&m)
@@ -133,7 +132,13 @@ extension BucketFileSystem {
             markDirty(s, object: file.path)
             return true
         }
-        if ridesAlong == true { return }
+        return rode == true
+    }
+
+    func changeMetadata(ino: UInt64, op: String,
+                        _ edit: (inout WritableMetadata) throws(Errno) -> Void) async throws(Errno) {
+        let n = try node(ino)
+        if try rideAlong(n, edit) { return }
         var box = try await refreshed(n)
         var attempt = 0
         while true {

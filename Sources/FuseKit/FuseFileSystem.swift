@@ -174,6 +174,10 @@ public protocol FuseFileSystem: AnyObject, Sendable {
     /// on the libfuse thread from the kernel's buffer with no Task and no copy: the bytes
     /// written or the error, or nil to call `write`. Default: nil.
     func immediateWrite(ino: UInt64, fh: UInt64, offset: UInt64, bytes: UnsafeRawBufferPointer) -> Result<Int, Errno>?
+    /// A setattr that needs no I/O (a change that only joins content waiting to be uploaded),
+    /// done on the libfuse thread: the new attributes or the error, or nil to call `setattr`.
+    /// Default: nil.
+    func immediateSetattr(ino: UInt64, fh: UInt64?, changes: SetAttributes) -> Result<(FileAttributes, Double), Errno>?
     /// readdir with an upper bound on how many entries the kernel's buffer can take (FuseKit
     /// computes it from the buffer size), so a filesystem builds no more. Default: `readdir`.
     func readdir(ino: UInt64, fh: UInt64, offset: UInt64, limit: Int) async throws(Errno) -> [DirectoryEntry]
@@ -224,6 +228,7 @@ public extension FuseFileSystem {
     func cachedGetxattr(ino: UInt64, name: String) -> Result<[UInt8], Errno>? { nil }
     func cachedListxattr(ino: UInt64) -> [String]? { nil }
     func immediateWrite(ino: UInt64, fh: UInt64, offset: UInt64, bytes: UnsafeRawBufferPointer) -> Result<Int, Errno>? { nil }
+    func immediateSetattr(ino: UInt64, fh: UInt64?, changes: SetAttributes) -> Result<(FileAttributes, Double), Errno>? { nil }
     func readdir(ino: UInt64, fh: UInt64, offset: UInt64, limit: Int) async throws(Errno) -> [DirectoryEntry] {
         try await readdir(ino: ino, fh: fh, offset: offset)
     }

@@ -210,6 +210,16 @@ enum FuseOperations {
         let fs = context.filesystem
         let changes = attr.map { SetAttributes(stat: $0.pointee, toSet: toSet, now: Date().timeIntervalSince1970) } ?? SetAttributes()
         let fh = fi?.pointee.fh
+        if let r = fs.immediateSetattr(ino: ino, fh: fh, changes: changes) {
+            switch r {
+            case .success(let value):
+                var st = value.0.statValue
+                context.check(fuse_reply_attr(req, &st, value.1), "fuse_reply_attr")
+            case .failure(let e):
+                context.check(fuse_reply_err(req, e.rawValue), "fuse_reply_err")
+            }
+            return
+        }
         context.serve(req, { () async throws(Errno) in try await fs.setattr(ino: ino, fh: fh, changes: changes) }) { req, value in
             var st = value.0.statValue
             context.check(fuse_reply_attr(req, &st, value.1), "fuse_reply_attr")

@@ -112,6 +112,16 @@ final class MetricsFileSystem: FuseFileSystem {
         }
         return r
     }
+    func immediateSetattr(ino: UInt64, fh: UInt64?, changes: SetAttributes) -> Result<(FileAttributes, Double), Errno>? {
+        let start = ContinuousClock.now
+        guard let r = inner.immediateSetattr(ino: ino, fh: fh, changes: changes) else { return nil }
+        timers["setattr"]?.recordInterval(since: start)
+        switch r {
+        case .success: count("setattr")
+        case .failure(let e): count("setattr", error: e)
+        }
+        return r
+    }
     func cachedListxattr(ino: UInt64) -> [String]? {
         let r = inner.cachedListxattr(ino: ino)
         if r != nil { count("listxattr") }

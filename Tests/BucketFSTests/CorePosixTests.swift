@@ -99,6 +99,34 @@ import Testing
         await #expect(throws: Errno.EPERM) { try await h.setXattr(ino, "user." + Self.mode, "777") }
     }
 
+    /// What FuseKit answers on libfuse's thread: tar's fchown/fchmod/futimens of a file it is
+    /// writing join the upload at once; a change that needs a PATCH, or a size, is left to setattr.
+    @Test func immediateSetattrTakesOnlyChangesThatJoinAPendingUpload() async throws {
+        let h = Harness()
+        h.store.put("old", "x")
+        let old = try await h.ino("old")
+        _ = try await h.readdirAll(Harness.root)
+        h.store.resetCounts()
+        // A file in the bucket with nothing pending: a PATCH, so not here.
+        #expect(h.fs.immediateSetattr(ino: old, fh: nil, changes: SetAttributes(mode: 0o600)) == nil)
+        let (e, fh) = try await h.fs.create(parent: Harness.root, name: "new", mode: 0o644, flags: OpenFlags(O_WRONLY | O_CREAT))
+        let ino = e.attributes.ino
+        _ = try await h.fs.write(ino: ino, fh: fh, offset: 0, data: Data("hi".utf8))
+        // A size, or nothing the metadata keeps (atime only): setattr's.
+        #expect(h.fs.immediateSetattr(ino: ino, fh: fh, changes: SetAttributes(size: 1)) == nil)
+        #expect(h.fs.immediateSetattr(ino: ino, fh: fh, changes: SetAttributes(atime: 5)) == nil)
+        let r = try #require(h.fs.immediateSetattr(ino: ino, fh: fh, changes: SetAttributes(mode: 0o4750, uid: 7, gid: 8, mtime: 1_600_000_000)))
+        let attrs = try r.get().0
+        #expect(attrs.permissions == 0o750 && attrs.uid == 7 && attrs.gid == 8 && attrs.mtime == 1_600_000_000)
+        #expect(h.store.counts.isEmpty, "no request of its own")
+        try await h.fs.flush(ino: ino, fh: fh)
+        try await h.fs.release(ino: ino, fh: fh)
+        #expect(h.store.counts == ["write": 1])
+        #expect(h.store.object("new")!.customMetadata == [Self.mode: "750", Self.uid: "7", Self.gid: "8", XattrName.mtimeKey: "1600000000"])
+        // Once uploaded, nothing is pending: a PATCH again.
+        #expect(h.fs.immediateSetattr(ino: ino, fh: nil, changes: SetAttributes(mode: 0o600)) == nil)
+    }
+
     @Test func chmodOfAPrefixOnlyDirectoryCreatesItsPlaceholder() async throws {
         let h = Harness()
         h.store.put("d/f", "x")

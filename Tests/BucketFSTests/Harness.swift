@@ -197,6 +197,12 @@ final class CheckedCore: FuseFileSystem, @unchecked Sendable {
         checked("cachedLookup(\(parent), \(name))") { core.cachedLookup(parent: parent, name: name) }
     }
     func cachedGetattr(ino: UInt64) -> (FileAttributes, Double)? { checked("cachedGetattr(\(ino))") { core.cachedGetattr(ino: ino) } }
+    func immediateWrite(ino: UInt64, fh: UInt64, offset: UInt64, bytes: UnsafeRawBufferPointer) -> Result<Int, Errno>? {
+        checked("immediateWrite(\(ino), \(fh), \(offset), \(bytes.count))") { core.immediateWrite(ino: ino, fh: fh, offset: offset, bytes: bytes) }
+    }
+    func immediateSetattr(ino: UInt64, fh: UInt64?, changes: SetAttributes) -> Result<(FileAttributes, Double), Errno>? {
+        checked("immediateSetattr(\(ino), \(String(describing: fh)), \(changes))") { core.immediateSetattr(ino: ino, fh: fh, changes: changes) }
+    }
     func cachedGetxattr(ino: UInt64, name: String) -> Result<[UInt8], Errno>? {
         checked("cachedGetxattr(\(ino), \(name))") { core.cachedGetxattr(ino: ino, name: name) }
     }

@@ -297,15 +297,16 @@ func storageError(_ body: () async throws -> Void) async -> StorageError? {
         let logs = LogCapture()
         let store = GCSStore(bucket: server.bucket, endpoint: server.endpoint, credentials: .serviceAccount(path: path),
                              logger: logs.logger, deadline: .seconds(10), tuning: fastTuning, environment: [:])
-        let firstToken = ContinuousClock.now
         _ = try await store.write("a", from: .data(Data("1".utf8)), metadata: .init(), preconditions: .doesNotExist)
+        // The token arrived before this (its 8 s count from its arrival).
+        let firstToken = ContinuousClock.now
         #expect(server.read { $0.tokenCalls } == 1)
         _ = try await store.getMetadata("a")
         #expect(server.read { $0.tokenCalls } == 1, "the token is cached")
         #expect(await store.tokenFetchCount == 1)
-        // expires_in 8 s: refreshed ahead of expiry (a quarter of the lifetime for short tokens),
-        // so a request 6.8 s after the first token was fetched gets a new one.
-        try await Task.sleep(until: firstToken + .milliseconds(6800), clock: .continuous)
+        // expires_in 8 s: refreshed ahead of expiry (a quarter of the lifetime for short tokens:
+        // from 6 s after its arrival), so a request 6.3 s after the write gets a new one.
+        try await Task.sleep(until: firstToken + .milliseconds(6300), clock: .continuous)
         _ = try await store.getMetadata("a")
         #expect(server.read { $0.tokenCalls } == 2, "a second token was fetched before the first expired")
         let auths = Set(server.recorded.compactMap { $0.headers["authorization"] })
