@@ -48,21 +48,9 @@ T_START=$(now)
 echo "bench: $TOOLS over $SMALL_N x 32 KiB + 64 MiB at +$DELAY_MS ms a request; $REPS repetitions; work dir $WORK" >&2
 start_emulator "$PORT" "$BUCKET"
 REQLOG="$WORK/proxy-requests.log"
-"$PY" Tests/e2e/latencyproxy.py --upstream "127.0.0.1:$PORT" --port "$PROXY_PORT" --delay-ms "$DELAY_MS" \
-  --log "$REQLOG" >"$WORK/proxy.log" 2>&1 &
-PIDS+=("$!")
-PROXY_PID=$!
-for _ in $(seq 1 100); do curl -sf -o /dev/null "$PROXY/__stats" && break; sleep 0.1; done
-curl -sf -o /dev/null "$PROXY/__stats" || { echo "bench: the latency proxy did not start" >&2; cat "$WORK/proxy.log" >&2; exit 1; }
+start_latency_proxy "$PORT" "$PROXY_PORT" "$DELAY_MS" --log "$REQLOG"
 
-"$PY" - "$WORK/tree/tree" "$SMALL_N" <<'PYEOF'
-import os, sys
-root, n = sys.argv[1], int(sys.argv[2])
-os.makedirs(root)
-for i in range(n):
-    open(f"{root}/s{i:04d}", "wb").write(os.urandom(32768))
-open(f"{root}/big.bin", "wb").write(os.urandom(64 << 20))
-PYEOF
+make_small_tree "$WORK/tree/tree" "$SMALL_N"
 "$PY" Scripts/bench/tarcheck.py --manifest "$WORK/tree/tree" >"$WORK/tar.manifest"
 echo "bench: filling the emulator" >&2
 "$PY" Scripts/bench/fill.py "$ENDPOINT" "$BUCKET" bench/tree --from "$WORK/tree/tree"
@@ -84,9 +72,6 @@ for line in sys.stdin:
     m = re.search(r"/tree/(s\d+)$", path)
     if m: c[m.group(1)] += 1
 print(f"{sum(c.values()) / n:.2f}", max(c.values(), default=0), len(c))' "$SMALL_N"
-}
-proxy_counts() {  # -> "total list metadata media other" since the last /__reset
-  curl -sf "$PROXY/__stats" | "$PY" -c 'import json, sys; d = json.load(sys.stdin); print(*(d[k] for k in ("total", "list", "metadata", "media", "other")))'
 }
 
 run_tool() {  # TOOL RUN -> "seconds per_object most objects total list metadata media other"
@@ -113,7 +98,7 @@ run_tool() {  # TOOL RUN -> "seconds per_object most objects total list metadata
   esac
   t1=$(now)
   # CPU seconds of the run: the tool, the bucketfs daemon (since its mount), the emulator, the proxy
-  cpu="$(tail -1 "$WORK/times" | awk '{ n = split($0, f, /[ms ]+/); printf "%.2f", f[1] * 60 + f[2] + f[3] * 60 + f[4] }')"
+  cpu="$(children_cpu "$WORK/times")"
   cpu="$cpu $(cpu_secs "$(mount_pid "$mnt")")"
   cpu="$cpu $(awk -v a="$e0" -v b="$(cpu_secs "$EMU_PID")" 'BEGIN { printf "%.2f", b - a }')"
   cpu="$cpu $(awk -v a="$p0" -v b="$(cpu_secs "$PROXY_PID")" 'BEGIN { printf "%.2f", b - a }')"

@@ -75,12 +75,8 @@ for i in range(0, len(objs), 250):
     urllib.request.urlopen(req).read()
 PYEOF
 
-for pair in "$FB_PORT:$FB_PROXY_PORT" "$EMU_PORT:$GS_PROXY_PORT"; do
-  "$PY" Tests/e2e/latencyproxy.py --upstream "127.0.0.1:${pair%%:*}" --port "${pair##*:}" --delay-ms "$DELAY_MS" \
-    >"$WORK/proxy-${pair##*:}.log" 2>&1 &
-  PIDS+=("$!")
-  for _ in $(seq 1 100); do curl -sf -o /dev/null "http://127.0.0.1:${pair##*:}/__stats" && break; sleep 0.1; done
-done
+start_latency_proxy "$FB_PORT" "$FB_PROXY_PORT" "$DELAY_MS"
+start_latency_proxy "$EMU_PORT" "$GS_PROXY_PORT" "$DELAY_MS"
 
 # Signed in once, through the proxy (the Auth emulator URL form); every mount uses the login.
 "$BIN" login "firebase://$FB_BUCKET" --api-key bench-key --email bench@example.com --password-file "$WORK/password" \

@@ -48,11 +48,7 @@ T_START=$(now)
 # --- data ------------------------------------------------------------------------------------------
 echo "bench: ${MIB} MiB reads, tar of $SMALL_N x 32 KiB + 64 MiB at +$DELAY_MS ms, $PAR_N x $PAR_MIB MiB at once; $REPS repetitions; work dir $WORK" >&2
 start_emulator "$PORT" "$BUCKET"
-"$PY" Tests/e2e/latencyproxy.py --upstream "127.0.0.1:$PORT" --port "$PROXY_PORT" --delay-ms "$DELAY_MS" \
-  --log "$WORK/proxy-requests.log" >"$WORK/proxy.log" 2>&1 &
-PIDS+=("$!")
-for _ in $(seq 1 100); do curl -sf -o /dev/null "$PROXY/__stats" && break; sleep 0.1; done
-curl -sf -o /dev/null "$PROXY/__stats" || { echo "bench: the latency proxy did not start" >&2; cat "$WORK/proxy.log" >&2; exit 1; }
+start_latency_proxy "$PORT" "$PROXY_PORT" "$DELAY_MS" --log "$WORK/proxy-requests.log"
 
 BIG="$WORK/big.bin"
 head -c "$((MIB * 1048576))" /dev/urandom >"$BIG"
@@ -60,14 +56,7 @@ BIG_MD5="$(md5sum "$BIG" | cut -d' ' -f1)"
 echo "bench: filling the emulator (${MIB} MiB, tar tree, $PAR_N x $PAR_MIB MiB)" >&2
 "$PY" Scripts/bench/populate.py "$ENDPOINT" "$BUCKET" bench 0 "$BIG"
 if wants tar; then
-"$PY" - "$WORK/tartree/tar" "$SMALL_N" <<'PYEOF'
-import os, sys
-root, n = sys.argv[1], int(sys.argv[2])
-os.makedirs(root)
-for i in range(n):
-    open(f"{root}/s{i:04d}", "wb").write(os.urandom(32768))
-open(f"{root}/big.bin", "wb").write(os.urandom(64 << 20))
-PYEOF
+make_small_tree "$WORK/tartree/tar" "$SMALL_N"
 "$PY" Scripts/bench/tarcheck.py --manifest "$WORK/tartree/tar" >"$WORK/tar.manifest"
 "$PY" Scripts/bench/fill.py "$ENDPOINT" "$BUCKET" bench/tar --from "$WORK/tartree/tar"
 rm -rf "$WORK/tartree"
@@ -91,9 +80,6 @@ BIG_URL="$ENDPOINT/storage/v1/b/$BUCKET/o/bench%2Fread%2Fbig.bin?alt=media"
 if wants reads; then read_rows curl-gcs bucketfs-gcs rclone-gcs local bucketfs-embedded; fi
 
 # --- (2) tar through the latency proxy --------------------------------------------------------------
-proxy_counts() {  # -> "total list metadata media other" since the last /__reset
-  curl -sf "$PROXY/__stats" | "$PY" -c 'import json, sys; d = json.load(sys.stdin); print(*(d[k] for k in ("total", "list", "metadata", "media", "other")))'
-}
 TAR_BYTES=
 tar_run() {  # KIND VARIANT -> "seconds total list metadata media other" (fresh mount; VARIANT cold|listed)
   local mnt t0 t1 counts bytes

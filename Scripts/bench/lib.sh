@@ -105,9 +105,43 @@ curl_secs() {  # URL -> seconds for a download to /dev/null (its CPU noted as "c
   elapsed "$t0" "$t1"
 }
 
+# --- the latency proxy -----------------------------------------------------------------------------
+# Starts Tests/e2e/latencyproxy.py in front of 127.0.0.1:UPSTREAM_PORT on PROXY_PORT, adding
+# DELAY_MS to every request (extra arguments, e.g. `--log FILE`, go to it); waits until it answers.
+# Sets PROXY_PID (in PIDS too), so call it in the script's own shell.
+start_latency_proxy() {  # UPSTREAM_PORT PROXY_PORT DELAY_MS [latencyproxy.py options...]
+  local up="$1" port="$2" delay="$3"; shift 3
+  "$PY" "$ROOT/Tests/e2e/latencyproxy.py" --upstream "127.0.0.1:$up" --port "$port" --delay-ms "$delay" "$@" \
+    >"$WORK/proxy-$port.log" 2>&1 &
+  PROXY_PID=$!
+  PIDS+=("$PROXY_PID")
+  for _ in $(seq 1 100); do curl -sf -o /dev/null "http://127.0.0.1:$port/__stats" && break; sleep 0.1; done
+  curl -sf -o /dev/null "http://127.0.0.1:$port/__stats" \
+    || { echo "bench: the latency proxy did not start" >&2; cat "$WORK/proxy-$port.log" >&2; exit 1; }
+}
+proxy_counts() {  # [PROXY_URL, default $PROXY] -> "total list metadata media other" since the last /__reset
+  curl -sf "${1:-$PROXY}/__stats" | "$PY" -c 'import json, sys; d = json.load(sys.stdin); print(*(d[k] for k in ("total", "list", "metadata", "media", "other")))'
+}
+
+# The small-file tree of the tar and backup benches: N x 32 KiB random files s0000... and one
+# 64 MiB big.bin, in DIR (made).
+make_small_tree() {  # DIR N
+  "$PY" - "$1" "$2" <<'PYEOF'
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+os.makedirs(root)
+for i in range(n):
+    open(f"{root}/s{i:04d}", "wb").write(os.urandom(32768))
+open(f"{root}/big.bin", "wb").write(os.urandom(64 << 20))
+PYEOF
+}
+
 # CPU seconds (user + system) a process has used so far; 0 without a process.
 CLK_TCK=$(getconf CLK_TCK)
 cpu_secs() { [ -n "$1" ] && [ -r "/proc/$1/stat" ] && awk -v hz="$CLK_TCK" '{ sub(/^.*\) /, ""); printf "%.2f", ($12 + $13) / hz }' "/proc/$1/stat" || echo 0; }
+children_cpu() {  # FILE with the output of bash's `times` -> the children's user + system seconds
+  tail -1 "$1" | awk '{ n = split($0, f, /[ms ]+/); printf "%.2f", f[1] * 60 + f[2] + f[3] * 60 + f[4] }'
+}
 cpu_note() {  # KIND OWN_SECONDS EMULATOR_SECONDS_BEFORE: appends "own emulator" to WORK/cpu-KIND
   echo "$2 $(awk -v a="$3" -v b="$(cpu_secs "${EMU_PID:-}")" 'BEGIN { printf "%.2f", b - a }')" >>"$WORK/cpu-$1"
 }
