@@ -53,15 +53,7 @@ if wants cp; then
   stop_fake() { FAKE_GCS_PORT="$FAKE_PORT" Scripts/fake-gcs.sh stop 2>/dev/null || true; }
   trap 'stop_fake; bench_cleanup' EXIT
 fi
-"$PY" Tests/e2e/latencyproxy.py --upstream "127.0.0.1:$EMU_PORT" --port "$PROXY_PORT" --delay-ms "$DELAY_MS" \
-  >"$WORK/proxy.log" 2>&1 &
-PIDS+=("$!")
-PROXY_PID=$!
-for _ in $(seq 1 100); do curl -sf -o /dev/null "$PROXY/__stats" && break; sleep 0.1; done
-curl -sf -o /dev/null "$PROXY/__stats" || { echo "bench: the latency proxy did not start" >&2; cat "$WORK/proxy.log" >&2; exit 1; }
-proxy_counts() {  # -> "total list metadata media other" since the last /__reset
-  curl -sf "$PROXY/__stats" | "$PY" -c 'import json, sys; d = json.load(sys.stdin); print(*(d[k] for k in ("total", "list", "metadata", "media", "other")))'
-}
+start_latency_proxy "$EMU_PORT" "$PROXY_PORT" "$DELAY_MS"
 mount_rclone_rw() {  # REMOTE:BUCKET/PATH -> mount point (rclone's write cache, uploads at close)
   local mnt; mnt="$(mktemp -d "$WORK/mnt-rclone.XXXX")"
   rclone --config "$RCLONE_CONF" mount "$1" "$mnt" --vfs-cache-mode writes --vfs-write-back 0s \
@@ -96,7 +88,7 @@ if wants tar; then
     "$PY" Scripts/bench/await_objects.py "$EMU" "$BUCKET" "tar/$run/t/" "$SMALL_N" 32768 >/dev/null
     t2=$(now)
     local counts cpu; counts=$(proxy_counts)
-    cpu="$(tail -1 "$WORK/times" | awk '{ n = split($0, f, /[ms ]+/); printf "%.2f", f[1] * 60 + f[2] + f[3] * 60 + f[4] }')"
+    cpu="$(children_cpu "$WORK/times")"
     for pair in "$mpid $m0" "$EMU_PID $e0" "$PROXY_PID $p0"; do
       set -- $pair
       cpu="$cpu $(awk -v a="$2" -v b="$(cpu_secs "$1")" 'BEGIN { printf "%.2f", b - a }')"
@@ -147,6 +139,8 @@ restart_emulator() {
 if wants cp; then
   BIG="$WORK/big.bin"
   head -c "$((MIB * 1048576))" /dev/urandom >"$BIG"
+  # curl's uploads send no `Expect: 100-continue`: gcp-storage-emulator (HTTP/1.0) never answers
+  # one, and curl then waits a second before sending the body.
   cp_run() {  # SERVER(emu|fake) KIND(bucketfs|curl|curl-resumable) -> seconds until the object is complete
     local ep run mnt t0 t1
     case "$1" in emu) ep="$EMU" ;; fake) ep="$FAKE" ;; esac
@@ -157,7 +151,7 @@ if wants cp; then
       cp "$BIG" "$mnt/big.bin"
     elif [ "$2" = curl ]; then
       t0=$(now)
-      curl -sf -o /dev/null -X POST -H "Content-Type: application/octet-stream" --data-binary "@$BIG" \
+      curl -sf -o /dev/null -X POST -H "Expect:" -H "Content-Type: application/octet-stream" --data-binary "@$BIG" \
         "$ep/upload/storage/v1/b/$BUCKET/o?uploadType=media&name=cp/$run/big.bin"
     else  # curl-resumable: a session, then the whole file in one PUT (the request bucketfs sends)
       local loc
@@ -165,7 +159,7 @@ if wants cp; then
       loc=$(curl -sf -D - -o /dev/null -X POST -H "Content-Type: application/json" -d '{}' \
         "$ep/upload/storage/v1/b/$BUCKET/o?uploadType=resumable&name=cp/$run/big.bin" \
         | awk 'tolower($1) == "location:" { print $2 }' | tr -d '\r')
-      curl -sf -o /dev/null -X PUT -H "Content-Type: application/octet-stream" --data-binary "@$BIG" "$loc"
+      curl -sf -o /dev/null -X PUT -H "Expect:" -H "Content-Type: application/octet-stream" --data-binary "@$BIG" "$loc"
     fi
     "$PY" Scripts/bench/await_objects.py "$ep" "$BUCKET" "cp/$run/" 1 "$((MIB * 1048576))" >/dev/null
     t1=$(now)
