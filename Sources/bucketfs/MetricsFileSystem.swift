@@ -99,28 +99,20 @@ final class MetricsFileSystem: FuseFileSystem {
         if let r { count("getxattr", error: r.failure) }
         return r
     }
+    /// An operation done on the libfuse thread counts like its async form; nil (go async) does not.
+    private func measured<T>(_ op: String, since start: ContinuousClock.Instant, _ r: Result<T, Errno>?) -> Result<T, Errno>? {
+        guard let r else { return nil }
+        timers[op]?.recordInterval(since: start)
+        count(op, error: r.failure)
+        return r
+    }
     func immediateWrite(ino: UInt64, fh: UInt64, offset: UInt64, bytes: UnsafeRawBufferPointer) -> Result<Int, Errno>? {
-        let start = ContinuousClock.now
-        guard let r = inner.immediateWrite(ino: ino, fh: fh, offset: offset, bytes: bytes) else { return nil }
-        timers["write"]?.recordInterval(since: start)
-        switch r {
-        case .success(let n):
-            count("write")
-            writtenBytes.increment(by: Int64(n))
-        case .failure(let e):
-            count("write", error: e)
-        }
+        let r = measured("write", since: .now, inner.immediateWrite(ino: ino, fh: fh, offset: offset, bytes: bytes))
+        if case .success(let n) = r { writtenBytes.increment(by: Int64(n)) }
         return r
     }
     func immediateSetattr(ino: UInt64, fh: UInt64?, changes: SetAttributes) -> Result<(FileAttributes, Double), Errno>? {
-        let start = ContinuousClock.now
-        guard let r = inner.immediateSetattr(ino: ino, fh: fh, changes: changes) else { return nil }
-        timers["setattr"]?.recordInterval(since: start)
-        switch r {
-        case .success: count("setattr")
-        case .failure(let e): count("setattr", error: e)
-        }
-        return r
+        measured("setattr", since: .now, inner.immediateSetattr(ino: ino, fh: fh, changes: changes))
     }
     func cachedListxattr(ino: UInt64) -> [String]? {
         let r = inner.cachedListxattr(ino: ino)
