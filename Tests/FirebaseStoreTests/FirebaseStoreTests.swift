@@ -272,6 +272,11 @@ import Testing
         var t = fastTuning
         t.chunkSize = 256 << 10
         t.resumableThreshold = 512 << 10
+        // A directory of its own: copies of tests running beside this one use the shared one.
+        let tmp = NSTemporaryDirectory() + "bucketfs-copy-test-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: tmp, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: tmp) }
+        t.temporaryDirectory = tmp
         try await withFirebase(tuning: t) { f in
             let data = Conformance.bytes(1_300_000, seed: 3)
             let src = try await f.store.write("big", from: .data(data), metadata: .init(contentType: "image/png", customMetadata: ["k": "v"]),
@@ -294,7 +299,7 @@ import Testing
             }
             #expect(e == .objectNotFound(path: "big"))
             #expect(f.server.object("other") == nil)
-            let leftovers = try FileManager.default.contentsOfDirectory(atPath: NSTemporaryDirectory()).filter { $0.hasPrefix("bucketfs-copy-") }
+            let leftovers = try FileManager.default.contentsOfDirectory(atPath: tmp)
             #expect(leftovers.isEmpty, "temporary files removed: \(leftovers)")
         }
     }
