@@ -51,7 +51,7 @@ package struct StreamedBody: Sendable {
                 if reader == nil { reader = try ChunkReader(body.source) }
                 let count = Int(Swift.min(Int64(StreamedBody.pieceSize), end - position))
                 let piece = try reader!.read(at: position, count: count)
-                body.sums.add(piece, at: position)
+                await body.sums.add(piece, at: position)
                 position += Int64(count)
                 body.progress.advance(by: Int64(count))
                 return piece
@@ -73,45 +73,89 @@ package final class BodyProgress: @unchecked Sendable {
 /// sent. A resumed request sends again from the offset the server persisted: bytes already
 /// summed are skipped, so the sums cover each byte once. The server's answer must carry the same
 /// sums (`mismatch`).
+///
+/// The md5 is computed beside the sending, on a queue of its own: it costs as much CPU as the
+/// rest of the upload, and done inline it held the body back (256 MiB to gcp-storage-emulator:
+/// the upload after close took 0.95–1.7 s with it inline, 0.63–0.89 s without it). Pieces wait
+/// for it sharing the sent buffer's storage (no copy), at most `backlogLimit` bytes of them; the
+/// sender waits when it is ahead by more.
 package final class UploadChecksums: @unchecked Sendable {
     private let lock = NSLock()
     private var crc = CRC32C()
-    private var md5 = Insecure.MD5()
     private var summedTo: Int64 = 0
+    /// Bytes handed to `hasher` and not yet hashed; senders waiting for it to shrink.
+    private var backlog = 0
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+    /// Touched only on `hasher`.
+    private var md5 = Insecure.MD5()
+    private let hasher = DispatchQueue(label: "bucketfs.upload-md5")
+    static let backlogLimit = 16 << 20
 
     package init() {}
 
     /// The sums of `data` at once (a multipart body).
     package convenience init(_ data: Data) {
         self.init()
-        add(ByteBuffer(data: data), at: 0)
-    }
-
-    func add(_ piece: ByteBuffer, at position: Int64) {
-        lock.lock(); defer { lock.unlock() }
-        let end = position + Int64(piece.readableBytes)
-        guard position <= summedTo, end > summedTo else { return }
-        let skip = Int(summedTo - position)
-        piece.withUnsafeReadableBytes { raw in
-            let fresh = UnsafeRawBufferPointer(rebasing: raw[skip...])
-            crc.update(fresh)
-            md5.update(bufferPointer: fresh)
+        data.withUnsafeBytes { raw in
+            crc.update(raw)
+            hasher.sync { md5.update(bufferPointer: raw) }
         }
-        summedTo = end
+        summedTo = Int64(data.count)
     }
 
-    package var bytesSummed: Int64 { lock.lock(); defer { lock.unlock() }; return summedTo }
+    /// Adds the bytes of `piece` (which starts at `position`) not summed yet; waits while the md5
+    /// is more than `backlogLimit` bytes behind.
+    package func add(_ piece: ByteBuffer, at position: Int64) async {
+        await room()
+        lock.withLock {
+            let end = position + Int64(piece.readableBytes)
+            guard position <= summedTo, end > summedTo else { return }
+            let skip = Int(summedTo - position)
+            guard let fresh = piece.getSlice(at: piece.readerIndex + skip, length: piece.readableBytes - skip) else { return }
+            fresh.withUnsafeReadableBytes { crc.update($0) }
+            summedTo = end
+            backlog += fresh.readableBytes
+            // Queued under the lock: the md5 sees the pieces in the order they were summed.
+            hasher.async { [self] in
+                fresh.withUnsafeReadableBytes { md5.update(bufferPointer: $0) }
+                let ready = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
+                    backlog -= fresh.readableBytes
+                    guard backlog < Self.backlogLimit else { return [] }
+                    defer { waiters.removeAll() }
+                    return waiters
+                }
+                for w in ready { w.resume() }
+            }
+        }
+    }
 
-    /// (crc32c, md5) in the JSON API's base64 form.
-    package var base64: (crc32c: String, md5: String) {
-        lock.lock(); defer { lock.unlock() }
-        return (crc.base64, Data(md5.finalize()).base64EncodedString())
+    private func room() async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            lock.lock()
+            if backlog < Self.backlogLimit {
+                lock.unlock()
+                c.resume()
+            } else {
+                waiters.append(c)
+                lock.unlock()
+            }
+        }
+    }
+
+    package var bytesSummed: Int64 { lock.withLock { summedTo } }
+
+    /// (crc32c, md5) in the JSON API's base64 form, once the md5 has caught up.
+    package func base64() async -> (crc32c: String, md5: String) {
+        let digest = await withCheckedContinuation { (c: CheckedContinuation<Data, Never>) in
+            hasher.async { [self] in c.resume(returning: Data(md5.finalize())) }
+        }
+        return lock.withLock { (crc.base64, digest.base64EncodedString()) }
     }
 
     /// Why `info` is not the object these bytes make, or nil when every sum the server reported
     /// matches (a server that reports none confirms nothing and is not contradicted either).
-    package func mismatch(_ info: ObjectInfo, size: Int64) -> (expected: String, got: String)? {
-        let (c, m) = base64
+    package func mismatch(_ info: ObjectInfo, size: Int64) async -> (expected: String, got: String)? {
+        let (c, m) = await base64()
         if info.size != size { return ("\(size) bytes", "\(info.size) bytes") }
         if let got = info.crc32c, got != c { return ("crc32c \(c)", "crc32c \(got)") }
         if let got = info.md5Hash, got != m { return ("md5 \(m)", "md5 \(got)") }

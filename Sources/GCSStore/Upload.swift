@@ -140,7 +140,7 @@ extension GCSStore {
     }
 
     private func confirmed(_ name: String, _ info: ObjectInfo, sums: UploadChecksums, size: Int64) async throws -> ObjectInfo {
-        guard sums.bytesSummed == size, let (expected, got) = sums.mismatch(info, size: size) else { return info }
+        guard sums.bytesSummed == size, let (expected, got) = await sums.mismatch(info, size: size) else { return info }
         logger.error("GCS upload of \(name): the server stored \(got), the bytes sent have \(expected); removing generation \(info.generation)")
         try? await delete(name, preconditions: Preconditions(ifGenerationMatch: info.generation))
         throw StorageError.nonMatchingChecksum(path: name, expected: expected, got: got)
