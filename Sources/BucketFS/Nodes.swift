@@ -204,6 +204,8 @@ final class Handle: @unchecked Sendable {
     let stream: ReadStream?
     /// The kernel may keep its cached pages: the same generation was opened for reading before.
     var keepCache = false
+    /// The kernel bypasses its page cache for this handle (`Superblock.openFile`).
+    var directIO = false
     /// The local content this handle keeps (counted in its `openHandles`): the file's stage when
     /// the handle was opened for writing, or for reading while the file had one.
     let stage: StagedFile?

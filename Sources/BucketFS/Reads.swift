@@ -29,7 +29,8 @@ extension BucketFileSystem {
                 throw fail(error, "open", path)
             }
         }
-        let (fh, h) = superblock.openFile(n, writable: flags.isWrite, seen: seen, pinned: pinned) { path, info in
+        let (fh, h) = superblock.openFile(n, writable: flags.isWrite, writeOnly: flags.accessMode == O_WRONLY,
+                                               seen: seen, pinned: pinned) { path, info in
             readPath.stream(path, info, localFile: localFile)
         }
         if h.stream == nil, let fd = localFile { Glibc.close(fd) }
@@ -44,6 +45,10 @@ extension BucketFileSystem {
 
     public func keepsCache(ino: UInt64, fh: UInt64) -> Bool {
         superblock.keepsCache(fh)
+    }
+
+    public func directIO(ino: UInt64, fh: UInt64) -> Bool {
+        superblock.usesDirectIO(fh)
     }
 
     public func read(ino: UInt64, fh: UInt64, offset: UInt64, size: Int) async throws(Errno) -> Data {

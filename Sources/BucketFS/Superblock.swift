@@ -492,6 +492,18 @@ final class Superblock: @unchecked Sendable {
     func handle(_ fh: UInt64) -> Handle? { locked { handles[fh] } }
 
     func keepsCache(_ fh: UInt64) -> Bool { locked { handles[fh]?.keepCache ?? false } }
+    func usesDirectIO(_ fh: UInt64) -> Bool { locked { handles[fh]?.directIO ?? false } }
+
+    /// Whether a new handle on `n` bypasses the kernel's page cache. A write-only handle does when
+    /// nothing else has the file open: its writes then reach the stage file with one copy fewer and
+    /// no page cache of the mount's own (writing 256 MiB took 0.11–0.34 s instead of 0.39–1.7 s
+    /// here). Any handle opened while such a one is open does too, so that no reader keeps pages
+    /// the direct writes would leave stale. A handle opened while another file handle with cached
+    /// pages is open keeps the page cache, which keeps the two coherent.
+    private func directIOLocked(_ n: Node, writeOnly: Bool) -> Bool {
+        let others = handles.values.filter { $0.ino == n.ino }
+        return others.contains { $0.directIO } || (writeOnly && others.isEmpty)
+    }
 
     /// Whether `n` is known to be gone (a stat saw 404, or unlinked) and not being written here.
     func isGoneAndNotStaged(_ n: Node) -> Bool { locked { n.removed && n.staged == nil } }
@@ -506,7 +518,7 @@ final class Superblock: @unchecked Sendable {
     /// one, with reads of the generation opened made by `makeStream` (a file not staged, opened
     /// for reading). Close-to-open: pages cached for the generation opened last stay; any other
     /// generation (or local content being written) drops them. Returns the handle's number.
-    func openFile(_ n: Node, writable: Bool, seen: ObjectInfo?, pinned: StagedFile? = nil,
+    func openFile(_ n: Node, writable: Bool, writeOnly: Bool = false, seen: ObjectInfo?, pinned: StagedFile? = nil,
                   makeStream: (_ path: String, _ info: ObjectInfo) -> ReadStream) -> (fh: UInt64, handle: Handle) {
         locked {
             // A handle keeps the file's local content while it is open (read through it too): the
@@ -528,6 +540,7 @@ final class Superblock: @unchecked Sendable {
             } else {
                 n.cachedGeneration = nil
             }
+            h.directIO = directIOLocked(n, writeOnly: writeOnly)
             let fh = nextFh
             nextFh += 1
             handles[fh] = h
@@ -546,7 +559,7 @@ final class Superblock: @unchecked Sendable {
     /// A new file created here at `path` in `p` (named `name`) with local content `staged`, open
     /// through a new handle. Returns its entry, the handle's number, and the local content the
     /// name had before (a file created here earlier), which the caller discards.
-    func created(_ path: String, in p: Node, name: String, staged: StagedFile) -> (FuseEntry, UInt64, replaced: StagedFile?) {
+    func created(_ path: String, in p: Node, name: String, staged: StagedFile, writeOnly: Bool) -> (FuseEntry, UInt64, replaced: StagedFile?) {
         locked {
             let n = nodeLocked(path: path, type: .regular)
             n.presence = .present
@@ -558,6 +571,7 @@ final class Superblock: @unchecked Sendable {
             addChildLocked(p, name, n.ino)
             notePendingLocked(n)
             let h = Handle(ino: n.ino, writable: true, info: nil, path: path, stream: nil, stage: staged)
+            h.directIO = directIOLocked(n, writeOnly: writeOnly)
             let fh = nextFh
             nextFh += 1
             handles[fh] = h

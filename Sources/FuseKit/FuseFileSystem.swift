@@ -163,6 +163,10 @@ public protocol FuseFileSystem: AnyObject, Sendable {
     /// content is what it cached before). Without it, open drops them, and waits for any page a
     /// read still has locked. Default: false.
     func keepsCache(ino: UInt64, fh: UInt64) -> Bool
+    /// Asked as `open` and `create` are answered: whether the kernel bypasses its page cache for
+    /// this handle (FOPEN_DIRECT_IO: every read and write reaches the filesystem, and no shared
+    /// mmap). Default: false.
+    func directIO(ino: UInt64, fh: UInt64) -> Bool
     /// Answers from cache with no I/O, on the libfuse thread with no Task: the result, or nil to
     /// call the async method. A returned lookup entry counts as one lookup, as `lookup`'s does.
     /// Defaults: nil.
@@ -223,6 +227,7 @@ public protocol FuseFileSystem: AnyObject, Sendable {
 
 public extension FuseFileSystem {
     func keepsCache(ino: UInt64, fh: UInt64) -> Bool { false }
+    func directIO(ino: UInt64, fh: UInt64) -> Bool { false }
     func cachedLookup(parent: UInt64, name: String) -> Result<FuseEntry, Errno>? { nil }
     func cachedGetattr(ino: UInt64) -> (FileAttributes, Double)? { nil }
     func cachedGetxattr(ino: UInt64, name: String) -> Result<[UInt8], Errno>? { nil }

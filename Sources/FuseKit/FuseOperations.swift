@@ -246,6 +246,7 @@ enum FuseOperations {
             var fi = fuse_file_info()
             fi.fh = fh
             if fs.keepsCache(ino: ino, fh: fh) { fi.keep_cache = 1 }
+            if fs.directIO(ino: ino, fh: fh) { fi.direct_io = 1 }
             let rc = fuse_reply_open(req, &fi)
             if rc != 0 { Task { try? await fs.release(ino: ino, fh: fh) } }
             context.check(rc, "fuse_reply_open")
@@ -265,6 +266,7 @@ enum FuseOperations {
             var e = value.0.entryParam
             var fi = fuse_file_info()
             fi.fh = value.1
+            if fs.directIO(ino: value.0.attributes.ino, fh: value.1) { fi.direct_io = 1 }
             let rc = fuse_reply_create(req, &e, &fi)
             if rc != 0 {
                 let ino = value.0.attributes.ino

@@ -83,6 +83,7 @@ final class MetricsFileSystem: FuseFileSystem {
         try await inner.perform(work)
     }
     func keepsCache(ino: UInt64, fh: UInt64) -> Bool { inner.keepsCache(ino: ino, fh: fh) }
+    func directIO(ino: UInt64, fh: UInt64) -> Bool { inner.directIO(ino: ino, fh: fh) }
     // Answers from cache on the libfuse thread count as operations too; nil (go async) does not.
     func cachedLookup(parent: UInt64, name: String) -> Result<FuseEntry, Errno>? {
         let r = inner.cachedLookup(parent: parent, name: name)

@@ -37,6 +37,36 @@ import Testing
         #expect(h.store.object("page.HTML")?.contentType == "text/html")
     }
 
+    /// Write-only handles bypass the kernel's page cache when nothing else has the file open, and
+    /// any handle opened beside one of them does too; a handle opened beside a cached one keeps
+    /// the page cache (so the kernel never holds pages a direct write made stale).
+    @Test func writeOnlyHandlesUseDirectIOUnlessTheFileIsOpenCached() async throws {
+        let h = Harness()
+        let (e, w) = try await h.fs.create(parent: Harness.root, name: "d.bin", mode: 0o644, flags: OpenFlags(O_WRONLY | O_CREAT))
+        let ino = e.attributes.ino
+        #expect(h.fs.directIO(ino: ino, fh: w))
+        _ = try await h.fs.write(ino: ino, fh: w, offset: 0, data: Data("abc".utf8))
+        let r = try await h.fs.open(ino: ino, flags: OpenFlags(O_RDONLY))
+        #expect(h.fs.directIO(ino: ino, fh: r), "a reader beside a direct writer")
+        #expect(try await h.fs.read(ino: ino, fh: r, offset: 0, size: 10) == Data("abc".utf8))
+        try await h.fs.release(ino: ino, fh: r)
+        try await h.fs.release(ino: ino, fh: w)
+        // A reader first: a writer beside it keeps the page cache; so does one opened read-write.
+        let r2 = try await h.fs.open(ino: ino, flags: OpenFlags(O_RDONLY))
+        #expect(!h.fs.directIO(ino: ino, fh: r2))
+        let w2 = try await h.fs.open(ino: ino, flags: OpenFlags(O_WRONLY))
+        #expect(!h.fs.directIO(ino: ino, fh: w2))
+        try await h.fs.release(ino: ino, fh: w2)
+        try await h.fs.release(ino: ino, fh: r2)
+        let rw = try await h.fs.open(ino: ino, flags: OpenFlags(O_RDWR))
+        #expect(!h.fs.directIO(ino: ino, fh: rw))
+        try await h.fs.release(ino: ino, fh: rw)
+        let (e2, rwc) = try await h.fs.create(parent: Harness.root, name: "rw.bin", mode: 0o644, flags: OpenFlags(O_RDWR | O_CREAT))
+        #expect(!h.fs.directIO(ino: e2.attributes.ino, fh: rwc))
+        try await h.fs.release(ino: e2.attributes.ino, fh: rwc)
+        #expect(h.store.data("d.bin") == Data("abc".utf8))
+    }
+
     @Test func fsyncIsDurable() async throws {
         let h = Harness()
         let (e, fh) = try await h.fs.create(parent: Harness.root, name: "f.txt", mode: 0o644, flags: OpenFlags(O_WRONLY | O_CREAT))

@@ -193,6 +193,7 @@ final class CheckedCore: FuseFileSystem, @unchecked Sendable {
         try await checked("getattr(\(ino))") { () async throws(Errno) in try await core.getattr(ino: ino) }
     }
     func keepsCache(ino: UInt64, fh: UInt64) -> Bool { checked("keepsCache(\(ino), \(fh))") { core.keepsCache(ino: ino, fh: fh) } }
+    func directIO(ino: UInt64, fh: UInt64) -> Bool { checked("directIO(\(ino), \(fh))") { core.directIO(ino: ino, fh: fh) } }
     func cachedLookup(parent: UInt64, name: String) -> Result<FuseEntry, Errno>? {
         checked("cachedLookup(\(parent), \(name))") { core.cachedLookup(parent: parent, name: name) }
     }

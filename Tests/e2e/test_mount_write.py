@@ -126,6 +126,48 @@ def test_overwrite_replaces_content(any_bucket, mounts, tmp_path):
     assert any_bucket.cat("o.txt") == src.read_bytes()[:10]
 
 
+def test_readers_see_writes_of_a_write_only_handle(any_bucket, mounts):
+    """Write-only handles bypass the kernel's page cache (README, Writes): a reader opened before
+    the writer, and one opened while it writes, both read every write at once; a shared mmap
+    beside a direct writer is refused (ENODEV), a private one works."""
+    import mmap
+    any_bucket.put("coh.bin", b"a" * 10000)
+    mnt = mounts.mount(any_bucket.src())
+    p = f"{mnt}/coh.bin"
+    r = os.open(p, os.O_RDONLY)
+    try:
+        assert os.pread(r, 5, 0) == b"aaaaa"  # cached by the kernel now
+        w = os.open(p, os.O_WRONLY)
+        try:
+            os.pwrite(w, b"bbbbb", 0)
+            assert os.pread(r, 5, 0) == b"bbbbb"
+        finally:
+            os.close(w)
+    finally:
+        os.close(r)
+    w = os.open(p, os.O_WRONLY)
+    try:
+        os.pwrite(w, b"ccccc", 0)
+        r = os.open(p, os.O_RDONLY)
+        try:
+            assert os.pread(r, 5, 0) == b"ccccc"
+            os.pwrite(w, b"ddddd", 0)
+            os.pwrite(w, b"eeeee", 10000)  # grows the file
+            assert os.pread(r, 5, 0) == b"ddddd"
+            assert os.pread(r, 10, 9995) == b"aaaaaeeeee"
+            assert err(lambda: mmap.mmap(r, 0, prot=mmap.PROT_READ)) == errno.ENODEV
+            with mmap.mmap(r, 0, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ) as m:
+                assert m[:5] == b"ddddd"
+        finally:
+            os.close(r)
+    finally:
+        os.close(w)
+    assert any_bucket.cat("coh.bin") == b"ddddd" + b"a" * 9995 + b"eeeee"
+    with open(p, "rb") as f:
+        with mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:  # no writer: shared works again
+            assert m[:5] == b"ddddd"
+
+
 def test_fsync_is_durable_before_close(any_bucket, mounts):
     mnt = mounts.mount(any_bucket.src())
     fd = os.open(f"{mnt}/durable.bin", os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644)
