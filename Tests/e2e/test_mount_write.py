@@ -166,6 +166,8 @@ def test_readers_see_writes_of_a_write_only_handle(any_bucket, mounts):
     with open(p, "rb") as f:
         with mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:  # no writer: shared works again
             assert m[:5] == b"ddddd"
+    # The I/O size tools pick their buffers by (cp: 1 MiB writes, one request each).
+    assert os.stat(p).st_blksize == 1 << 20
 
 
 def test_fsync_is_durable_before_close(any_bucket, mounts):
