@@ -38,22 +38,32 @@ EMU="http://127.0.0.1:$EMU_PORT"
 FAKE="http://127.0.0.1:$FAKE_PORT"
 PROXY="http://127.0.0.1:$PROXY_PORT"
 ONLY="${BENCH_ONLY:-tar cp}"
+# The server behind the proxy for (1): emu (gcp-storage-emulator, single-threaded Python, whose
+# CPU alone is about the --write-back target) or fake (fake-gcs-server, Go, concurrent).
+TAR_SERVER="${BENCH_TAR_SERVER:-emu}"
 wants() { [[ " $ONLY " == *" $1 "* ]]; }
 command -v rclone >/dev/null || { echo "bench: rclone is not installed (Scripts/setup.sh installs it)" >&2; exit 1; }
 . Scripts/bench/lib.sh bucketfs-writes
-rclone_remote emuproxy "$PROXY"
+# rclone's client puts its paths under the endpoint it is given: fake-gcs-server serves the JSON
+# API only under /storage/v1/ (gcp-storage-emulator answers at the root too).
+if [ "$TAR_SERVER" = fake ]; then rclone_remote emuproxy "$PROXY/storage/v1/"; else rclone_remote emuproxy "$PROXY"; fi
 declare -A RES
 T_START=$(now)
 next_run() { echo "r$(date +%s%N)"; }  # a fresh prefix per run (runs are made in subshells)
 
 echo "bench: tar -x of $SMALL_N x 32 KiB at +$DELAY_MS ms, cp of $MIB MiB on two servers; $REPS repetitions; work dir $WORK" >&2
 start_emulator "$EMU_PORT" "$BUCKET"
-if wants cp; then
+if wants cp || [ "$TAR_SERVER" = fake ]; then
   FAKE_GCS_PORT="$FAKE_PORT" FAKE_GCS_BUCKET="$BUCKET" Scripts/fake-gcs.sh start >/dev/null
   stop_fake() { FAKE_GCS_PORT="$FAKE_PORT" Scripts/fake-gcs.sh stop 2>/dev/null || true; }
   trap 'stop_fake; bench_cleanup' EXIT
 fi
-start_latency_proxy "$EMU_PORT" "$PROXY_PORT" "$DELAY_MS"
+case "$TAR_SERVER" in
+  emu) TAR_EP="$EMU"; TAR_PID="$EMU_PID"; TAR_LABEL=gcp-storage-emulator; start_latency_proxy "$EMU_PORT" "$PROXY_PORT" "$DELAY_MS" ;;
+  fake) TAR_EP="$FAKE"; TAR_PID="$(cat "/tmp/bucketfs-fake-gcs-$FAKE_PORT.pid")"; TAR_LABEL=fake-gcs-server
+        start_latency_proxy "$FAKE_PORT" "$PROXY_PORT" "$DELAY_MS" ;;
+  *) echo "bench: BENCH_TAR_SERVER is emu or fake" >&2; exit 2 ;;
+esac
 mount_rclone_rw() {  # REMOTE:BUCKET/PATH -> mount point (rclone's write cache, uploads at close)
   local mnt; mnt="$(mktemp -d "$WORK/mnt-rclone.XXXX")"
   rclone --config "$RCLONE_CONF" mount "$1" "$mnt" --vfs-cache-mode writes --vfs-write-back 0s \
@@ -81,15 +91,15 @@ if wants tar; then
     curl -sf -o /dev/null "$PROXY/__reset"
     # the mount's daemon (bucketfs or rclone) by its mount point, for its CPU
     mpid=$(pgrep -f -- " $mnt( |$)" | head -1)
-    m0=$(cpu_secs "$mpid"); e0=$(cpu_secs "$EMU_PID"); p0=$(cpu_secs "$PROXY_PID")
+    m0=$(cpu_secs "$mpid"); e0=$(cpu_secs "$TAR_PID"); p0=$(cpu_secs "$PROXY_PID")
     t0=$(now)
     (tar -xf "$WORK/small.tar" -C "$mnt" && times >"$WORK/times")
     t1=$(now)
-    "$PY" Scripts/bench/await_objects.py "$EMU" "$BUCKET" "tar/$run/t/" "$SMALL_N" 32768 >/dev/null
+    "$PY" Scripts/bench/await_objects.py "$TAR_EP" "$BUCKET" "tar/$run/t/" "$SMALL_N" 32768 >/dev/null
     t2=$(now)
     local counts cpu; counts=$(proxy_counts)
     cpu="$(children_cpu "$WORK/times")"
-    for pair in "$mpid $m0" "$EMU_PID $e0" "$PROXY_PID $p0"; do
+    for pair in "$mpid $m0" "$TAR_PID $e0" "$PROXY_PID $p0"; do
       set -- $pair
       cpu="$cpu $(awk -v a="$2" -v b="$(cpu_secs "$1")" 'BEGIN { printf "%.2f", b - a }')"
     done
@@ -105,7 +115,7 @@ if wants tar; then
     run=$(next_run)
     t0=$(now)
     "$PY" Scripts/bench/upload_many.py "$PROXY" "$BUCKET" "tar/$run/t" "$WORK/t" "$1" >/dev/null
-    "$PY" Scripts/bench/await_objects.py "$EMU" "$BUCKET" "tar/$run/t/" "$SMALL_N" 32768 >/dev/null
+    "$PY" Scripts/bench/await_objects.py "$TAR_EP" "$BUCKET" "tar/$run/t/" "$SMALL_N" 32768 >/dev/null
     t1=$(now)
     elapsed "$t0" "$t1"
   }
@@ -135,6 +145,14 @@ restart_emulator() {
   kill "$EMU_PID" 2>/dev/null; wait "$EMU_PID" 2>/dev/null || true
   for _ in $(seq 1 100); do curl -s -o /dev/null "$EMU/" || break; sleep 0.05; done
   start_emulator "$EMU_PORT" "$BUCKET"
+}
+restart_fake() {  # a fresh fake-gcs-server, warmed by one upload of the file (a fresh Go process's
+  # first upload this large was the slowest of every kind: 2.5-4.7 s against 1.4-2.3 s after it)
+  FAKE_GCS_PORT="$FAKE_PORT" Scripts/fake-gcs.sh stop >/dev/null 2>&1 || true
+  FAKE_GCS_PORT="$FAKE_PORT" FAKE_GCS_BUCKET="$BUCKET" Scripts/fake-gcs.sh start >/dev/null 2>&1
+  curl -sf -o /dev/null -X POST -H "Expect:" -H "Content-Type: application/octet-stream" --data-binary "@$BIG" \
+    "$FAKE/upload/storage/v1/b/$BUCKET/o?uploadType=media&name=warmup.bin"
+  curl -sf -o /dev/null -X DELETE "$FAKE/storage/v1/b/$BUCKET/o/warmup.bin" || true
 }
 if wants cp; then
   BIG="$WORK/big.bin"
@@ -172,8 +190,10 @@ if wants cp; then
     for _ in $(seq 1 "$REPS"); do
       for kind in bucketfs curl curl-resumable; do
         # gcp-storage-emulator keeps the bytes of every resumable upload after it completes (its
-        # RSS grew 256 MiB a run, DELETE or not, and each run was slower): a fresh one each run.
-        [ "$server" = emu ] && restart_emulator
+        # RSS grew 256 MiB a run, DELETE or not, and each run was slower); fake-gcs-server's
+        # memory backend grows too (6.7 GB after a dozen runs), and the same request then took
+        # 1.2-3.6 s: a fresh server each run, for every kind alike.
+        if [ "$server" = emu ]; then restart_emulator; else restart_fake; fi
         s=$(cp_run "$server" "$kind")
         echo "bench: cp $MIB MiB, $server, $kind: $s s" >&2
         RES[cp_runs_${server}_$kind]+=" $s"
@@ -197,7 +217,7 @@ echo
 printf '  %-46s %12s   %-26s %8s   %s\n' "what" "bucketfs" "peer / limit" "ratio" "target"
 if wants tar; then
   read -r rt rl rm rd ro <<<"${RES[req_rclone]}"
-  echo "(1) tar -xf of $SMALL_N x 32 KiB, +$DELAY_MS ms a request, gcp-storage-emulator, until all are in the bucket"
+  echo "(1) tar -xf of $SMALL_N x 32 KiB, +$DELAY_MS ms a request, $TAR_LABEL, until all are in the bucket"
   for kind in bucketfs bucketfs-wb; do
     read -r bt bl bm bd bo <<<"${RES[req_$kind]}"
     r=$(ratio "${RES[tar_rclone]}" "${RES[tar_$kind]}")
