@@ -6,15 +6,16 @@
 #
 #  (1) `tar -xf` of an archive of SMALL_N x 32 KiB into the mount, through a proxy the bench
 #      starts (Tests/e2e/latencyproxy.py) that adds DELAY_MS to every request and counts them,
-#      gcp-storage-emulator behind it: bucketfs (default mode) vs `rclone mount --vfs-cache-mode
+#      gcp-storage-emulator behind it (BENCH_TAR_SERVER=fake: fake-gcs-server): bucketfs (default mode) vs `rclone mount --vfs-cache-mode
 #      writes --vfs-write-back 0s`, and bucketfs --write-back. Targets (issue 20): default mode
 #      >= 1x rclone, --write-back >= 5x rclone; one request a file is the floor. Beside them, the
 #      limits of the same run: the same files uploaded straight to the server through the proxy
 #      by a plain client (Scripts/bench/upload_many.py), one at a time (a close that waits for its
 #      upload can do no better) and 8 at a time (BENCH_UPLOAD_CONCURRENCY, as --upload-concurrency).
 #  (2) `cp` of one MIB MiB file into the mount vs one direct upload of it with curl to the same
-#      server, on gcp-storage-emulator (a fresh one each run: it keeps every resumable upload's
-#      bytes) and on fake-gcs-server: `uploadType=media` (one request), and one streamed resumable
+#      server, on gcp-storage-emulator and on fake-gcs-server, a fresh server for each run (both
+#      keep what earlier uploads left and slow down; fake-gcs-server is warmed by one upload):
+#      `uploadType=media` (one request), and one streamed resumable
 #      request (a session, then the whole file in one PUT: the request bucketfs sends). Target:
 #      bucketfs >= 0.8 of curl (curl time / bucketfs time).
 #
