@@ -29,7 +29,7 @@ extension BucketFileSystem {
                 throw fail(error, "open", path)
             }
         }
-        let (fh, h) = superblock.openFile(n, writable: flags.isWrite, writeOnly: flags.accessMode == O_WRONLY,
+        let (fh, h) = superblock.openFile(n, writable: flags.isWrite, writeOnly: flags.isWriteOnly,
                                                seen: seen, pinned: pinned) { path, info in
             readPath.stream(path, info, localFile: localFile)
         }

@@ -138,8 +138,7 @@ extension BucketFileSystem {
         }
         // Its mode and owner go into its upload (no request of their own).
         let staged = try staging.makeStage(origin: .createdHere, metadata: newObjectMetadata(mode: mode), dirty: true, object: path)
-        let (entry, fh, replaced) = superblock.created(path, in: p, name: name, staged: staged,
-                                                                    writeOnly: flags.accessMode == O_WRONLY)
+        let (entry, fh, replaced) = superblock.created(path, in: p, name: name, staged: staged, writeOnly: flags.isWriteOnly)
         if let replaced {
             // The name's earlier local content is replaced by the new file (once an upload of it
             // under way has ended).

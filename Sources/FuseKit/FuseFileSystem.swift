@@ -102,6 +102,7 @@ public struct OpenFlags: Sendable, Equatable {
     public init(_ raw: Int32) { rawValue = raw }
     public var accessMode: Int32 { rawValue & O_ACCMODE }
     public var isWrite: Bool { accessMode != O_RDONLY }
+    public var isWriteOnly: Bool { accessMode == O_WRONLY }
     public var truncate: Bool { rawValue & O_TRUNC != 0 }
     public var append: Bool { rawValue & O_APPEND != 0 }
 }
