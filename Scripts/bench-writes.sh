@@ -18,12 +18,15 @@
 #      `uploadType=media` (one request), and one streamed resumable
 #      request (a session, then the whole file in one PUT: the request bucketfs sends). Target:
 #      bucketfs >= 0.8 of curl (curl time / bucketfs time).
+#  (3) the writing alone: `cp` of the MIB MiB file into a --write-back mount of gcp-storage-emulator,
+#      timed until cp exits (the data staged; the upload follows, untimed), vs `cp` to a local
+#      file in the work directory.
 #
 # Starts its own servers and proxy on BENCH_EMU_PORT (9402), BENCH_FAKE_PORT (9403) and
 # BENCH_PROXY_PORT (9404); unmounts and stops everything on exit. Not part of the test suite.
 # Environment: BUCKETFS_BIN (default: build release), BENCH_REPS (3), BENCH_MIB (256),
 # BENCH_DELAY_MS (20), BENCH_SMALL_N (400), BENCH_BFS_OPTS (extra bucketfs mount options),
-# BENCH_DIR, BENCH_KEEP, BENCH_ONLY (some of "tar cp": the sections to run; both by default).
+# BENCH_DIR, BENCH_KEEP, BENCH_ONLY (some of "tar cp write": the sections to run; all by default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS="${BENCH_REPS:-3}"
@@ -38,7 +41,7 @@ BUCKET=bucketfs-writes
 EMU="http://127.0.0.1:$EMU_PORT"
 FAKE="http://127.0.0.1:$FAKE_PORT"
 PROXY="http://127.0.0.1:$PROXY_PORT"
-ONLY="${BENCH_ONLY:-tar cp}"
+ONLY="${BENCH_ONLY:-tar cp write}"
 # The server behind the proxy for (1): emu (gcp-storage-emulator, single-threaded Python, whose
 # CPU alone is about the --write-back target) or fake (fake-gcs-server, Go, concurrent).
 TAR_SERVER="${BENCH_TAR_SERVER:-emu}"
@@ -149,15 +152,17 @@ restart_emulator() {
 }
 restart_fake() {  # a fresh fake-gcs-server, warmed by one upload of the file (a fresh Go process's
   # first upload this large was the slowest of every kind: 2.5-4.7 s against 1.4-2.3 s after it)
-  FAKE_GCS_PORT="$FAKE_PORT" Scripts/fake-gcs.sh stop >/dev/null 2>&1 || true
+  stop_fake
   FAKE_GCS_PORT="$FAKE_PORT" FAKE_GCS_BUCKET="$BUCKET" Scripts/fake-gcs.sh start >/dev/null 2>&1
   curl -sf -o /dev/null -X POST -H "Expect:" -H "Content-Type: application/octet-stream" --data-binary "@$BIG" \
     "$FAKE/upload/storage/v1/b/$BUCKET/o?uploadType=media&name=warmup.bin"
   curl -sf -o /dev/null -X DELETE "$FAKE/storage/v1/b/$BUCKET/o/warmup.bin" || true
 }
-if wants cp; then
+if wants cp || wants write; then
   BIG="$WORK/big.bin"
   head -c "$((MIB * 1048576))" /dev/urandom >"$BIG"
+fi
+if wants cp; then
   # curl's uploads send no `Expect: 100-continue`: gcp-storage-emulator (HTTP/1.0) never answers
   # one, and curl then waits a second before sending the body.
   cp_run() {  # SERVER(emu|fake) KIND(bucketfs|curl|curl-resumable) -> seconds until the object is complete
@@ -207,6 +212,43 @@ if wants cp; then
   done
 fi
 
+# --- (3) the writing alone: cp into a --write-back mount, until cp exits --------------------------
+if wants write; then
+  write_run() {  # KIND(bucketfs|local) -> seconds until cp exits
+    local run mnt dst t0 t1
+    run=$(next_run)
+    if [ "$1" = bucketfs ]; then
+      mnt="$(mount_bucketfs "gs://$BUCKET/w/$run" --endpoint "$EMU" --anonymous --write-back)"
+      dst="$mnt/big.bin"
+    else
+      dst="$WORK/local-copy.bin"
+    fi
+    t0=$(now)
+    cp "$BIG" "$dst"
+    t1=$(now)
+    if [ "$1" = bucketfs ]; then
+      # the upload that follows is not timed, but ends before the next run
+      "$PY" Scripts/bench/await_objects.py "$EMU" "$BUCKET" "w/$run/" 1 "$((MIB * 1048576))" >/dev/null
+      unmount "$mnt"
+    else
+      rm -f "$dst"
+    fi
+    elapsed "$t0" "$t1"
+  }
+  for _ in $(seq 1 "$REPS"); do
+    restart_emulator
+    for kind in bucketfs local; do
+      s=$(write_run "$kind")
+      echo "bench: writing $MIB MiB, $kind: $s s" >&2
+      RES[w_runs_$kind]+=" $s"
+    done
+  done
+  for kind in bucketfs local; do
+    # shellcheck disable=SC2086
+    RES[w_$kind]=$(median ${RES[w_runs_$kind]})
+  done
+fi
+
 # --- report -----------------------------------------------------------------------------------------
 cpu_sum() { awk -v n="$(nproc)" '{ s = $1 + $2 + $3 + $4; printf "%.2f+%.2f+%.2f+%.2f = %.2f (%.2f)", $1, $2, $3, $4, s, s / n }' <<<"$1"; }
 row() { printf '  %-46s %12s   %-26s %8s   %s\n' "$@"; }
@@ -242,5 +284,9 @@ if wants cp; then
     r=$(ratio "${RES[cp_${server}_curl-resumable]}" "${RES[cp_${server}_bucketfs]}")
     row "  vs one streamed resumable request (curl)" "" "curl ${RES[cp_${server}_curl-resumable]} s" "$r" ">= 0.8: $(target "$r" 0.8)"
   done
+fi
+if wants write; then
+  echo "(3) writing one $MIB MiB file: cp into a --write-back mount, until cp exits (the upload follows)"
+  row "bucketfs vs cp to a local file (the limit)" "${RES[w_bucketfs]} s" "local ${RES[w_local]} s" "$(ratio "${RES[w_local]}" "${RES[w_bucketfs]}")" "(no target)"
 fi
 echo "   (whole bench $(elapsed "$T_START" "$(now)") s)"

@@ -496,8 +496,7 @@ final class Superblock: @unchecked Sendable {
 
     /// Whether a new handle on `n` bypasses the kernel's page cache. A write-only handle does when
     /// nothing else has the file open: its writes then reach the stage file with one copy fewer and
-    /// no page cache of the mount's own (writing 256 MiB took 0.11–0.34 s instead of 0.39–1.7 s
-    /// here). Any handle opened while such a one is open does too, so that no reader keeps pages
+    /// no page cache of the mount's own (bench-writes.sh section 3, README "Writes"). Any handle opened while such a one is open does too, so that no reader keeps pages
     /// the direct writes would leave stale. A handle opened while another file handle with cached
     /// pages is open keeps the page cache, which keeps the two coherent.
     private func directIOLocked(_ n: Node, writeOnly: Bool) -> Bool {

@@ -10,7 +10,7 @@ extension FileAttributes {
     /// The st_blksize every file reports: the "preferred I/O size" tools size their buffers by
     /// (cp, Python's buffered files). 1 MiB, the largest write the kernel sends in one request
     /// (libfuse's max_write): with 4096, cp copied 256 MiB in 2,048 writes of 128 KiB, each a
-    /// request to the daemon; now 256 of 1 MiB.
+    /// request to the daemon; now in 256 of 1 MiB.
     public static let preferredIOSize = 1 << 20
 
     /// `struct stat`: type bits from `type`, st_blocks in 512-byte units, st_blksize
