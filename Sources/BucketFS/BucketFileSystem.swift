@@ -12,8 +12,8 @@ import StorageModel
 /// `BucketFileSystem` owns no table: it orchestrates async work (store requests, uploads,
 /// reads) over its parts and hands the results to them. `superblock` (Superblock.swift) owns the
 /// inode table, the path index, the index of files created here, the bounded cache's order,
-/// the open handles and their lock; the stages' upload states are the upload part's (Uploads.swift,
-/// Staging.swift), changed under the superblock's lock through `withStage`; `readPath`
+/// the open handles and their lock; the stages' upload states are the upload part's (BucketFileSystem+Uploads.swift,
+/// BucketFileSystem+Writes.swift), changed under the superblock's lock through `withStage`; `readPath`
 /// (ReadPath.swift) owns the read side: its buffers and budget (ReadStream, PartBuffer,
 /// ReadBudget, BufferPool, WalkAhead) and every read request.
 /// docs/ARCHITECTURE.md walks a lookup, a read and a write through them.

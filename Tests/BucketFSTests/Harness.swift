@@ -144,7 +144,7 @@ extension Data {
 
 /// The core as the tests call it: every entry point the kernel calls (and the few the command
 /// line does) goes to the `BucketFileSystem`, and once it returns (or throws) the core's
-/// invariants (Sources/BucketFS/Invariants.swift) are checked; any that fails is a test issue
+/// invariants (Sources/BucketFS/BucketFileSystem+Invariants.swift) are checked; any that fails is a test issue
 /// naming the call. Properties of the core are reached through it unchanged.
 @dynamicMemberLookup
 final class CheckedCore: FuseFileSystem, @unchecked Sendable {

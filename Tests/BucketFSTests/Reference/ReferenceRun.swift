@@ -138,7 +138,7 @@ final class ReferenceRun {
 
     func fail(_ message: String) -> RefFailure { RefFailure(step: 0, op: nil, message: message) }
 
-    /// The core's invariants (Sources/BucketFS/Invariants.swift) hold.
+    /// The core's invariants (Sources/BucketFS/BucketFileSystem+Invariants.swift) hold.
     func checkInvariants(_ when: String) throws {
         let bad = fs.invariantViolations()
         if !bad.isEmpty { throw fail("\(when): the core's invariants do not hold:\n  " + bad.joined(separator: "\n  ")) }

@@ -4,7 +4,7 @@ import Foundation
 /// background in the order they were closed, at most `limit` at a time. The queue owns only the
 /// order, the count under way and the failure count; each upload is the upload path's own
 /// attempt (`BucketFileSystem.uploadQueued`, under the file's `uploadLock`), so a file written
-/// again, renamed, fsynced or deleted meanwhile is handled by the states of Uploads.swift: an
+/// again, renamed, fsynced or deleted meanwhile is handled by the states of BucketFileSystem+Uploads.swift: an
 /// upload finds the content as it is when it starts, a deleted file uploads nothing.
 ///
 /// INVARIANT: a stage is at most once in `waiting`; `running` counts the jobs started and not

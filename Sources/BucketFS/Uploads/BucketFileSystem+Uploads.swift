@@ -5,7 +5,7 @@ import StorageModel
 /// Uploads of staged files (SPEC §3, §5): one object per upload with `ifGenerationMatch`; what
 /// close/fsync report is what happened in the bucket; a failed upload is never abandoned.
 ///
-/// A staged file's life is its `UploadState` (Nodes.swift); this file makes its transitions:
+/// A staged file's life is its `UploadState` (UploadState.swift); this file makes its transitions:
 ///
 ///     clean ──write──▶ dirty ──flush/fsync/close──▶ uploading ──ok──▶ clean (dirty if rewritten)
 ///                                                       │

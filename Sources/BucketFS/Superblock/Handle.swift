@@ -1,0 +1,31 @@
+import Foundation
+import StorageModel
+
+/// An open file handle.
+final class Handle: @unchecked Sendable {
+    let ino: UInt64
+    let writable: Bool
+    /// Reads of a file not staged here are pinned to this generation.
+    let generation: Int64
+    let size: Int64
+    let path: String
+    /// Reads of the generation opened (nil for a file opened for writing or created here).
+    let stream: ReadStream?
+    /// The kernel may keep its cached pages: the same generation was opened for reading before.
+    var keepCache = false
+    /// The kernel bypasses its page cache for this handle (`Superblock.openFile`).
+    var directIO = false
+    /// The local content this handle keeps (counted in its `openHandles`): the file's stage when
+    /// the handle was opened for writing, or for reading while the file had one.
+    let stage: StagedFile?
+
+    init(ino: UInt64, writable: Bool, info: ObjectInfo?, path: String, stream: ReadStream?, stage: StagedFile?) {
+        self.ino = ino
+        self.writable = writable
+        self.generation = info?.generation ?? 0
+        self.size = info?.size ?? 0
+        self.path = path
+        self.stream = stream
+        self.stage = stage
+    }
+}

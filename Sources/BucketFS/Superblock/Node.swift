@@ -1,0 +1,73 @@
+import Foundation
+import FuseKit
+import StorageModel
+
+/// One inode. Guarded by the superblock's lock (every field but `ino` and `type`), and changed
+/// only by the superblock (Superblock.swift).
+final class Node: @unchecked Sendable {
+    let ino: UInt64
+    /// Object path without a trailing slash; "" for the root.
+    var path: String
+    let type: FileType
+    /// For a file: the object. For a directory: its `dir/` placeholder, nil when prefix-only (or
+    /// not cached: evicted, `infoExpiry` 0). Boxed, so a node without it costs one pointer and a
+    /// readdir snapshot can share it. Set only through `setInfoLocked` / `evictInfoLocked`, which
+    /// keep the bounded metadata cache's count (MetadataCache.swift).
+    var box: InfoBox?
+    var info: ObjectInfo? { box?.info }
+    /// When `info` (or the absence of a placeholder) must be read again.
+    var infoExpiry: Double = 0
+    /// The superblock's change count when `box` (or the node's presence) last changed: a read
+    /// of the bucket that began before it (a listing, a GET) knows less than the node does, and
+    /// does not overwrite it (`Superblock.readBegins`).
+    var infoSeq: UInt64 = 0
+    /// Kernel lookup count (lookup, create, mkdir and readdirplus entries raise it; forget lowers).
+    /// While it is above 0 the node stays in the table, so its number stays bound to its path.
+    var lookups: UInt64 = 0
+    /// Local content of a file opened for writing or created here (nil otherwise).
+    var staged: StagedFile?
+    /// Directory listing cache (directories only). Set only through `setListingLocked` /
+    /// `dropListingLocked`, and its names changed through `addChildLocked` / `removeChildLocked`.
+    var listing: Listing?
+    /// The cache tickets of `box` and `listing` (0: none): a ticket in the eviction queue that is
+    /// not the node's current one is stale and skipped.
+    var infoTicket: UInt64 = 0
+    var listingTicket: UInt64 = 0
+    /// Open directory handles whose snapshot holds this node: it stays in the table meanwhile.
+    var snapshotPins: UInt32 = 0
+    /// Whether the object is there, found missing, or removed through this mount.
+    var presence = Presence.present
+    /// The object is gone: found missing, or removed through this mount.
+    var removed: Bool {
+        get { presence != .present }
+        // `false` brings a node back (seen in a listing again, created again); `true` is an unlink.
+        set { presence = newValue ? .unlinked : .present }
+    }
+    /// The generation the kernel's page cache holds for this file: the one last opened for
+    /// reading here (nil after an open for writing).
+    var cachedGeneration: Int64?
+
+    init(ino: UInt64, path: String, type: FileType) {
+        self.ino = ino
+        self.path = path
+        self.type = type
+    }
+
+    var name: String { StoragePath.lastSegment(path) }
+    /// The object name of a directory's placeholder, or of a file.
+    var objectName: String { type == .directory ? path + "/" : path }
+    /// The list prefix for a directory's children.
+    var childPrefix: String { path.isEmpty ? "" : path + "/" }
+}
+
+/// Whether a node's object exists, as far as this mount knows.
+enum Presence: Equatable {
+    /// Listed, looked up or made here.
+    case present
+    /// A stat or a listing found it missing (changed behind the mount's back). The node keeps its
+    /// path and its place in the path index: should the object come back, it gets its number back.
+    case gone
+    /// Removed through this mount (unlink, rmdir, renamed over or away): the node left the path
+    /// index, and lives on only while the kernel or an operation under way holds it.
+    case unlinked
+}
