@@ -109,7 +109,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         failures = RecentFailures(ttl: config.failureTTL, now: config.now)
         readPath = ReadPath(store: store, config: config, logger: logger)
         staging.recoverOrphans()
-        superblock = Superblock(config: config, stat: stat, staging: staging, counters: cacheCounters, hiddenLog: names.hiddenLog)
+        superblock = Superblock(config: config, stat: stat, counters: cacheCounters)
         uploads = UploadQueue(limit: config.uploadConcurrency)
         uploads.start { [weak self] n, s in await self?.uploadQueued(n, s) ?? false }
     }

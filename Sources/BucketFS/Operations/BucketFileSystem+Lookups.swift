@@ -57,9 +57,13 @@ extension BucketFileSystem {
                 releaseFreedMemory()
             }
         }
-        return superblock.applyListing(dir, prefix: prefix, dirs: dirs, files: files, placeholder: placeholder,
-                                       subdirectoryPlaceholders: subdirectoryPlaceholders,
-                                       at: now, since: since, into: handle)
+        let listing = superblock.applyListing(dir, prefix: prefix, dirs: dirs, files: files, placeholder: placeholder,
+                                              subdirectoryPlaceholders: subdirectoryPlaceholders,
+                                              at: now, since: since, into: handle)
+        for name in listing.hiddenFiles.keys {
+            names.hiddenLog.warn("'\(prefix + name)' is both an object and a prefix: the directory is shown; the object stays reachable through `bucketfs cat/stat`", key: "clash:" + prefix + name)
+        }
+        return listing
     }
 
     /// lookup with no I/O: from a fresh listing of the parent (a miss there is ENOENT).

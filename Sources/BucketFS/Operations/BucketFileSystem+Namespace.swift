@@ -32,7 +32,7 @@ extension BucketFileSystem {
         // Local content: its background attempts stop, and an upload of it under way ends first,
         // so that what is deleted is what that upload left (never a name it brings back after).
         let staged = superblock.withStage(of: n) { s, _ -> StagedFile in
-            s.retryTask?.cancel()
+            s.cancelRetries()
             return s
         }
         try await holdingUploadLock(staged) { () async throws(Errno) in
@@ -46,7 +46,7 @@ extension BucketFileSystem {
                     throw fail(error, "unlink", path)
                 }
             }
-            superblock.unlinked(n, from: p, name: name) { s, path in
+            if let (s, path) = superblock.unlinked(n, from: p, name: name) {
                 discardStaged(s, path: path, because: "the file was deleted")
             }
         }
@@ -140,9 +140,9 @@ extension BucketFileSystem {
         } else if staged == nil {
             throw .ENOENT
         }
-        superblock.movedFile(src, to: dstPath, replacing: dst) { s, path in
-            discardStaged(s, path: path, because: "another file was renamed over it")
-        }
+        let (discarded, moved) = superblock.movedFile(src, to: dstPath, replacing: dst)
+        if let (s, path) = discarded { discardStaged(s, path: path, because: "another file was renamed over it") }
+        if let s = moved { staging.rerecord(s) { sidecarTarget(src, s) } }
         if let dst, dst !== src { dropStageIfIdle(dst) }
         if info != nil {
             // The copy has a new generation: read it before the next write or stat.
@@ -191,7 +191,9 @@ extension BucketFileSystem {
             // A directory known only here (no objects): give the new name a placeholder.
             _ = try? await store.write(dstPrefix, from: .data(Data()), metadata: WritableMetadata(), preconditions: .doesNotExist)
         }
-        superblock.movedDirectory(from: srcPath, to: dstPath, copied: copied)
+        for (n, s) in superblock.movedDirectory(from: srcPath, to: dstPath, copied: copied) {
+            staging.rerecord(s) { sidecarTarget(n, s) }
+        }
     }
 }
 

@@ -2,9 +2,9 @@ import Foundation
 import FuseKit
 import StorageModel
 
-/// Local content of files being written (SPEC §3): made on open for writing (a verified copy of
-/// the generation read, or empty), written in place, recorded in a sidecar before it first
-/// becomes dirty.
+/// Writes (docs/SEMANTICS.md §3): the local content of files being written, made on open for
+/// writing (a verified copy of the generation read, or empty), written in place, recorded in a
+/// sidecar before it first becomes dirty; create and setattr.
 extension BucketFileSystem {
     /// Gives a file local content: empty (truncate, or new), else a copy of the generation read.
     /// Returns it pinned (`Superblock.installStage`): the caller's handle keeps the pin, or the
@@ -12,10 +12,11 @@ extension BucketFileSystem {
     func stage(_ n: Node, truncate: Bool) async throws(Errno) -> StagedFile {
         if let s = superblock.pinStage(of: n) {
             if truncate {
-                superblock.withStage(of: n, stage: s) { s, file in
-                    ftruncate(s.fd, 0)
+                markDirty(n, s)
+                ftruncate(s.fd, 0)
+                superblock.withStage(of: n, stage: s) { s, _ in
+                    s.markDirty()
                     s.size = 0
-                    markDirty(s, object: file.path)
                 }
             }
             return s
@@ -67,22 +68,20 @@ extension BucketFileSystem {
         staged.size = off
     }
 
-    /// Marks staged content as differing from the bucket, writing its sidecar first (naming
-    /// `object`, the file's path), so that a crash from here on leaves data that names its object.
-    /// Called before a change (for the sidecar) and again after it (so that an upload which
-    /// started in between is known to have missed it). Runs in `superblock.withStage`.
-    func markDirty(_ s: StagedFile, object: String) {
-        switch s.state {
-        case .deleted:
-            return  // an unlinked file still open: its content goes nowhere
-        case .uploading:
-            s.state = .uploading(rewritten: true)
-        case .waitingToRetry, .dirty:
-            break
-        case .clean, .givenUp:
-            s.state = .dirty
-        }
-        if !s.recorded { staging.record(s, object: object) }
+    /// Marks `n`'s staged content `s` as differing from the bucket (`StagedFile.markDirty`) and
+    /// writes its sidecar when it has none, naming the file's object, so that a crash from here on
+    /// leaves data that names its object. Called before a change (for the sidecar) and again after
+    /// it (so that an upload which started in between is known to have missed it). Takes the
+    /// superblock's lock; the sidecar is written after it is released.
+    func markDirty(_ n: Node, _ s: StagedFile) {
+        // Deleted content (an unlinked file still open) goes nowhere: no sidecar.
+        guard superblock.withStage(of: n, stage: s, { s, _ in s.markDirty() }) == true else { return }
+        staging.recordIfNeeded(s) { sidecarTarget(n, s) }
+    }
+
+    /// What `s`'s sidecar names: `n`'s path and the generation the content is based on, now.
+    func sidecarTarget(_ n: Node, _ s: StagedFile) -> (object: String, baseGeneration: Int64) {
+        superblock.withStage(of: n, stage: s) { s, file in (file.path, s.origin.ifGenerationMatch) }!
     }
 
     public func write(ino: UInt64, fh: UInt64, offset: UInt64, data: Data) async throws(Errno) -> Int {
@@ -105,11 +104,11 @@ extension BucketFileSystem {
         // it away meanwhile.
         guard let h = superblock.handle(fh), h.writable, let n = superblock.node(ino),
               let s = h.stage else { throw .EBADF }
-        superblock.withStage(of: n, stage: s) { s, file in markDirty(s, object: file.path) }
+        markDirty(n, s)
         let w = pwrite(s.fd, bytes.baseAddress, bytes.count, off_t(offset))
         if w < 0 { throw Errno(Glibc.errno) }
-        superblock.withStage(of: n, stage: s) { s, file in
-            markDirty(s, object: file.path)
+        superblock.withStage(of: n, stage: s) { s, _ in
+            s.markDirty()
             s.size = max(s.size, Int64(offset) + Int64(w))
             touchMtime(s)
         }
@@ -142,7 +141,7 @@ extension BucketFileSystem {
         if let replaced {
             // The name's earlier local content is replaced by the new file (once an upload of it
             // under way has ended).
-            superblock.withStage(replaced) { $0.state = .deleted; $0.retryTask?.cancel() }
+            superblock.withStage(replaced) { $0.delete() }
             Task { [staging] in
                 _ = await replaced.uploadLock.lock()
                 staging.discard(replaced)
@@ -162,9 +161,10 @@ extension BucketFileSystem {
         if let size = changes.size {
             guard n.type == .regular else { throw .EISDIR }
             let s = try await stage(n, truncate: size == 0)
-            superblock.withStage(of: n, stage: s) { s, file in
-                markDirty(s, object: file.path)
-                ftruncate(s.fd, off_t(size))
+            markDirty(n, s)
+            ftruncate(s.fd, off_t(size))
+            superblock.withStage(of: n, stage: s) { s, _ in
+                s.markDirty()
                 s.size = Int64(size)
                 touchMtime(s)
             }

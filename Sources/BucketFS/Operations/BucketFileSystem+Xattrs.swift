@@ -116,25 +116,26 @@ extension BucketFileSystem {
         }
     }
 
-    /// Applies a metadata change: into a staged file's pending upload (no request), or as exactly
-    /// one PATCH with `ifMetagenerationMatch` of the cached metageneration (on 412: re-read,
-    /// re-apply, retry). A prefix-only directory gets its placeholder created.
     /// Pending content (new or modified): a metadata change rides along with its upload, with no
     /// request of its own; true when it did. A file that is merely open for writing gets a PATCH
     /// like any other (and its stage follows it). No I/O but the stage's sidecar.
     func rideAlong(_ n: Node, _ edit: (inout WritableMetadata) throws(Errno) -> Void) throws(Errno) -> Bool {
-        let rode = try superblock.withStage(of: n) { (s, file) throws(Errno) -> Bool in
-            guard s.state.unsaved || s.createdHere else { return false }
+        let rode = try superblock.withStage(of: n) { (s, _) throws(Errno) -> (StagedFile, sidecar: Bool)? in
+            guard s.state.unsaved || s.createdHere else { return nil }
             var m = s.metadata
             try edit(&m)
             try checkTotal(m)
             s.metadata = m
-            markDirty(s, object: file.path)
-            return true
+            return (s, s.markDirty())
         }
-        return rode == true
+        guard let (s, sidecar) = rode ?? nil else { return false }
+        if sidecar { staging.recordIfNeeded(s) { sidecarTarget(n, s) } }
+        return true
     }
 
+    /// Applies a metadata change: into a staged file's pending upload (no request), or as exactly
+    /// one PATCH with `ifMetagenerationMatch` of the cached metageneration (on 412: re-read,
+    /// re-apply, retry). A prefix-only directory gets its placeholder created.
     func changeMetadata(ino: UInt64, op: String,
                         _ edit: (inout WritableMetadata) throws(Errno) -> Void) async throws(Errno) {
         let n = try node(ino)

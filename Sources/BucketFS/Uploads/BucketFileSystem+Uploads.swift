@@ -2,10 +2,12 @@ import Foundation
 import FuseKit
 import StorageModel
 
-/// Uploads of staged files (SPEC §3, §5): one object per upload with `ifGenerationMatch`; what
-/// close/fsync report is what happened in the bucket; a failed upload is never abandoned.
+/// Uploads of staged files (docs/SEMANTICS.md §3, §5): one object per upload with
+/// `ifGenerationMatch`; what close/fsync report is what happened in the bucket; a failed upload is
+/// never abandoned.
 ///
-/// A staged file's life is its `UploadState` (UploadState.swift); this file makes its transitions:
+/// A staged file's life is its `UploadState`, changed only by `StagedFile`'s transitions
+/// (StagedFile.swift); this file decides when each is taken:
 ///
 ///     clean ──write──▶ dirty ──flush/fsync/close──▶ uploading ──ok──▶ clean (dirty if rewritten)
 ///                                                       │
@@ -153,24 +155,17 @@ extension BucketFileSystem {
         }
         var meta = superblock.withStage(s) { $0.metadata }
         if meta.contentType == nil { meta.contentType = ContentTypes.guess(path) }
-        superblock.withStage(s) { $0.state = .uploading(rewritten: false) }
+        let started = superblock.withStage(s) { $0.beginAttempt() }
         // No fsync first: the upload reads the page cache, and syncing cost as much as uploading
         // (a 256 MiB file: about a second more of disk writes before the first byte was sent).
         // The content is synced below when an attempt fails and it stays here for the next one.
         do {
             let info = try await store.write(path, from: .file(path: s.path), metadata: meta,
                                              preconditions: Preconditions(ifGenerationMatch: origin.ifGenerationMatch))
-            superblock.setInfo(n, info, alongWith: {
-                s.origin = .generation(info.generation)
-                if case .uploading(let rewritten) = s.state {
-                    s.state = rewritten ? .dirty : .clean
-                    // Metadata changed while the upload ran stays for the next one.
-                    if !rewritten { s.metadata = info.writable }
-                }
-            })
+            superblock.setInfo(n, info, alongWith: { s.succeeded(info) })
             failures.clear(.metadata(path: path))
         } catch {
-            superblock.withStage(s) { s in if case .uploading = s.state { s.state = before } }
+            superblock.withStage(s) { $0.failed(restoring: started) }
             Glibc.fsync(s.fd)
             let e = errno(for: error)
             if case StorageError.preconditionFailed = error {
@@ -202,11 +197,9 @@ extension BucketFileSystem {
         guard let kept = staging.keepLost(s, object: path, reason: reason) else {
             return "\(s.path) (the stage file: copying it to lost+found failed)"
         }
-        superblock.withStage(s) { s in
-            // The data is safe in lost+found: a crash from here on must not keep it twice.
-            staging.forgetRecord(s)
-            s.state = .givenUp(e)
-        }
+        // The data is safe in lost+found: a crash from here on must not keep it twice.
+        staging.forgetRecord(s)
+        superblock.withStage(s) { $0.giveUp(e) }
         superblock.expire(n, parentListing: true)
         return kept
     }
@@ -215,9 +208,8 @@ extension BucketFileSystem {
     /// already or the mount is ending (then `shutdown` makes the last attempt).
     private func scheduleRetries(_ n: Node, _ s: StagedFile) {
         superblock.withStage(of: n, stage: s) { s, file in
-            guard !file.shuttingDown, s.retryTask == nil, s.state == .dirty, !file.removed else { return }
-            s.state = .waitingToRetry(attempt: 1)
-            s.retryTask = Task { [self] in await retryInBackground(n, s) }
+            guard !file.shuttingDown, !file.removed else { return }
+            _ = s.scheduleRetries { Task { [self] in await retryInBackground(n, s) } }
         }
     }
 
@@ -226,15 +218,13 @@ extension BucketFileSystem {
     /// cancelled (unlink, shutdown), leaving the rest to whoever cancelled it.
     private func retryInBackground(_ n: Node, _ s: StagedFile) async {
         defer {
-            superblock.withStage(s) { $0.retryTask = nil }
+            superblock.withStage(s) { $0.retriesEnded() }
             dropStageIfIdle(n)
         }
         var lastError: Errno = .EIO
         for attempt in 1...max(1, config.uploadRetries) {
             let goOn = superblock.withStage(of: n, stage: s) { s, file -> Bool in
-                guard s.state.unsaved, !file.removed else { return false }
-                s.state = .waitingToRetry(attempt: attempt)
-                return true
+                !file.removed && s.retryAttempt(attempt)
             }!
             guard goOn else { return }
             let pause = RetryBudget.uploadPause(beforeAttempt: attempt, max: config.retryBackoffMax)
@@ -263,18 +253,17 @@ extension BucketFileSystem {
         await s.uploadLock.unlock()
     }
 
-    /// The user deleted `n` (unlink, or another file renamed over it): its staged content goes
-    /// nowhere, said in the log when it was unsaved. Runs in a superblock change (unlink, rename)
-    /// that hands it the stage and the file's path; the stage file goes at its last close
-    /// (`dropStageIfIdle`).
+    /// The user deleted a file (unlink, or another file renamed over it): its staged content `s`
+    /// (at `path`) goes nowhere, said in the log when it was unsaved. Called after the superblock
+    /// change (unlink, rename) that handed it the stage, with no lock held; the stage file goes
+    /// at its last close (`dropStageIfIdle`).
     func discardStaged(_ s: StagedFile, path: String, because why: String) {
-        if s.state.unsaved {
+        let unsaved = superblock.withStage(s) { $0.delete() }
+        if unsaved {
             logger.notice("unsaved changes of '\(path)' (\(s.size) bytes) discarded: \(why)")
         }
-        s.state = .deleted
-        s.retryTask?.cancel()
         // Nothing to recover after a crash either.
-        if s.recorded { staging.forgetRecord(s) }
+        staging.forgetRecord(s)
     }
 
     /// Before the process ends (unmount, SIGTERM): attempts under way end, then every file with

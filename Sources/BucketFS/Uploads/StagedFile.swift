@@ -1,12 +1,31 @@
 import Foundation
+import FuseKit
 import StorageModel
 
-/// A file's local content while it is open for writing (or created and not yet uploaded).
+/// A file's local content while it is open for writing (or created and not yet uploaded), and the
+/// owner of its upload life: its `UploadState` and `origin` change only through the transitions
+/// below (this file), which the upload part (BucketFileSystem+Uploads.swift) and the write
+/// operations call inside `Superblock.withStage`, under the superblock's lock.
+///
+///     clean ──markDirty──▶ dirty ──beginAttempt──▶ uploading ──succeeded──▶ clean (dirty if rewritten)
+///                            ▲                         │ failed(restoring)
+///                            │                         ▼
+///     retriesEnded ◀── waitingToRetry(k) ◀──scheduleRetries / retryAttempt(k)
+///     giveUp(errno) (data in lost+found) ──▶ givenUp      delete() (any state) ──▶ deleted
+///
+/// Guarded by the superblock's lock (GUARDED_BY(Superblock.lock)): `origin`, `state`, `size`,
+/// `metadata`, `openHandles`, `pins`, `retryTask`. The sidecar's `recorded` has a lock of its own
+/// (`sidecarLock`, StagingArea.swift), taken with no other lock held. `fd`'s bytes are written
+/// with no lock (a handle's own content).
+///
+/// INVARIANT: background attempts are scheduled (`waitingToRetry`) only while their task exists
+/// (`retryTask`); `uploadViolations` checks it with the superblock's invariants.
 final class StagedFile: @unchecked Sendable {
     let fd: Int32
     let path: String
-    var origin: StageOrigin
-    var state: UploadState
+    /// What the content was made from: the upload's precondition.
+    private(set) var origin: StageOrigin
+    private(set) var state: UploadState
     var size: Int64
     /// Writable metadata the upload carries (xattrs and mtime set before close go here).
     var metadata: WritableMetadata
@@ -15,24 +34,144 @@ final class StagedFile: @unchecked Sendable {
     /// writing) or back (a truncate): it stays meanwhile (`Superblock.installStage`).
     var pins = 0
     /// A sidecar names this stage's object (written before it first became dirty).
+    /// GUARDED_BY(sidecarLock)
     var recorded = false
+    /// Orders the writes of this stage's sidecar (StagingArea.swift): the last one names the
+    /// object's current path. A leaf: taken with no other lock held, and only the superblock's
+    /// lock (to read the path) under it.
+    let sidecarLock = NSLock()
     /// The background attempts after a failed upload (until they end). Cancelling it stops the
     /// pauses between attempts, never an attempt under way.
-    var retryTask: Task<Void, Never>?
+    private(set) var retryTask: Task<Void, Never>?
     /// Serialises uploads of this file, and what must not overlap one (unlink, giving up,
     /// the last attempt at unmount).
     let uploadLock = AsyncLock()
 
-    init(fd: Int32, path: String, origin: StageOrigin, state: UploadState, size: Int64, metadata: WritableMetadata) {
+    init(fd: Int32, path: String, origin: StageOrigin, dirty: Bool, size: Int64, metadata: WritableMetadata) {
         self.fd = fd
         self.path = path
         self.origin = origin
-        self.state = state
+        self.state = dirty ? .dirty : .clean
         self.size = size
         self.metadata = metadata
     }
 
     var createdHere: Bool { origin == .createdHere }
+
+    // MARK: - the upload life's transitions (under the superblock's lock)
+
+    /// The content is about to change, or just did (called before a change, for the sidecar, and
+    /// again after it, so that an attempt that started in between is known to have missed it).
+    /// False for deleted content (an unlinked file still open: its changes go nowhere).
+    @discardableResult
+    func markDirty() -> Bool {
+        switch state {
+        case .deleted:
+            return false
+        case .uploading:
+            state = .uploading(rewritten: true)
+        case .waitingToRetry, .dirty:
+            break
+        case .clean, .givenUp:
+            state = .dirty
+        }
+        return true
+    }
+
+    /// An attempt starts (the caller holds `uploadLock`); returns the state it started from, for
+    /// `failed(restoring:)`.
+    func beginAttempt() -> UploadState {
+        let before = state
+        state = .uploading(rewritten: false)
+        return before
+    }
+
+    /// The attempt put generation `info` in the bucket: the content is clean unless it was
+    /// written again meanwhile; metadata changed while it ran stays for the next one.
+    func succeeded(_ info: ObjectInfo) {
+        origin = .generation(info.generation)
+        if case .uploading(let rewritten) = state {
+            state = rewritten ? .dirty : .clean
+            if !rewritten { metadata = info.writable }
+        }
+    }
+
+    /// The attempt failed: the state it started from again (unless something else, a deletion,
+    /// has moved it on).
+    func failed(restoring before: UploadState) {
+        if case .uploading = state { state = before }
+    }
+
+    /// The data is safe in lost+found (or could not be): every later flush, fsync and close of
+    /// this content reports `e`.
+    func giveUp(_ e: Errno) {
+        state = .givenUp(e)
+    }
+
+    /// Background attempts start after a failed attempt of dirty content, unless they are under
+    /// way already; `makeTask` makes them. False when none start.
+    func scheduleRetries(_ makeTask: () -> Task<Void, Never>) -> Bool {
+        guard retryTask == nil, state == .dirty else { return false }
+        state = .waitingToRetry(attempt: 1)
+        retryTask = makeTask()
+        return true
+    }
+
+    /// Background attempt `attempt` comes after its pause; false when there is nothing left to
+    /// upload (saved, given up, deleted).
+    func retryAttempt(_ attempt: Int) -> Bool {
+        guard state.unsaved else { return false }
+        state = .waitingToRetry(attempt: attempt)
+        return true
+    }
+
+    /// The background attempts ended (their task's last step): content still waiting for one is
+    /// plain dirty again, with nothing scheduled.
+    func retriesEnded() {
+        retryTask = nil
+        if case .waitingToRetry = state { state = .dirty }
+    }
+
+    /// Stops the pauses between background attempts (never an attempt under way); the task ends
+    /// itself (`retriesEnded`).
+    func cancelRetries() {
+        retryTask?.cancel()
+    }
+
+    /// The user deleted the file (unlink, a rename over it, a new file of the same name): its
+    /// content goes nowhere. Returns whether it held unsaved changes.
+    @discardableResult
+    func delete() -> Bool {
+        let unsaved = state.unsaved
+        state = .deleted
+        retryTask?.cancel()
+        return unsaved
+    }
+
+    /// A rename copied the object: the next upload replaces generation `generation`.
+    func rebase(on generation: Int64) {
+        origin = .generation(generation)
+    }
+
+    /// A directory rename copied the object the content was made from (`from`) to `to`.
+    func rebase(from: Int64, to: Int64) {
+        if case .generation(let g) = origin, g == from { origin = .generation(to) }
+    }
+
+    /// The upload life's invariants that do not hold now (under the superblock's lock).
+    func uploadViolations() -> [String] {
+        var bad: [String] = []
+        if case .waitingToRetry(let k) = state, retryTask == nil {
+            bad.append("waits for background attempt \(k), and no retry task exists")
+        }
+        if state == .deleted, retryTask != nil, !(retryTask!.isCancelled) {
+            bad.append("was deleted, and its background attempts were not cancelled")
+        }
+        if size < 0 { bad.append("has a negative size \(size)") }
+        return bad
+    }
+
+    // MARK: - the file
 
     private let closeLock = NSLock()
     private var closed = false

@@ -1,7 +1,7 @@
 import FuseKit
 
-/// Where a staged file's content stands against the bucket (SPEC §3). Every transition is made
-/// in BucketFileSystem+Uploads.swift (and `markDirty` in BucketFileSystem+Writes.swift), under the superblock's lock
+/// Where a staged file's content stands against the bucket (docs/SEMANTICS.md §3). It changes
+/// only through `StagedFile`'s transitions (StagedFile.swift), under the superblock's lock
 /// (`withStage`); the stage file may be discarded only in `.clean`, `.givenUp` and `.deleted`,
 /// and never while an attempt is under way.
 enum UploadState: Equatable {

@@ -1,0 +1,167 @@
+import Foundation
+import FuseKit
+import StorageModel
+
+/// The inode table and the path index: which `Node` a number names, and which number a path
+/// (and type) is bound to. A part of the superblock, guarded by its lock (a value stored in
+/// `Superblock`, changed only by the superblock's methods).
+///
+/// Inode numbers come from the path: a 64-bit hash of type and path, probed past numbers in use.
+/// A path the kernel forgot and the table dropped gets its old number back when it is seen again,
+/// so numbers stay stable for the life of the mount (docs/SEMANTICS.md §3) without keeping every
+/// path ever seen. Only a collision with a live number (a path unlinked or renamed while the
+/// kernel still holds its node) moves a path to another number.
+///
+/// INVARIANT: the root is inode 1, a directory at "", in the table and the path index.
+/// INVARIANT: the table is keyed by each node's own number; every node in it that is not
+/// unlinked is indexed under its path, and every indexed path names a node in the table with that
+/// path and type, not unlinked (`violations`).
+struct InodeTable {
+    static let rootIno: UInt64 = 1
+
+    /// GUARDED_BY(Superblock.lock)
+    private(set) var nodes: [UInt64: Node] = [:]
+    /// (path, is a directory) → inode, so a path keeps its number while the kernel holds it. The
+    /// key shares the node's path string (no second copy). GUARDED_BY(Superblock.lock)
+    private var byPath: [PathKey: UInt64] = [:]
+
+    init() {
+        let root = Node(ino: Self.rootIno, path: "", type: .directory)
+        root.lookups = 1
+        nodes[Self.rootIno] = root
+        byPath[PathKey(path: "", isDirectory: true)] = Self.rootIno
+    }
+
+    subscript(ino: UInt64) -> Node? { nodes[ino] }
+
+    var count: Int { nodes.count }
+
+    /// The node bound to `path` (a directory or a file), removed or not.
+    func bound(_ path: String, isDirectory: Bool) -> Node? {
+        byPath[PathKey(path: path, isDirectory: isDirectory)].flatMap { nodes[$0] }
+    }
+
+    /// The node for a path and type, made (and bound) if there is none. Pass a path string that
+    /// lives on anyway (a listed object's name) so the node shares it.
+    mutating func node(path: String, type: FileType) -> Node {
+        let key = PathKey(path: path, isDirectory: type == .directory)
+        if let ino = byPath[key], let n = nodes[ino] { return n }
+        let n = Node(ino: inodeNumber(for: key), path: path, type: type)
+        nodes[n.ino] = n
+        byPath[key] = n.ino
+        return n
+    }
+
+    private func inodeNumber(for key: PathKey) -> UInt64 {
+        var h: UInt64 = key.isDirectory ? 0x84222325_cbf29ce4 : 0xcbf29ce4_84222325
+        for b in key.path.utf8 { h = (h ^ UInt64(b)) &* 0x0000_0100_0000_01b3 }  // FNV-1a
+        func mix(_ x: UInt64) -> UInt64 {  // SplitMix64's finalizer: spreads the bits
+            var z = x &+ 0x9e37_79b9_7f4a_7c15
+            z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
+            z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
+            return (z ^ (z >> 31)) & 0x7fff_ffff_ffff_ffff
+        }
+        var ino = mix(h)
+        while ino <= Self.rootIno || nodes[ino] != nil { ino = mix(ino) }
+        return ino
+    }
+
+    /// Binds `n`'s path to `n`. Returns the node bound there before (an object a rename replaced,
+    /// or a directory that was gone from the bucket), which the caller unlinks: a path names one
+    /// node.
+    mutating func bind(_ n: Node) -> Node? {
+        let k = PathKey(n)
+        let old = byPath[k].flatMap { $0 != n.ino ? nodes[$0] : nil }
+        byPath[k] = n.ino
+        return old
+    }
+
+    /// `n` leaves the path index (when its path is bound to it).
+    mutating func unindex(_ n: Node) {
+        let k = PathKey(n)
+        if byPath[k] == n.ino { byPath.removeValue(forKey: k) }
+    }
+
+    /// Whether `n`'s path is bound to `n`.
+    func isIndexed(_ n: Node) -> Bool { byPath[PathKey(n)] == n.ino }
+
+    /// Whether `n` is the node the table holds for its number (dropped nodes may still be held by
+    /// an operation under way; they count for nothing).
+    func isTabled(_ n: Node) -> Bool { nodes[n.ino] === n }
+
+    /// The directory holding `n`, when known.
+    func parent(of n: Node) -> Node? {
+        StoragePath.parent(n.path).flatMap { bound($0, isDirectory: true) }
+    }
+
+    /// `n` leaves the table and the path index.
+    mutating func remove(_ n: Node) {
+        nodes.removeValue(forKey: n.ino)
+        unindex(n)
+    }
+
+    /// Puts `n`, which an operation under way holds, back in the table when it was dropped: the
+    /// node its path is bound to now when there is one (and `n` is not unlinked), else `n`
+    /// itself, bound again. `reinserted` says whether `n` came back into the table.
+    mutating func reattach(_ n: Node) -> (node: Node, reinserted: Bool) {
+        if isTabled(n) { return (n, false) }
+        if n.presence != .unlinked {
+            if let bound = bound(n.path, isDirectory: n.type == .directory) { return (bound, false) }
+            byPath[PathKey(n)] = n.ino
+        }
+        nodes[n.ino] = n
+        return (n, true)
+    }
+
+    /// The live nodes at `path` or below it that are bound to their paths (a removed directory's
+    /// inode may still carry the same path).
+    func liveNodes(at path: String) -> [Node] {
+        let prefix = path + "/"
+        return nodes.values.filter { ($0.path == path || $0.path.hasPrefix(prefix)) && !$0.removed && isIndexed($0) }
+    }
+
+    /// The table's own invariants that do not hold now, each described.
+    func violations() -> [String] {
+        var bad: [String] = []
+        let root = nodes[Self.rootIno]
+        if !(root != nil && root!.type == .directory && root!.path.isEmpty && root!.presence == .present
+             && root!.lookups >= 1 && byPath[PathKey(path: "", isDirectory: true)] == Self.rootIno) {
+            bad.append("the root is not inode 1 at \"\", indexed and present")
+        }
+        var unlinked = 0
+        for (ino, n) in nodes {
+            if n.ino != ino { bad.append("nodes[\(ino)] holds inode \(n.ino) ('\(n.path)')") }
+            if n.presence == .unlinked {
+                unlinked += 1
+            } else if !isIndexed(n) {
+                bad.append("inode \(n.ino) '\(n.path)' (\(n.presence)) is not indexed under its path (the index has \(byPath[PathKey(n)].map(String.init) ?? "nothing"))")
+            }
+        }
+        // When the index has as many paths as the table has nodes not unlinked, the pass above,
+        // which found each of them under its own path, has seen every path.
+        if byPath.count != nodes.count - unlinked {
+            for (k, ino) in byPath {
+                guard let n = nodes[ino] else { bad.append("path '\(k.path)' names inode \(ino), which is not in the table"); continue }
+                if !(n.path == k.path && (n.type == .directory) == k.isDirectory) {
+                    bad.append("path '\(k.path)' (directory: \(k.isDirectory)) names inode \(ino), which is '\(n.path)' (\(n.type))")
+                }
+                if n.presence == .unlinked { bad.append("path '\(k.path)' names inode \(ino), which was unlinked") }
+            }
+        }
+        return bad
+    }
+}
+
+/// A key of the path index: a path and whether it names a directory (a file and a directory of
+/// the same name are different inodes).
+struct PathKey: Hashable {
+    let path: String
+    let isDirectory: Bool
+
+    init(path: String, isDirectory: Bool) {
+        self.path = path
+        self.isDirectory = isDirectory
+    }
+
+    init(_ n: Node) { self.init(path: n.path, isDirectory: n.type == .directory) }
+}

@@ -1,0 +1,126 @@
+import Foundation
+import StorageModel
+
+/// The bounded metadata cache: what each node has cached (its info, its listing), counted against
+/// `MountConfig.maxCachedEntries` in the eviction order (`CacheOrder`), and the change count that
+/// keeps a read of the bucket from overwriting what changed here after it began. A part of the
+/// superblock, guarded by its lock; the superblock decides what to evict and what a node's
+/// eviction drops with it (`Superblock.trimCacheLocked`).
+///
+/// What is counted: each node whose `info` is cached is one entry, each name in a cached
+/// directory listing is one entry. When the count passes the bound, the oldest cached things go
+/// first (FIFO by when they were filled, O(1) amortized: a queue of tickets, never a scan of the
+/// nodes). An evicted info is read again at its next use (GET, or the directory's listing when
+/// that one expired too); an evicted listing is listed again at the next readdir (lookups
+/// meanwhile ask per name).
+///
+/// Never evicted: the info of a file with local content (staged, dirty, or created here) or
+/// with an open handle. A readdir snapshot holds its own references, so an open directory keeps
+/// answering whatever is evicted. Only nodes in the table are counted (`tabled`): a node dropped
+/// from the table keeps its info uncounted for an operation under way that holds it.
+///
+/// INVARIANT: the counts equal what the nodes in the table hold; everything cached has a ticket
+/// in the queue and nothing uncached has one (`Superblock.invariantViolations`).
+struct MetadataCache {
+    /// GUARDED_BY(Superblock.lock)
+    private(set) var order = CacheOrder()
+    /// Counts changes of nodes' metadata and presence (each node keeps the count of its last one,
+    /// `Node.infoSeq`), so that a read of the bucket applies only what nothing here changed since
+    /// it began (`Superblock.readBegins`). GUARDED_BY(Superblock.lock)
+    private(set) var changes: UInt64 = 0
+
+    var entries: Int { order.entries }
+
+    /// Caches `info` for `n` (nil: known absent, a directory without placeholder) until `expiry`.
+    mutating func set(_ n: Node, _ info: ObjectInfo?, expiry: Double, tabled: Bool) {
+        n.infoExpiry = expiry
+        noteChange(n)
+        guard let info else {
+            clear(n, tabled: tabled)
+            return
+        }
+        if n.box == nil, tabled { order.infos += 1 }
+        n.box = InfoBox(info)
+        if tabled { n.infoTicket = order.push(n.ino, listing: false) }
+    }
+
+    /// Forgets `n`'s info (removed, new content, or `evicted`: not a change of what is known, so a
+    /// read that began before may fill it again).
+    mutating func clear(_ n: Node, evicted: Bool = false, tabled: Bool) {
+        if !evicted { noteChange(n) }
+        if n.box != nil, tabled { order.infos -= 1 }
+        n.box = nil
+        n.infoTicket = 0
+    }
+
+    /// Drops `n`'s cached info: its next use reads it again.
+    mutating func evict(_ n: Node, tabled: Bool) {
+        clear(n, evicted: true, tabled: tabled)
+        n.infoExpiry = 0
+    }
+
+    /// Something known about `n` changed here (its presence, or its info).
+    mutating func noteChange(_ n: Node) {
+        changes += 1
+        n.infoSeq = changes
+    }
+
+    /// Caches `dir`'s listing; returns the one it replaces (whose children the caller may drop).
+    mutating func setListing(_ dir: Node, _ listing: Listing) -> Listing? {
+        let old = dir.listing
+        if let old {
+            order.listings -= 1
+            order.listedNames -= old.children.count
+        }
+        dir.listing = listing
+        order.listings += 1
+        order.listedNames += listing.children.count
+        dir.listingTicket = order.push(dir.ino, listing: true)
+        return old
+    }
+
+    /// Forgets `dir`'s listing; returns it (the caller may drop its children).
+    mutating func dropListing(_ dir: Node) -> Listing? {
+        guard let old = dir.listing else { return nil }
+        order.listings -= 1
+        order.listedNames -= old.children.count
+        dir.listing = nil
+        dir.listingTicket = 0
+        return old
+    }
+
+    /// A name added to `p`'s cached listing (create, mkdir, rename), if it has one.
+    mutating func addChild(_ p: Node, _ name: String, _ ino: UInt64) {
+        guard p.listing != nil else { return }
+        if p.listing!.children.updateValue(ino, forKey: name) == nil { order.listedNames += 1 }
+    }
+
+    /// A name gone from `p`'s cached listing (unlink, rmdir, rename).
+    mutating func removeChild(_ p: Node, _ name: String) {
+        guard p.listing != nil else { return }
+        if p.listing!.children.removeValue(forKey: name) != nil { order.listedNames -= 1 }
+    }
+
+    /// `n` came back into the table holding an info: it counts again.
+    mutating func attached(_ n: Node) {
+        guard n.box != nil else { return }
+        order.infos += 1
+        n.infoTicket = order.push(n.ino, listing: false)
+    }
+
+    /// `n` leaves the table (its listing was dropped first): its info stays on the object,
+    /// uncounted, for an operation under way that holds it.
+    mutating func detached(_ n: Node) {
+        if n.box != nil { order.infos -= 1 }
+        n.infoTicket = 0
+    }
+
+    /// The oldest ticket, taken off the queue (nil when it is empty).
+    mutating func popOldest() -> CacheOrder.Ticket? { order.popFront() }
+
+    /// `n`'s info goes to the back of the queue (pinned: local content or an open handle).
+    mutating func requeueInfo(_ n: Node) { n.infoTicket = order.push(n.ino, listing: false) }
+
+    /// Drops stale tickets once they outnumber live ones.
+    mutating func compactIfNeeded(isLive: (CacheOrder.Ticket) -> Bool) { order.compactIfNeeded(isLive: isLive) }
+}

@@ -1,0 +1,198 @@
+import Foundation
+import FuseKit
+import StorageModel
+
+/// The superblock's listings and directory handles: what a listing or a lookup brought, bound to
+/// nodes and cached; the snapshots open directories answer readdir from.
+extension Superblock {
+    /// Whether a directory's listing should be refreshed by listing it again (rather than a
+    /// request per name): it was listed before and has expired.
+    func shouldRelist(_ dir: Node) -> Bool { locked { shouldRelistLocked(dir) } }
+
+    /// `dir`'s listing while it is fresh.
+    func freshListing(_ dir: Node) -> Listing? {
+        locked { dir.listing.flatMap { $0.expiry > now ? $0 : nil } }
+    }
+
+    /// A child of a listing, if it is a live node.
+    func child(_ l: Listing, _ name: String) -> Node? { locked { childLocked(l, name) } }
+
+    /// Applies a listing of `dir` read at `t`: binds every child (directories win over files of
+    /// the same name, which are kept aside in the listing's `hiddenFiles`, for the caller to
+    /// log), adds the files created here and not uploaded yet, caches the listing (unless it is
+    /// larger than the whole cache) and every file's metadata, and the directory's placeholder.
+    /// With `handle`, that directory handle's snapshot is taken from it at once, before anything
+    /// can be evicted. Returns the listing (fresh even with a TTL of 0, for the caller that asked).
+    func applyListing(_ dir: Node, prefix: String, dirs: [String], files: [(name: String, info: ObjectInfo)],
+                      placeholder: ObjectInfo?, subdirectoryPlaceholders: [String: ObjectInfo] = [:],
+                      at t: Double, since: UInt64 = .max, into handle: DirHandle?) -> Listing {
+        locked {
+            // Directories that hold files created here and not uploaded yet exist before the
+            // bucket has anything under them.
+            let pendingDirs = pending.directories(in: dir.path, table: table).subtracting(dirs)
+            let dirs = dirs + pendingDirs.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            var children: [String: UInt64] = [:]
+            children.reserveCapacity(dirs.count + files.count)
+            var hidden: [String: ObjectInfo] = [:]
+            for name in dirs {
+                let n = nodeLocked(path: prefix + name, type: .directory)
+                children[name] = n.ino
+                // Its placeholder, when the listing brought it (a hint: none proves nothing).
+                if let ph = subdirectoryPlaceholders[name], n.infoSeq <= since {
+                    setInfoLocked(n, ph, expiry: t + ttl)
+                }
+            }
+            for (name, info) in files {
+                if children[name] != nil {
+                    hidden[name] = info
+                    continue
+                }
+                // The object's name is the node's path: a new node shares that string.
+                let n = nodeLocked(path: info.name, type: .regular)
+                n.presence = .present
+                children[name] = n.ino
+            }
+            // Files created here and not yet uploaded stay visible (even when this directory had
+            // no listing yet when they were created).
+            for n in pending.files(in: dir.path, table: table) where children[n.name] == nil {
+                children[n.name] = n.ino
+            }
+            var listing = Listing(children: children, expiry: t + ttl)
+            listing.hiddenFiles = hidden
+            // The listing is queued before the metadata it brings, so under pressure it goes
+            // first: the files' metadata answers stat and getxattr without it, not it without
+            // them. One larger than the whole cache is answered from but not kept.
+            listing.fileOrder = files.map { $0.name }
+            if children.count <= config.maxCachedEntries, table.isTabled(dir) {
+                setListingLocked(dir, listing)
+            } else {
+                dropListingLocked(dir)
+            }
+            for (name, info) in files {
+                guard let ino = children[name], let n = table[ino], n.type == .regular else { continue }
+                keepListedInfoLocked(n, info, expiry: t + ttl, since: since)
+            }
+            if dir.ino != Self.rootIno, dir.infoSeq <= since {
+                setInfoLocked(dir, placeholder, expiry: t + ttl)
+            }
+            if let handle { snapshotLocked(handle, listing) }
+            trimCacheLocked()
+            return listing
+        }
+    }
+
+    /// A file created here and not uploaded yet at `path`, if there is one (it answers a lookup
+    /// before the bucket has it).
+    func pendingNewFile(at path: String) -> Node? {
+        locked {
+            guard let n = table.bound(path, isDirectory: false), let s = n.staged, s.createdHere, !n.removed else { return nil }
+            return n
+        }
+    }
+
+    /// Binds what a lookup of `path` found at `t`: a directory when the one-item listing of
+    /// `path/` has anything (or files created here are below it), else the object `info`, else
+    /// ENOENT.
+    func bindLookedUp(_ path: String, listed: ListPage, info: ObjectInfo?, at t: Double, since: UInt64 = .max) throws(Errno) -> Node {
+        try locked { () throws(Errno) -> Node in
+            defer { trimCacheLocked() }
+            if !listed.items.isEmpty || !listed.prefixes.isEmpty || pending.hasFiles(below: path, table: table) {
+                let n = nodeLocked(path: path, type: .directory)
+                n.presence = .present
+                let ph = listed.items.first.flatMap { $0.name == path + "/" ? $0 : nil }
+                if n.infoSeq <= since { setInfoLocked(n, ph, expiry: t + ttl) }
+                return n
+            }
+            guard let info else { throw .ENOENT }
+            let n = nodeLocked(path: info.name == path ? info.name : path, type: .regular)
+            n.presence = .present
+            keepListedInfoLocked(n, info, expiry: t + ttl, since: since)
+            return n
+        }
+    }
+
+    /// Drops `dir`'s cached listing (the next lookup or readdir asks the bucket).
+    func dropListing(_ dir: Node) { locked { dropListingLocked(dir) } }
+
+    /// Whether files created here and not uploaded yet are in the directory `path` or below.
+    func hasPendingFiles(below path: String) -> Bool { locked { pending.hasFiles(below: path, table: table) } }
+
+    // MARK: - directory handles
+
+    func openDirectory(_ ino: UInt64) -> UInt64 {
+        locked { handles.add(DirHandle(ino: ino)) }
+    }
+
+    /// The directory handle `fh`, and whether it needs a snapshot before answering from `offset`.
+    func directoryHandle(_ fh: UInt64, offset: UInt64) -> (DirHandle, needsSnapshot: Bool)? {
+        locked {
+            guard let h = handles.directories[fh] else { return nil }
+            return (h, offset == 0 || h.entries == nil)
+        }
+    }
+
+    /// Takes `h`'s snapshot from `dir`'s cached listing when it is fresh and every child's
+    /// metadata is cached too (an evicted child would have nothing to show); false otherwise.
+    func snapshotFromCache(_ dir: Node, into h: DirHandle) -> Bool {
+        locked {
+            guard let l = dir.listing, l.expiry > now,
+                  !l.children.values.contains(where: { table[$0].map(lacksFileInfoLocked) ?? true }) else { return false }
+            snapshotLocked(h, l)
+            return true
+        }
+    }
+
+    /// Entries of `h`'s snapshot after `offset`, at most `limit`.
+    func entries(_ h: DirHandle, after offset: UInt64, limit: Int) -> [DirectoryEntry] {
+        locked {
+            let entries = h.entries ?? []
+            var out: [DirectoryEntry] = []
+            var i = Int(offset)
+            while i < entries.count, out.count < limit {
+                let e = entries[i]
+                // A directory whose placeholder is not known yet: its name only, and the kernel's
+                // lookup reads the placeholder before its attributes are shown.
+                let known = e.box != nil || !placeholderUnknownLocked(e.node)
+                out.append(DirectoryEntry(name: e.name, offset: UInt64(i + 1),
+                                          entry: stat.entry(e.node, info: e.node.info ?? e.box?.info, now: now),
+                                          attributesKnown: known))
+                i += 1
+            }
+            return out
+        }
+    }
+
+    /// Closes a directory handle; returns how many entries its snapshot held.
+    func releaseDirectory(_ fh: UInt64) -> Int {
+        locked {
+            guard let h = handles.removeDirectory(fh) else { return 0 }
+            let count = h.entries?.count ?? 0
+            unpinLocked(h)
+            return count
+        }
+    }
+
+    /// Takes a directory handle's snapshot of `l`: each child node (pinned in the table, so the
+    /// numbers it hands out stay valid) with the metadata it has now (evictions do not change it).
+    private func snapshotLocked(_ h: DirHandle, _ l: Listing) {
+        var entries: [SnapshotEntry] = []
+        entries.reserveCapacity(l.children.count)
+        for name in l.sortedNames {
+            guard let n = table[l.children[name]!] else { continue }
+            n.snapshotPins += 1
+            entries.append(SnapshotEntry(name: name, node: n, box: n.box))
+        }
+        unpinLocked(h)
+        h.entries = entries
+    }
+
+    /// Releases a snapshot's nodes: those nothing else holds now leave the table.
+    private func unpinLocked(_ h: DirHandle) {
+        guard let entries = h.entries else { return }
+        h.entries = nil
+        for e in entries {
+            e.node.snapshotPins -= 1
+            if e.node.snapshotPins == 0, e.node.lookups == 0 { dropIfUnusedLocked(e.node) }
+        }
+    }
+}
