@@ -69,6 +69,28 @@ final class UploadQueue: @unchecked Sendable {
         }
     }
 
+    /// The queue's invariants that do not hold now, each described (under its lock).
+    func invariantViolations() -> [String] {
+        lock.withLock {
+            var bad: [String] = []
+            // INVARIANT: a stage is at most once in `waiting`, and `waitingIDs` names exactly the
+            // stages waiting.
+            if waitingIDs.count != waiting.count || Set(waiting.map { ObjectIdentifier($0.1) }) != waitingIDs {
+                bad.append("the upload queue holds \(waiting.count) waiting files, \(waitingIDs.count) of them by identity")
+            }
+            // INVARIANT: `running` counts the jobs started and not finished, never more than
+            // `limit` while the queue is open, and a file waits only while no more may run.
+            if running < 0 || (!closed && running > limit) {
+                bad.append("the upload queue runs \(running) uploads, its limit is \(limit)")
+            }
+            if !closed, !waiting.isEmpty, running < limit {
+                bad.append("the upload queue has \(waiting.count) files waiting and only \(running) of \(limit) running")
+            }
+            if failed < 0 { bad.append("the upload queue counts \(failed) failures") }
+            return bad
+        }
+    }
+
     /// (waiting, under way, failed since the mount started), for the metrics.
     var counts: (queued: Int, uploading: Int, failed: Int) { lock.withLock { (waiting.count, running, failed) } }
 
