@@ -130,6 +130,7 @@ def test_configuration_states_the_defaults_help_prints():
         for option, default in help_options(command).items():
             if default is None:
                 continue
+            assert option in documented[command], f"bucketfs {command} {option}: not in docs/CONFIGURATION.md"
             cell = documented[command][option]
             assert same_default(default, cell), \
                 f"bucketfs {command} {option}: --help says default {default!r}, docs/CONFIGURATION.md says {cell!r}"
