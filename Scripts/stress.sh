@@ -39,7 +39,7 @@ for src in ${STRESS_SOURCES:-embedded emulator}; do
       source_args=(--source "gs://$b" --endpoint "http://$hp")
       # gcp-storage-emulator serves the live object whatever generation= asks (see stress.py)
       [ "$src" = emulator ] && source_args+=(--server-ignores-generation)
-      # fake-gcs-server stores a removed custom key as "" (README "Two servers")
+      # fake-gcs-server stores a removed custom key as "" (docs/TESTING.md, "The servers")
       [ "$src" = fake-gcs ] && source_args+=(--removed-key-is-empty) ;;
     *) echo "unknown source $src" >&2; exit 2 ;;
   esac

@@ -147,7 +147,7 @@ SERVERS = {
 }
 
 # Each server's own gaps that a real-mount test can meet (checked with the official client and
-# curl; see README "Two servers"). A test that meets one asserts the gap's behaviour under
+# curl; see docs/TESTING.md, "The servers"). A test that meets one asserts the gap's behaviour under
 # `server.has(gap)` and the real bucket's otherwise, so a fixed server fails the test until its
 # gap is taken off this list.
 GAPS = {

@@ -51,7 +51,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from faultproxy import FaultProxy  # noqa: E402
 
-OP = 60.0            # SPEC §5: one deadline per operation (the default --op-timeout)
+OP = 60.0            # docs/SEMANTICS.md §5: one deadline per operation (the default --op-timeout)
 RETRIES = 5          # default --upload-retries
 BACKOFF_MAX = 30.0   # default --retry-backoff-max
 SLACK = 10.0         # scheduling on a busy 2-core machine

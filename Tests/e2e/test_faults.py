@@ -1,4 +1,4 @@
-"""Issue 8 / SPEC.md §3 and §5 under server faults: real mounts of a gs:// prefix of the emulator
+"""docs/SEMANTICS.md §3 and §5 under server faults: real mounts of a gs:// prefix of the emulator
 through an in-process fault-injecting proxy (faultproxy.py). Objects are put and checked with the
 official Python client directly against the emulator, never through the proxy.
 

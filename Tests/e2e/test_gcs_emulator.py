@@ -1,4 +1,4 @@
-"""SPEC.md §2-§4 through a real `gs://` mount of each Cloud Storage server (gcp-storage-emulator
+"""docs/SEMANTICS.md §2-§4 through a real `gs://` mount of each Cloud Storage server (gcp-storage-emulator
 and fake-gcs-server), checked from the other side with the official Python client
 (google-cloud-storage): listings, xattrs <-> object metadata, byte-identical reads and writes in
 both directions, a 300 MiB read.

@@ -1,4 +1,4 @@
-"""Issue 19 (SPEC.md §3 "POSIX metadata"): modes, owners, directory times and symbolic links kept
+"""POSIX metadata (docs/SEMANTICS.md §3.7, §3.8): modes, owners, directory times and symbolic links kept
 in the bucket in gsutil's / gcloud's keys, through a real mount: trees copied in with rsync -aX,
 cp -a and tar, and back out, compared by find -printf and diff -r; objects written by the official
 client with those keys (and gcsfuse's legacy symlink key) read through the mount; a differential
@@ -175,7 +175,7 @@ def _script(root):
     return out
 
 
-# What a bucket cannot hold (README "Modes, owners and symbolic links"): refused with EPERM.
+# What a bucket cannot hold (docs/SEMANTICS.md §3.8): refused with EPERM.
 REFUSALS = {"link": "EPERM", "mkfifo": "EPERM", "mknod": "EPERM"}
 
 

@@ -1,4 +1,4 @@
-"""SPEC.md §3, §4, §6 through a real mount of the embedded bucket: listing, stat, reads,
+"""docs/SEMANTICS.md §3, §4, §6 through a real mount of the embedded bucket: listing, stat, reads,
 extended attributes, hidden names, backup tools, request counts."""
 import errno
 import hashlib

@@ -1,4 +1,4 @@
-"""SPEC.md §3 (writes) and §5 (errors) through a real mount of the embedded bucket: files copied,
+"""docs/SEMANTICS.md §3 (writes) and §5 (errors) through a real mount of the embedded bucket: files copied,
 appended, overwritten, moved and removed with ordinary tools, checked from the other side with the
 library commands (`bucketfs stat|cat`); mtimes, xattrs carried by cp/rsync, request counts, a
 lost write race between two mounts, and the refusals."""
@@ -127,7 +127,7 @@ def test_overwrite_replaces_content(any_bucket, mounts, tmp_path):
 
 
 def test_readers_see_writes_of_a_write_only_handle(any_bucket, mounts):
-    """Write-only handles bypass the kernel's page cache (README, Writes): a reader opened before
+    """Write-only handles bypass the kernel's page cache (docs/SEMANTICS.md §8): a reader opened before
     the writer, and one opened while it writes, both read every write at once; a shared mmap
     beside a direct writer is refused (ENODEV), a private one works."""
     import mmap
@@ -336,7 +336,7 @@ def test_rsync_aX_into_mount(any_bucket, mounts, tmp_path):
     mnt = mounts.mount(any_bucket.src(), "--request-log", str(log), "--metadata-ttl", "30")
     os.listdir(mnt)
     log.write_text("")
-    # -O (--omit-dir-times): directories in the mount always show the mount's start time (README),
+    # -O (--omit-dir-times): directories in the mount always show the mount's start time (docs/SEMANTICS.md §8),
     # so rsync would otherwise set directory times again on every run.
     sh(["rsync", "-aXO", f"{src}/", f"{mnt}/rs/"])
     _check_tree(any_bucket, files, "rs/")

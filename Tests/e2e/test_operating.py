@@ -1,6 +1,6 @@
-"""Operating bucketfs (issue 11): a mount that fails fast with its own message and leaves nothing
-mounted, Prometheus metrics that agree with the request log, JSON logs, the README's fstab line
-and systemd unit, shell completion and man page, and `put -r` progress on a terminal only."""
+"""Operating bucketfs (docs/OPERATING.md): a mount that fails fast with its own message and leaves
+nothing mounted, Prometheus metrics that agree with the request log, JSON logs, the fstab line and
+systemd unit of docs/OPERATING.md, shell completion and man page, and `put -r` progress on a terminal only."""
 import collections
 import json
 import os
@@ -19,7 +19,7 @@ import pytest
 
 from conftest import BIN, ROOT, run, sh
 
-README = os.path.join(ROOT, "README.md")
+OPERATING = os.path.join(ROOT, "docs", "OPERATING.md")
 
 
 def free_port():
@@ -297,7 +297,7 @@ def test_json_logs_parse_line_by_line_and_hold_no_token(emulator, prefix, tmp_pa
 
 
 def readme_block(marker):
-    text = open(README).read()
+    text = open(OPERATING).read()
     at = text.index(f"<!-- checked by Tests/e2e/test_operating.py: {marker} -->")
     block = text[at:].split("```", 2)[1]
     return block.split("\n", 1)[1]

@@ -1,4 +1,4 @@
-"""Issue 22: a write that failed is never lost when the mount ends (SPEC §3): unmount and SIGTERM
+"""A write that failed is never lost when the mount ends (docs/SEMANTICS.md §3): unmount and SIGTERM
 wait for an upload attempt in flight, give every unsaved file one more attempt within one bound,
 keep what still fails in CACHE_DIR/lost+found (logged at error level), leave no stage file behind,
 and the process does not exit before that is done.
