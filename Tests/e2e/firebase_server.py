@@ -288,7 +288,8 @@ class FirebaseServer:
 
         self.httpd = HTTPD((self.host, self.port), Handler)
         self.port = self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True, name="firebase-server").start()
+        # A short poll: stop() waits for it, and the case runner starts and stops a server per case.
+        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True, name="firebase-server").start()
         return self
 
     def stop(self):
