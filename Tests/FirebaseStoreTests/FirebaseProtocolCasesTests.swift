@@ -16,27 +16,7 @@ import Darwin
 
     /// Cases FirebaseTestServer fails today, each a disagreement with the protocol the server is to
     /// be fixed for (a known issue that stops happening fails the run: it must leave this list).
-    static let knownDisagreements: [String: String] = [
-        "list-empty-production[production]": "empty arrays shown in the production flavour",
-        "list-pages-production[production]": "empty arrays shown in the production flavour",
-        "list-order-production-bytes[production]": "empty arrays shown in the production flavour",
-        "download-whole-object[emulator]": "no Content-Disposition or Cache-Control on downloads",
-        "download-ranges[emulator]": "a suffix range answered with the whole object",
-        "download-ranges[production]": "a suffix range answered with the whole object",
-        "metadata-fields-and-first-get-mints-a-token[production]": "firebaseStorageDownloadTokens shown in metadata",
-        "upload-multipart[production]": "firebaseStorageDownloadTokens shown in metadata",
-        "patch-custom-metadata-limits[emulator]": "no limits on custom metadata",
-        "patch-custom-metadata-limits[production]": "no limits on custom metadata",
-        "upload-reserved-token-key[emulator]": "a token in the reserved key dropped, not moved",
-        "upload-media[emulator]": "no media upload",
-        "upload-media[production]": "no media upload",
-        "auth-sign-in-with-password[emulator]": "no displayName",
-        "auth-sign-in-with-password[production]": "no displayName",
-        "auth-sign-up[emulator]": "the sign-in kind on sign-up; no password length check",
-        "auth-sign-up[production]": "the sign-in kind on sign-up; no password length check",
-        "auth-needs-an-api-key[emulator]": "400 for a missing API key",
-        "auth-needs-an-api-key[production]": "400 for a missing API key",
-    ]
+    static let knownDisagreements: [String: String] = [:]
 
     struct Run: Sendable, CustomTestStringConvertible {
         var id: String
