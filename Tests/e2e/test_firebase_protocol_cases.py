@@ -18,20 +18,7 @@ FLAVOURS = ("emulator", "production")
 RUNNER = "python"
 # Cases firebase_server.py fails today, each a disagreement with the protocol the server is to be
 # fixed for (strict: one that starts passing must leave this list).
-KNOWN_DISAGREEMENTS = {
-    "list-empty-emulator[emulator]": "empty arrays left out in the emulator flavour",
-    "list-prefix-must-end-in-one-slash[emulator]": "a prefix ending in // accepted",
-    "list-prefix-must-end-in-one-slash[production]": "a prefix ending in // accepted",
-    "list-order-emulator-utf16[emulator]": "code point order, not UTF-16; empty prefixes left out",
-    "download-whole-object[emulator]": "a media GET does not mint the download token",
-    "download-whole-object[production]": "a media GET does not mint the download token",
-    "download-range-past-the-end-emulator[emulator]": "416 where the emulator answers the whole object",
-    "upload-multipart[emulator]": "an upload mints no download token",
-    "upload-multipart[production]": "an upload mints no download token",
-    "upload-reserved-token-key[emulator]": "an upload mints no download token",
-    "upload-resumable[emulator]": "an upload mints no download token",
-    "upload-resumable[production]": "an upload mints no download token",
-}
+KNOWN_DISAGREEMENTS = {}
 
 
 def _params():
