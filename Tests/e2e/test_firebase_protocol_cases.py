@@ -239,4 +239,6 @@ def test_firebase_protocol_cases_are_well_formed():
         assert c.get("only") is None or c.get("why"), f"{c['id']}: only one server, but no why"
         assert set(c.get("flavours", FLAVOURS)) <= set(FLAVOURS), c["id"]
         assert c["given"].get("rules") is None or c["given"]["rules"] in SPEC["rulesets"], c["id"]
-        assert c["steps"], c["id"]
+        assert any("request" in s for s in c["steps"]), f"{c['id']}: no request, so it could never fail"
+        for s in c["steps"]:
+            assert ("admin" in s) != ("request" in s and "expect" in s and "status" in s["expect"]), (c["id"], s)
