@@ -1,7 +1,7 @@
 import Foundation
 import NIOHTTP1
 
-/// The Firebase Auth REST API of the test server (firebase-v0.md §9), emulator-style addresses.
+/// The Firebase Auth REST API of the test server (the auth-* cases of Tests/FirebaseProtocol/cases.json), emulator-style addresses.
 extension FirebaseTestServer {
     private func authError(_ status: Int, _ code: String) -> Response {
         .json(status, ["error": ["code": status, "message": code,
@@ -32,11 +32,11 @@ extension FirebaseTestServer {
         return token
     }
 
-    private func signedIn(_ user: User, isNewUser: Bool? = nil) -> Response {
+    private func signedIn(_ user: User, kind: String = "identitytoolkit#VerifyPasswordResponse", isNewUser: Bool? = nil) -> Response {
         let refresh = "refresh-" + UUID().uuidString.lowercased()
         refreshTokens[refresh] = user.uid
         var o: [String: Any] = [
-            "kind": "identitytoolkit#VerifyPasswordResponse", "localId": user.uid,
+            "kind": kind, "localId": user.uid, "displayName": "",
             "idToken": mintIDToken(uid: user.uid, provider: user.provider, email: user.email),
             "refreshToken": refresh, "expiresIn": String(tokenLifetime),
         ]
@@ -48,7 +48,10 @@ extension FirebaseTestServer {
     func auth(method: String, path: String, _ q: [String: String], _ headers: HTTPHeaders, _ body: Data) -> Response {
         guard method == "POST" else { return .error(404, "Not Found") }
         guard let key = q["key"] ?? headers.first(name: "x-goog-api-key"), !key.isEmpty else {
-            return authError(400, "API key not valid. Please pass a valid API key.")
+            // As Google APIs refuse a caller with no API key.
+            let m = "Method doesn't allow unregistered callers (callers without established identity). Please use API Key or other form of API consumer identity to call this API."
+            return .json(403, ["error": ["code": 403, "message": m, "status": "PERMISSION_DENIED",
+                                         "errors": [["message": m, "reason": "forbidden", "domain": "global"]]]])
         }
         if path == "/securetoken.googleapis.com/v1/token" { return refresh(body) }
         guard let j = try? JSONSerialization.jsonObject(with: body) as? [String: Any] else {
@@ -78,18 +81,21 @@ extension FirebaseTestServer {
             guard let u = users[uid], !u.disabled else { return authError(400, "USER_DISABLED") }
             var signed = u
             signed.provider = "custom"
-            return signedIn(signed, isNewUser: isNew)
+            return signedIn(signed, kind: "identitytoolkit#VerifyCustomTokenResponse", isNewUser: isNew)
         case "/identitytoolkit.googleapis.com/v1/accounts:signUp":
             if let email = j["email"] as? String {
                 guard !users.values.contains(where: { $0.email == email }) else { return authError(400, "EMAIL_EXISTS") }
+                guard let password = j["password"] as? String, password.count >= 6 else {
+                    return authError(400, "WEAK_PASSWORD : Password should be at least 6 characters")
+                }
                 let uid = "uid-" + UUID().uuidString.prefix(12).lowercased()
-                users[uid] = User(uid: uid, email: email, password: j["password"] as? String, provider: "password")
-                return signedIn(users[uid]!)
+                users[uid] = User(uid: uid, email: email, password: password, provider: "password")
+                return signedIn(users[uid]!, kind: "identitytoolkit#SignupNewUserResponse")
             }
             guard anonymousSignIn else { return authError(400, "ADMIN_ONLY_OPERATION") }
             let uid = "anon-" + UUID().uuidString.prefix(12).lowercased()
             users[uid] = User(uid: uid, email: nil, password: nil, provider: "anonymous")
-            return signedIn(users[uid]!)
+            return signedIn(users[uid]!, kind: "identitytoolkit#SignupNewUserResponse")
         default:
             return .error(404, "Not Found")
         }

@@ -6,15 +6,19 @@ import NIOPosix
 import StorageModel
 
 /// An in-process Cloud Storage for Firebase v0 API and Firebase Auth REST API on 127.0.0.1 (port
-/// 0), following firebase-v0.md, and never kinder than the service it describes:
+/// 0), serving the protocol of Tests/FirebaseProtocol/cases.json (played against it by
+/// FirebaseProtocolCasesTests, and against Tests/e2e/firebase_server.py by the pytest tier), and
+/// never kinder than the service it describes:
 ///
 /// - Storage (`/v0/b/B/o…`): list pages of names only (`prefix` empty or ending in `/`; the
 ///   delimiter is always `/`; names with empty segments or a trailing `/` never listed), metadata
 ///   with numbers as strings and download tokens (minted by the first GET of an object that has
 ///   none, which bumps metageneration and `updated`), PATCH merging custom keys with null deleting,
-///   Range downloads with `x-goog-generation` and `x-goog-hash`, multipart and resumable uploads
-///   (offsets checked; rules checked at finalize with the Authorization of the start), delete,
-///   no preconditions (ignored), no copy.
+///   custom metadata within the GCS limits, Range downloads (suffix ranges too) with
+///   `x-goog-generation` and `x-goog-hash`, multipart, media and resumable uploads (offsets
+///   checked; rules checked at finalize with the Authorization of the start; a download token
+///   minted; tokens in the reserved key `firebaseStorageDownloadTokens` moved into the download
+///   tokens), delete, no preconditions (ignored), no copy.
 /// - Auth (`/identitytoolkit.googleapis.com/v1/accounts:…`, `/securetoken.googleapis.com/v1/token`,
 ///   emulator-style addressing): users with passwords, custom-token and anonymous sign-in, ID
 ///   tokens whose lifetime is configurable down to seconds (expired → 401 on Storage), refresh
@@ -25,6 +29,7 @@ import StorageModel
 ///   counts items only and every page carries every prefix, the page token is the next item's
 ///   name (items in JavaScript's UTF-16 order), 404 bodies are plain text, crc32c is decimal, contentEncoding defaults to identity, a
 ///   range past the end gets the whole object); `.production` counts prefixes and items together,
+///   leaves empty arrays out of list pages,
 ///   has opaque page tokens and JSON errors, and answers a range past the end with 416.
 /// - Faults: 503s, 402s, 401s, latency on every answer, stalled and cut download bodies, an answer
 ///   lost after the request was carried out, a slow or failing token endpoint.
@@ -253,7 +258,7 @@ final class FirebaseTestServer: @unchecked Sendable {
         var out: [String: String] = [:]
         for part in (q ?? "").split(separator: "&") {
             let kv = part.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            // The backend reads `+` as a space (firebase-v0.md §0).
+            // The backend reads `+` as a space.
             let k = String(kv[0]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(kv[0])
             let v = kv.count > 1 ? (String(kv[1]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? "") : ""
             out[k] = v
@@ -421,7 +426,7 @@ extension FirebaseTestServer {
             }
             return denied("LIST")
         }
-        // The delimiter is always `/` (firebase-v0.md §10.3).
+        // The delimiter is always `/`: the SDKs always send it.
         var items: [String] = []
         var prefixes = Set<String>()
         for n in objects.keys where n.hasPrefix(prefix) {
@@ -462,8 +467,10 @@ extension FirebaseTestServer {
                 entries = Array(entries[..<maxResults])
                 out["nextPageToken"] = Data(entries.last!.0.utf8).base64EncodedString()
             }
-            out["prefixes"] = entries.filter(\.1).map(\.0)
-            out["items"] = entries.filter { !$0.1 }.map { ["name": $0.0, "bucket": bucket] }
+            // Empty repeated fields are left out, as in every Google JSON API.
+            let p = entries.filter(\.1).map(\.0), i = entries.filter { !$0.1 }.map { ["name": $0.0, "bucket": bucket] }
+            if !p.isEmpty { out["prefixes"] = p }
+            if !i.isEmpty { out["items"] = i }
         }
         return .json(200, out)
     }
@@ -480,13 +487,8 @@ extension FirebaseTestServer {
         let crc = CRC32C.checksum(o.data)
         r["crc32c"] = flavour == .emulator ? String(crc) : CRC32C.base64(crc)
         for (k, v) in o.props { r[k] = v }
-        var metadata = o.metadata
-        // The emulator moves the GCS key into `downloadTokens`; whether production shows it in
-        // `metadata` too is not documented, so this flavour does (the harder case for a client).
-        if flavour == .production, !o.downloadTokens.isEmpty {
-            metadata["firebaseStorageDownloadTokens"] = o.downloadTokens.joined(separator: ",")
-        }
-        if !metadata.isEmpty { r["metadata"] = metadata }
+        // The GCS key `firebaseStorageDownloadTokens` is shown as `downloadTokens`, never in `metadata`.
+        if !o.metadata.isEmpty { r["metadata"] = o.metadata }
         return r
     }
 
@@ -520,9 +522,20 @@ extension FirebaseTestServer {
             ("x-goog-hash", "crc32c=\(CRC32C.base64(CRC32C.checksum(o.data))),md5=\(Data(Insecure.MD5.hash(data: o.data)).base64EncodedString())"),
         ]
         if sendsGenerationHeader { h.append(("x-goog-generation", String(o.generation))) }
+        let leaf = String(o.name.split(separator: "/", omittingEmptySubsequences: false).last ?? "")
+        let rfc5987 = leaf.addingPercentEncoding(withAllowedCharacters: CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789!#$&+-.^_`|~")) ?? leaf
+        h.append(("Content-Disposition", "\(o.props["contentDisposition"] ?? "attachment"); filename*=utf-8''\(rfc5987)"))
+        if let cc = o.props["cacheControl"] { h.append(("Cache-Control", cc)) }
         guard let range = headers.first(name: "Range") else { return Response(status: 200, headers: h, body: o.data) }
         let spec = range.replacingOccurrences(of: "bytes=", with: "").split(separator: "-", omittingEmptySubsequences: false)
-        guard spec.count == 2, let a = Int(spec[0]) else { return Response(status: 200, headers: h, body: o.data) }
+        guard spec.count == 2 else { return Response(status: 200, headers: h, body: o.data) }
+        if spec[0].isEmpty, let n = Int(spec[1]), n > 0, size > 0 {
+            // A suffix range: the last n bytes.
+            let a = max(0, size - n)
+            h.append(("Content-Range", "bytes \(a)-\(size - 1)/\(size)"))
+            return Response(status: 206, headers: h, body: o.data.subdata(in: a..<size))
+        }
+        guard let a = Int(spec[0]) else { return Response(status: 200, headers: h, body: o.data) }
         if a >= size {
             if flavour == .emulator { return Response(status: 200, headers: h, body: o.data) }
             return Response(status: 416, headers: [("Content-Range", "bytes */\(size)")], body: Data("Requested range not satisfiable".utf8))
@@ -555,6 +568,7 @@ extension FirebaseTestServer {
             }
         default: return .error(400, "Invalid metadata.")
         }
+        if Self.tooLarge(o.metadata) { return .error(400, "Metadata part is too large.") }
         o.metageneration += 1
         o.updated = Date()
         objects[name] = o
@@ -570,6 +584,12 @@ extension FirebaseTestServer {
     }
 
     // MARK: uploads
+
+    /// The GCS limits on custom metadata: 1 KiB a key, 4 KiB a value, 8 KiB in all.
+    static func tooLarge(_ m: [String: String]) -> Bool {
+        m.contains { $0.key.utf8.count > 1024 || $0.value.utf8.count > 4096 }
+            || m.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count } > 8192
+    }
 
     /// Writable fields and custom metadata of an upload's JSON (custom values as strings).
     private static func split(_ j: [String: Any]) -> ([String: String], [String: String]) {
@@ -590,9 +610,11 @@ extension FirebaseTestServer {
         }
         var (props, meta) = Self.split(j)
         if props["contentType"] == nil, let ct = contentType { props["contentType"] = ct }
-        // The reserved GCS key is not custom metadata.
-        meta["firebaseStorageDownloadTokens"] = nil
-        let o = store(name: name, data: data, props: props, metadata: meta, tokens: [UUID().uuidString.lowercased()])
+        // The reserved GCS key is not custom metadata: its tokens are moved into the download
+        // tokens (a copied token is a live secret of the new object), and a new one is added.
+        let moved = meta.removeValue(forKey: "firebaseStorageDownloadTokens")?.split(separator: ",").map(String.init) ?? []
+        if Self.tooLarge(meta) { return .error(400, "Metadata part is too large.") }
+        let o = store(name: name, data: data, props: props, metadata: meta, tokens: moved + [UUID().uuidString.lowercased()])
         var r = Response.json(200, resource(o))
         r.headers.append(("X-Goog-Upload-Status", "final"))
         return r
@@ -627,6 +649,9 @@ extension FirebaseTestServer {
                 ("X-Goog-Upload-URL", "http://127.0.0.1:\(port)/v0/b/\(bucket)/o?name=\(enc)&upload_id=\(id)&upload_protocol=resumable"),
                 ("X-Goog-Upload-Chunk-Granularity", String(256 << 10)),
             ])
+        case "":
+            // No protocol header: a media upload, the raw body typed by its Content-Type.
+            return finish(name, data: body, resource: [:], contentType: headers.first(name: "Content-Type"), uid: uid)
         default:
             return .error(400, "Unsupported upload protocol.")
         }
@@ -651,7 +676,7 @@ extension FirebaseTestServer {
             guard let offset = headers.first(name: "X-Goog-Upload-Offset").flatMap({ Int($0) }), offset == s.data.count else {
                 return .error(400, "X-Goog-Upload-Offset does not match the \(s.data.count) bytes received.")
             }
-            // Chunks are multiples of 256 KiB, but the last (firebase-v0.md §5).
+            // Chunks are multiples of 256 KiB, but the last.
             if !verbs.contains("finalize"), body.count % (256 << 10) != 0 {
                 return .error(400, "An upload chunk of \(body.count) bytes is not a multiple of 262144.")
             }

@@ -1,6 +1,7 @@
 import Foundation
 
-/// A small model of Firebase Security Rules for the test servers (firebase-v0.md §1, §10.4): match
+/// A small model of Firebase Security Rules for the test servers (the rules cases of
+/// Tests/FirebaseProtocol/cases.json): match
 /// patterns with `{var}` (one segment) and `{var=**}` (any number of segments, last), methods
 /// get/list/create/update/delete, and conditions on `request.auth`. Any matching rule that
 /// allows a method allows it. Under `rules_version = "1"` every listing is refused.

@@ -1,14 +1,18 @@
 """A Firebase Storage v0 + Firebase Auth REST test server on 127.0.0.1, for the real-mount tests
 (Tests/e2e/test_firebase.py), the pyrebase cross-check (test_firebase_pyrebase.py) and
-Scripts/bench-firebase.sh. It follows ../shared/firebase-v0.md (cited below by section: §N) and
-never behaves better than the real service as that document describes it:
+Scripts/bench-firebase.sh. It serves the protocol of Tests/FirebaseProtocol/cases.json (played
+against it by test_firebase_protocol_cases.py, and against the Swift FirebaseTestServer by swift
+test; the §N below are sections of the v0 protocol description those cases were written from)
+and never behaves better than the real service:
 
 - Storage (§0-§8), under /v0/b/BUCKET/o[/ENCODED-NAME]: list (prefix must be "" or end in "/",
   delimiter "/", maxResults 1-1000, items carry only name and bucket, `//` and trailing-`/` names
   hidden), get metadata (numbers as strings, RFC 3339 times with milliseconds, a download token
-  minted on the first GET, which bumps metageneration and `updated`), PATCH (only the writable
+  minted by an upload, or by the first GET, metadata or media, of an object written behind the
+  API, which bumps metageneration and `updated`), PATCH (only the writable
   fields; custom metadata merges, null deletes a key, `"metadata": null` clears; also PUT with
-  X-HTTP-Method-Override: PATCH), download (alt=media; one Range as 206; `token=` skips the rules
+  X-HTTP-Method-Override: PATCH), download (alt=media; one Range as 206, a range past the end the
+  whole object in the emulator flavour and 416 in production; `token=` skips the rules
   only when it is one of the object's download tokens), uploads (multipart; resumable with
   start / upload / finalize / query / cancel, the offset of every chunk checked against what the
   session holds, chunks other than the last a multiple of 256 KiB, the declared length checked at
@@ -42,10 +46,11 @@ never behaves better than the real service as that document describes it:
   (TOKEN_EXPIRED) and stop working for a disabled user (USER_DISABLED); revoking does not end ID
   tokens already issued (as in production), `expire` does.
 - Flavors: "emulator" (default) has the quirks §1, §2, §8 and §10.9 name: 404 bodies are plain
-  text `Not Found`, crc32c is a decimal string, contentEncoding defaults to "identity",
+  text `Not Found`, crc32c is a decimal string, contentEncoding defaults to "identity", list
+  pages always carry both arrays, names sort as JavaScript sorts them (UTF-16 code units),
   `maxResults` counts items only and every page repeats all prefixes, `nextPageToken` is the name
   of the next item, the create/update rule of a resumable upload is evaluated at finalize, the
-  error messages are the emulator's. "production": JSON 404s ("Not Found."), base64 crc32c, pages
+  error messages are the emulator's. "production": JSON 404s ("Not Found."), base64 crc32c, empty arrays left out of list pages, pages
   counting prefixes and items together with opaque page tokens, "Permission denied." and resumable
   uploads also checked at start. The emulator's leniencies that would make a client look better
   than it is (unsigned tokens, `owner` tokens, ignored upload offsets) are not reproduced.
@@ -288,7 +293,8 @@ class FirebaseServer:
 
         self.httpd = HTTPD((self.host, self.port), Handler)
         self.port = self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True, name="firebase-server").start()
+        # A short poll: stop() waits for it, and the case runner starts and stops a server per case.
+        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True, name="firebase-server").start()
         return self
 
     def stop(self):
@@ -606,7 +612,7 @@ class FirebaseServer:
     def list(self, bucket, q, auth):
         prefix = q.get("prefix", "")
         delimiter = q.get("delimiter", "")
-        if prefix and not prefix.endswith("/"):
+        if prefix and (not prefix.endswith("/") or prefix.endswith("//")):
             raise HTTPError(400, "The prefix parameter is required to be empty or ends with a single / character.")
         if delimiter not in ("", "/"):
             raise HTTPError(400, "Only / is supported as a delimiter.")
@@ -634,11 +640,15 @@ class FirebaseServer:
         out = {}
         if self.flavor == "emulator":
             # §1: the token is the next item's name, resuming includes it; maxResults counts items
-            # only and every page repeats all prefixes.
+            # only and every page repeats all prefixes. Names are in JavaScript's order: UTF-16
+            # code units (big-endian UTF-16 bytes sort the same way).
+            def utf16(n):
+                return n.encode("utf-16-be")
+            items.sort(key=utf16)
             if token:
-                items = [n for n in items if n >= token]
+                items = [n for n in items if utf16(n) >= utf16(token)]
             page, rest = items[:max_results], items[max_results:]
-            out["prefixes"] = sorted(prefixes)
+            out["prefixes"] = sorted(prefixes, key=utf16)
             out["items"] = [{"name": n, "bucket": bucket} for n in page]
             if rest:
                 out["nextPageToken"] = rest[0]
@@ -655,9 +665,11 @@ class FirebaseServer:
             out["items"] = [{"name": n, "bucket": bucket} for n, isp in page if not isp]
             if rest:
                 out["nextPageToken"] = b64url(page[-1][0].encode())
-        for k in ("prefixes", "items"):
-            if not out[k]:
-                del out[k]
+        if self.flavor != "emulator":
+            # Production leaves empty repeated fields out; the emulator always answers both arrays.
+            for k in ("prefixes", "items"):
+                if not out[k]:
+                    del out[k]
         return out
 
     def get_metadata(self, bucket, name, auth):
@@ -667,12 +679,17 @@ class FirebaseServer:
             obj = objs.get(name)
             if obj is None:
                 raise self.not_found()
-            if not obj.tokens:
-                # §2: the first GET mints a download token (a metadata write: metageneration, updated).
-                obj.tokens.append(str(uuid.uuid4()))
-                obj.metageneration += 1
-                obj.updated = time.time()
+            self._mint_if_needed(obj)
             return self.metadata_json(obj)
+
+    @staticmethod
+    def _mint_if_needed(obj):
+        """§2: a GET (metadata or media) of an object without a download token mints one, a
+        metadata write: metageneration and `updated` move on (caller holds the lock)."""
+        if not obj.tokens:
+            obj.tokens.append(str(uuid.uuid4()))
+            obj.metageneration += 1
+            obj.updated = time.time()
 
     def download(self, bucket, name, auth, download_token):
         with self.lock:
@@ -682,6 +699,7 @@ class FirebaseServer:
                 self.check("get", name, auth)
             if obj is None:
                 raise self.not_found()
+            self._mint_if_needed(obj)
             return obj
 
     def patch(self, bucket, name, body, auth):
@@ -750,7 +768,11 @@ class FirebaseServer:
             resource = {"size": len(data), "contentType": meta.get("contentType"), "metadata": custom}
             self.check("update" if name in objs else "create", name, auth, resource)
             self.stats["upload"] += 1
-            return self.metadata_json(self._store(bucket, name, data, meta))
+            obj = self._store(bucket, name, data, meta)
+            # An upload answers with a download token already minted (added to any moved in from
+            # the reserved custom key), so the next GET is no metadata write.
+            obj.tokens.append(str(uuid.uuid4()))
+            return self.metadata_json(obj)
 
     def note_tokens_in(self, what, blob):
         """Records a request that carries any object's download token (bucketfs never should).
@@ -1007,10 +1029,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             else:
                 start = int(m.group(1))
                 end = min(size - 1, int(m.group(2))) if m.group(2) else size - 1
-            if start >= size and size > 0 or start > end + 1:
+            if (start >= size and size > 0 or start > end + 1) and self.srv.flavor == "emulator":
+                # The emulator ignores a range it cannot satisfy: the whole object, 200.
+                start, end, status = 0, size - 1, 200
+            elif start >= size and size > 0 or start > end + 1:
                 raise HTTPError(416, "Requested range not satisfiable.",
                                 headers=[("Content-Range", f"bytes */{size}")])
-            status = 206
+            else:
+                status = 206
         data = obj.data[start:end + 1]
         crc = base64.b64encode(obj.crc.to_bytes(4, "big")).decode()
         headers = [("Accept-Ranges", "bytes"), ("ETag", f'"{obj.md5}"'),
