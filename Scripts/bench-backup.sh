@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Backup tools through a gs:// mount (issue 21, "restic and borg at one request per file"):
+# Backup tools through a gs:// mount ("restic and borg at one request per file"):
 # `tar -cf - DIR`, `restic backup DIR` and `borg create REPO::A DIR` over the same tree of
 # SMALL_N x 32 KiB files plus one 64 MiB file, each on a fresh mount behind a proxy that adds
 # DELAY_MS to every request and counts the requests (Tests/e2e/latencyproxy.py), page cache
 # dropped after the mount. For each tool: the time, and the media downloads per small object
 # (media requests for the small files / SMALL_N; the ideal is 1), with the most any one small
-# object was downloaded; the time as a ratio to tar's in the same run. Targets (issue 21):
+# object was downloaded; the time as a ratio to tar's in the same run. Targets:
 # restic and borg <= 1.05 downloads per small object, time <= 1.3x tar's.
 #
 # Each run is preceded by the same tool over a local copy of the tree (page cache warm): the

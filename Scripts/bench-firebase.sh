@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The listing cost of firebase:// (issue 17, "Listings that still cost their pages"): a v0 list
+# The listing cost of firebase:// ("Listings that still cost their pages"): a v0 list
 # page gives names only, so bucketfs fetches each item's metadata itself, many at once. This
 # measures a cold `ls -l` of N objects (default 1,000) behind Tests/e2e/latencyproxy.py adding
 # DELAY_MS (20) to every request:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Read benchmarks (issue 10, "Reads at the speed of the network"), printed as RATIOS against a
+# Read benchmarks ("Reads at the speed of the network"), printed as RATIOS against a
 # peer or a physical limit measured in the same run, with the issue's targets:
 #
 #  (1) cold sequential read of MIB MiB from the emulator: bucketfs vs `rclone mount` vs `curl`

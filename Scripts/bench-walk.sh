@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Metadata-walk benchmarks (issue 9), printed as RATIOS against a peer measured in the same run:
+# Metadata-walk benchmarks, printed as RATIOS against a peer measured in the same run:
 #
 #  (a) cold `ls -l` of a directory of N objects (BENCH_LS, default "20000 100000"): bucketfs vs
 #      `rclone mount`, both on the same Cloud Storage emulator; and the bucketfs mount's memory

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Write benchmarks (issue 20, "Writes at the speed of the network"), printed as RATIOS against a
+# Write benchmarks ("Writes at the speed of the network"), printed as RATIOS against a
 # peer or a limit measured in the same run, each case timed until every object is in the bucket
 # at its full size (Scripts/bench/await_objects.py polls the server directly), whatever the
 # mount's close returned:
@@ -7,7 +7,7 @@
 #  (1) `tar -xf` of an archive of SMALL_N x 32 KiB into the mount, through a proxy the bench
 #      starts (Tests/e2e/latencyproxy.py) that adds DELAY_MS to every request and counts them,
 #      gcp-storage-emulator behind it (BENCH_TAR_SERVER=fake: fake-gcs-server): bucketfs (default mode) vs `rclone mount --vfs-cache-mode
-#      writes --vfs-write-back 0s`, and bucketfs --write-back. Targets (issue 20): default mode
+#      writes --vfs-write-back 0s`, and bucketfs --write-back. Targets: default mode
 #      >= 1x rclone, --write-back >= 5x rclone; one request a file is the floor. Beside them, the
 #      limits of the same run: the same files uploaded straight to the server through the proxy
 #      by a plain client (Scripts/bench/upload_many.py), one at a time (a close that waits for its

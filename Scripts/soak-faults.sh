@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The fault cases with the DEFAULT timings, as a user meets them, repeated N times (issue 22):
+# The fault cases with the DEFAULT timings, as a user meets them, repeated N times:
 # Tests/e2e/soak_faults.py says which cases and what is checked. Not part of Scripts/test.sh:
 # one pass takes about 25 minutes.
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Concurrency under load (issue 22): 16 processes create, write, append, read back, rename, unlink
+# Concurrency under load: 16 processes create, write, append, read back, rename, unlink
 # and set xattrs on one mount while a second mount of the same bucket reads and lists; first on an
 # embedded bucket, then on gs:// against gcp-storage-emulator. Tests/e2e/stress.py says what is
 # checked. Not part of Scripts/test.sh (Tests/e2e/test_stress.py runs a short version there).

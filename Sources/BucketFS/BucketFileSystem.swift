@@ -3,7 +3,7 @@ import FuseKit
 import Logging
 import StorageModel
 
-/// The filesystem core: a bucket as a directory tree (SPEC.md §3, §4, §6). It implements
+/// The filesystem core: a bucket as a directory tree (docs/SEMANTICS.md §3, §4, §6). It implements
 /// FuseKit's `FuseFileSystem`, so tests drive the very entry points the kernel adapter calls,
 /// with an injected store and clock and no kernel.
 ///

@@ -1,6 +1,6 @@
 import Foundation
 
-/// What the mount options of SPEC.md §3 decide for the core. The values written here are the
+/// What the mount options of docs/SEMANTICS.md §3 decide for the core. The values written here are the
 /// defaults, in this one place: the command line's options take theirs from `MountConfig.defaults`.
 public struct MountConfig: Sendable {
     /// The defaults of every option (the command line shows them in `--help`).
@@ -11,7 +11,7 @@ public struct MountConfig: Sendable {
     public var gid: UInt32 = getgid()
     public var fileMode: UInt32 = 0o644
     public var dirMode: UInt32 = 0o755
-    /// Modes, owners and symbolic links kept in gsutil's / gcloud's custom metadata keys (SPEC §3):
+    /// Modes, owners and symbolic links kept in gsutil's / gcloud's custom metadata keys (docs/SEMANTICS.md §3):
     /// read into `stat`, written by chmod, chown, create, mkdir and symlink. Off: every file and
     /// directory shows the options above, and none of those keys is read or written.
     public var posixMetadata = true
@@ -52,7 +52,7 @@ public struct MountConfig: Sendable {
     public var uploadRetries = 5
     /// Pauses between background upload attempts start at 1 s and double up to this (seconds).
     public var retryBackoffMax: Double = 30
-    /// Write-back (SPEC §3): close returns once the data is staged; uploads run in the
+    /// Write-back (docs/SEMANTICS.md §3): close returns once the data is staged; uploads run in the
     /// background in the order files were closed (UploadQueue.swift). Off: close reports the upload.
     public var writeBack = false
     /// Background uploads under way at once in write-back mode.

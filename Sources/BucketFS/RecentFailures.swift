@@ -3,7 +3,7 @@ import FuseKit
 
 /// Objects and listings whose last request just failed after all its retries (EIO), remembered
 /// for a few seconds: the kernel and tools repeat a failed read or listing at once, and each
-/// repeat would otherwise wait a whole deadline again (SPEC §5: one deadline, not two).
+/// repeat would otherwise wait a whole deadline again (docs/SEMANTICS.md §5: one deadline, not two).
 final class RecentFailures: @unchecked Sendable {
     /// What failed.
     enum Key: Hashable {

@@ -15,7 +15,7 @@ public enum CredentialSource: Sendable, Equatable, CustomStringConvertible {
     /// The GCE metadata server (`GCE_METADATA_HOST` or metadata.google.internal).
     case metadataServer
 
-    /// The SPEC order: `--anonymous`; `--token` / `GOOGLE_OAUTH_ACCESS_TOKEN`; `--key-file` /
+    /// The order of docs/SEMANTICS.md §2.1: `--anonymous`; `--token` / `GOOGLE_OAUTH_ACCESS_TOKEN`; `--key-file` /
     /// `GOOGLE_APPLICATION_CREDENTIALS`; with `STORAGE_EMULATOR_HOST` or an explicit endpoint and nothing
     /// else, anonymous; else the metadata server.
     public static func resolve(anonymous: Bool, token: String?, keyFile: String?,

@@ -2,7 +2,7 @@ import Foundation
 import NIOHTTP1
 import StorageModel
 
-/// Checks that a download answer carries exactly the bytes asked for (SPEC §5): a short, long or
+/// Checks that a download answer carries exactly the bytes asked for (docs/SEMANTICS.md §5): a short, long or
 /// cut body is a transport fault, retried like a reset, never data.
 package enum DownloadCheck {
     /// nil when `r` is a whole, well-framed answer for `range` (nil range: the whole object).

@@ -1,5 +1,5 @@
 /// What a filesystem operation hands down to every store call it makes, as task-local values:
-/// one deadline for the whole operation, all its requests and retries included (SPEC §5).
+/// one deadline for the whole operation, all its requests and retries included (docs/SEMANTICS.md §5).
 public enum OperationContext {
     /// When the current operation must be over; nil outside an operation (a store call then has
     /// only its own deadline).

@@ -12,7 +12,7 @@ struct SourceProblem: Error, CustomStringConvertible, Equatable {
     init(_ s: String) { description = s }
 }
 
-/// The checks made before a mount (and before each library command) starts (SPEC §3): the
+/// The checks made before a mount (and before each library command) starts (docs/SEMANTICS.md §3): the
 /// endpoint is a URL, the key file is a key, and one list request (maxResults=1, its own short
 /// deadline) shows the bucket exists and the credentials may list it. For the embedded bucket:
 /// the directory is one, or can be made.
@@ -170,7 +170,7 @@ enum SourceCheck {
         }
     }
 
-    /// The probe's failure for firebase://, in one line naming the cause and the fix (SPEC §5: what
+    /// The probe's failure for firebase://, in one line naming the cause and the fix (docs/SEMANTICS.md §5: what
     /// the rules or the server said, and what to change).
     static func explainFirebase(_ error: any Error, access: FirebaseAccess, listed prefix: String) -> SourceProblem {
         let bucket = access.bucket

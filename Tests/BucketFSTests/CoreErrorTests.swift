@@ -5,7 +5,7 @@ import StorageModel
 import TestSupport
 import Testing
 
-/// Errors (SPEC.md §5).
+/// Errors (docs/SEMANTICS.md §5).
 @Suite struct CoreErrorTests {
     /// Security Rules may let a user list `users/` but not read an object named `users`: a lookup
     /// of a name not listed yet (GET and a one-item list at once) that the list shows to be a

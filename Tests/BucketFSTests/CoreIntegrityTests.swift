@@ -5,7 +5,7 @@ import StorageModel
 import TestSupport
 import Testing
 
-/// SPEC §5 integrity and durability in the core: no wrong byte handed over, no write abandoned.
+/// docs/SEMANTICS.md §5 integrity and durability in the core: no wrong byte handed over, no write abandoned.
 @Suite struct CoreIntegrityTests {
     static let big = Data((0..<3_000_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) })
 

@@ -4,7 +4,7 @@ import FuseKit
 import StorageModel
 import Testing
 
-/// Memory bounded by an option, not by the bucket (issue 9): cached metadata stays within
+/// Memory bounded by an option, not by the bucket: cached metadata stays within
 /// `maxCachedEntries`, evicted metadata is read again when needed, numbers the kernel holds stay
 /// bound to their paths, forgotten inodes leave the table, and what is in use is never evicted.
 @Suite struct CoreMemoryTests {
@@ -98,7 +98,7 @@ import Testing
         h.fs.forget(ino: a, nlookup: 1)
         #expect(h.fs.statistics().inodes == 1, "a forgotten inode leaves the table")
         await #expect(throws: Errno.ENOENT) { _ = try await h.fs.getattr(ino: a) }
-        // Seen again, the path gets its old number back (SPEC §3: stable for the life of the mount).
+        // Seen again, the path gets its old number back (docs/SEMANTICS.md §3: stable for the life of the mount).
         let again = try await h.lookup("a.txt").attributes
         #expect(again.size == 5)
         #expect(again.ino == a)

@@ -5,7 +5,7 @@ import StorageModel
 import TestSupport
 import Testing
 
-/// Modes, owners and symbolic links kept in the bucket (SPEC.md §3, issue 19).
+/// Modes, owners and symbolic links kept in the bucket (docs/SEMANTICS.md §3).
 @Suite struct CorePosixTests {
     private static let mode = "goog-reserved-posix-mode"
     private static let uid = "goog-reserved-posix-uid"

@@ -5,7 +5,7 @@ import StorageModel
 import Testing
 import TestSupport
 
-/// The read path of issue 10: parts fetched ahead of a sequential reader within one mount-wide
+/// The read path: parts fetched ahead of a sequential reader within one mount-wide
 /// budget, a seek that stops them, and small files fetched ahead of a walk in listing order —
 /// pinned to the generation listed, dropped when not opened. No timing: background work is
 /// awaited by polling its effects.
@@ -238,7 +238,7 @@ import TestSupport
         #expect(h.store.count("read") == 1)
     }
 
-    // MARK: - readers that do not follow the listing (issue 21)
+    // MARK: - readers that do not follow the listing
 
     /// Reads `order` (indices into the walk harness's files) whole, one after another; checks
     /// each file's bytes.

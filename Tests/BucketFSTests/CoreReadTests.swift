@@ -5,7 +5,7 @@ import StorageModel
 import TestSupport
 import Testing
 
-/// Listing, lookup, stat, TTL and reads (SPEC.md §3, §6).
+/// Listing, lookup, stat, TTL and reads (docs/SEMANTICS.md §3, §6).
 @Suite struct CoreReadTests {
     // MARK: listing
 
@@ -118,7 +118,7 @@ import Testing
         #expect(try await h.getattr(a).ino == a)
     }
 
-    // MARK: request counting (SPEC §6)
+    // MARK: request counting (docs/SEMANTICS.md §6)
 
     @Test func listingFillsAttributeAndXattrCaches() async throws {
         // 10,000 calls over 2,500 files: the invariants (O(inodes)) are checked after every 50th.

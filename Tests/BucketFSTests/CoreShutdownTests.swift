@@ -5,7 +5,7 @@ import StorageModel
 import Testing
 import TestSupport
 
-/// Issue 22: every way a stage file can end (unmount or SIGTERM in each retry state, unlink,
+/// Every way a stage file can end (unmount or SIGTERM in each retry state, unlink,
 /// rename over it, a second write) either uploads it, keeps its data in lost+found, or discards
 /// it because the user deleted the file — never silently. With the DEFAULT retry schedule
 /// (background attempts 1 s, 2 s, 4 s… after a failed close), where unmount meets an attempt in

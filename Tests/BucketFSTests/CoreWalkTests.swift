@@ -4,7 +4,7 @@ import FuseKit
 import StorageModel
 import Testing
 
-/// Metadata walks (issue 9): cached answers need no request and no Task; an expired directory
+/// Metadata walks: cached answers need no request and no Task; an expired directory
 /// is revalidated with one listing, not a request per name; readdir builds only what fits.
 @Suite struct CoreWalkTests {
     func tree(_ h: Harness, files: Int) {

@@ -5,7 +5,7 @@ import StorageModel
 import TestSupport
 import Testing
 
-/// `--write-back` (SPEC §3): close returns once the data is staged, uploads run in the
+/// `--write-back` (docs/SEMANTICS.md §3): close returns once the data is staged, uploads run in the
 /// background in the order files were closed, fsync and shutdown still wait, failures end in
 /// the bucket or in lost+found as in the default mode.
 @Suite struct CoreWriteBackTests {

@@ -5,7 +5,7 @@ import StorageModel
 import TestSupport
 import Testing
 
-/// Create, write, overwrite, append, namespace changes and setattr (SPEC.md §3).
+/// Create, write, overwrite, append, namespace changes and setattr (docs/SEMANTICS.md §3).
 @Suite struct CoreWriteTests {
     @Test func createWriteFlushUploadsANewObject() async throws {
         let h = Harness()

@@ -5,7 +5,7 @@ import StorageModel
 import TestSupport
 import Testing
 
-/// Extended attributes (SPEC.md §4).
+/// Extended attributes (docs/SEMANTICS.md §4).
 @Suite struct CoreXattrTests {
     private static let XATTR_CREATE: Int32 = 1
     private static let XATTR_REPLACE: Int32 = 2
@@ -119,7 +119,7 @@ import Testing
         await #expect(throws: Errno.ENODATA) { try await h.fs.getxattr(ino: ino, name: "security.capability") }
         await #expect(throws: Errno.ENODATA) { try await h.fs.getxattr(ino: ino, name: "system.posix_acl_access") }
         await #expect(throws: Errno.ENODATA) { try await h.fs.getxattr(ino: ino, name: "trusted.x") }
-        // SPEC §4: answered locally; setting such a name is not supported here.
+        // docs/SEMANTICS.md §4: answered locally; setting such a name is not supported here.
         await #expect(throws: Errno.ENOTSUP) { try await h.setXattr(ino, "security.selinux", "x") }
         await #expect(throws: Errno.ENOTSUP) { try await h.setXattr(ino, "trusted.x", "x") }
         await #expect(throws: Errno.ENOTSUP) { try await h.fs.removexattr(ino: ino, name: "system.posix_acl_access") }

@@ -234,7 +234,7 @@ func expectMatchesModel(_ ops: [RefOp], sourceLocation: SourceLocation = #_sourc
 
     /// Found by seed 220237408095 (memory store), 48 steps shrunk to 8: a file `a` hidden by a
     /// directory `a` (the directory wins) stays hidden after `mv a b` through the mount, until
-    /// the TTL (expected at once: SPEC §6, own changes invalidate at once; readdir of the root
+    /// the TTL (expected at once: docs/SEMANTICS.md §6, own changes invalidate at once; readdir of the root
     /// gave only `b`, the model `a` (file) and `b`). The same happens after `rmdir a`.
     @Test func regression_fileUncoveredByADirectoryRenameShowsAtOnce() async {
         await expectMatchesModel([

@@ -3,7 +3,7 @@ import Foundation
 import StorageModel
 import Testing
 
-/// The seed documents' Swift examples (shared/seeds: references, file metadata, listing), run
+/// The seed documents' Swift examples (Firebase's Cloud Storage guides for Apple platforms: references, file metadata, listing), run
 /// over firebase:// against the test server, as they are written but for the setup: `Storage`
 /// comes from a FirebaseStore rather than `Storage.storage()`; `StorageMetadata` is a value here,
 /// so the examples' `let newMetadata` is a `var`; `reference(forURL:)` throws, so it takes `try`;

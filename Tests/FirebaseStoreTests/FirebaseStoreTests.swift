@@ -305,7 +305,7 @@ import Testing
     }
 }
 
-/// The network lies (SPEC §5) on v0 too: each case runs the store against one injected fault.
+/// The network lies (docs/SEMANTICS.md §5) on v0 too: each case runs the store against one injected fault.
 @Suite struct FirebaseFaultTests {
     static let payload = Data((0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) })
 

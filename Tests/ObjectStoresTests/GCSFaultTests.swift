@@ -3,7 +3,7 @@ import GCSStore
 import StorageModel
 import Testing
 
-/// The network lies (SPEC §5): stalled and cut bodies, lost answers, Retry-After, deadlines.
+/// The network lies (docs/SEMANTICS.md §5): stalled and cut bodies, lost answers, Retry-After, deadlines.
 /// Each case runs the real GCSStore against the in-process server with one fault injected.
 @Suite struct GCSFaultTests {
     static let payload = Data((0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) })

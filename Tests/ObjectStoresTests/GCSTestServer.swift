@@ -81,7 +81,7 @@ final class GCSTestServer: @unchecked Sendable {
     /// The next N finished uploads store their data with the first byte flipped (a corruption in
     /// transit that the answer's checksums then show).
     var corruptNextUploads = 0
-    /// How the next `times` media downloads misbehave (SPEC §5 faults).
+    /// How the next `times` media downloads misbehave (docs/SEMANTICS.md §5 faults).
     enum MediaFault: Sendable {
         /// Headers, then nothing (the socket stays open until the client gives up).
         case stallAfterHeaders

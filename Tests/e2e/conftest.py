@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "faults: fault-injection tests through Tests/e2e/faultproxy.py (issue 8)")
+    config.addinivalue_line("markers", "faults: fault-injection tests through Tests/e2e/faultproxy.py")
     config.addinivalue_line("markers", "one_server: a gs:// test run against gcp-storage-emulator only")
 
 
@@ -288,7 +288,7 @@ def on_path():
         os.symlink(previous, link)
 
 
-# --- Firebase (issue 17) ---------------------------------------------------------------------------
+# --- Firebase ---------------------------------------------------------------------------
 
 FIREBASE_PORTS = range(9220, 9230)  # this work's ports; the bench uses them too (one run at a time)
 

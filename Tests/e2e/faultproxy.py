@@ -1,4 +1,4 @@
-"""A small fault-injecting HTTP proxy for the fault tests (issue 8), run in-process.
+"""A small fault-injecting HTTP proxy for the fault tests, run in-process.
 
     proxy = FaultProxy("127.0.0.1:9323")      # the upstream (gcp-storage-emulator)
     proxy.start()

@@ -1,5 +1,5 @@
 """A latency-adding, request-counting HTTP proxy in front of the Cloud Storage emulator, for
-Scripts/bench-reads.sh (issue 10) and Tests/e2e/test_latencyproxy.py. It is FaultProxy
+Scripts/bench-reads.sh and Tests/e2e/test_latencyproxy.py. It is FaultProxy
 (faultproxy.py) with its own request handling: the same client side (threads, HTTP/1.1
 keep-alive) and the same upstream side (a new `Connection: close` connection per request, since
 the emulator is single-threaded HTTP/1.0), but

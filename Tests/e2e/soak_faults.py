@@ -1,4 +1,4 @@
-"""The fault cases with the DEFAULT timings (issue 22), one after another as a user meets them,
+"""The fault cases with the DEFAULT timings, one after another as a user meets them,
 repeated N times. Run by Scripts/soak-faults.sh (not in CI: a pass takes about 25 minutes).
 
 A gs:// mount of a prefix of gcp-storage-emulator through the fault proxy (faultproxy.py), with no

@@ -1,4 +1,4 @@
-"""Concurrency under load (issue 22): 16 processes create, write, append, read back, rename, unlink
+"""Concurrency under load: 16 processes create, write, append, read back, rename, unlink
 and set xattrs on one mount while a second mount of the same bucket reads and lists.
 
     python Tests/e2e/stress.py --source DIR|gs://BUCKET/PREFIX [--endpoint URL] --seconds 300

@@ -182,7 +182,7 @@ def test_no_issue_numbers_and_nothing_outside_the_repository():
     bad = []
     for path in doc_files():
         for n, line in enumerate(open(path).read().splitlines(), 1):
-            if re.search(r"[Ii]ssues? \d|\.\./shared|SPEC\.md|SPEC §", line):
+            if re.search(r"[Ii]ssues? \d|\.\./shared|SPEC\.md|\bSPEC §", line):
                 bad.append(f"{os.path.relpath(path, ROOT)}:{n}: {line.strip()[:100]}")
     assert not bad, "say what the thing is, and cite only files in the repository:\n" + "\n".join(bad)
 
@@ -199,3 +199,30 @@ def test_operating_keeps_the_blocks_test_operating_runs():
     text = open(os.path.join(DOCS, "OPERATING.md")).read()
     for marker in ("fstab", "systemd"):
         assert f"<!-- checked by Tests/e2e/test_operating.py: {marker} -->" in text
+
+
+def code_files():
+    out = subprocess.run(["git", "-C", ROOT, "ls-files", "Sources", "Tests", "Scripts", "Package.swift"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    return [os.path.join(ROOT, p) for p in out if p.endswith((".swift", ".py", ".sh", ".c", ".h"))]
+
+
+def test_code_cites_only_sections_that_exist():
+    """Comments cite the project's own contract as `docs/SEMANTICS.md §N` (or §N.M); each cited
+    section must exist, and nothing cites a file outside the repository or an issue number."""
+    text = open(os.path.join(DOCS, "SEMANTICS.md")).read()
+    numbers = set(re.findall(r"^#{2,3} (\d+(?:\.\d+)?)\.? ", text, re.M))
+    bad = []
+    this = os.path.abspath(__file__)
+    for path in code_files():
+        if os.path.abspath(path) == this:
+            continue
+        for n, line in enumerate(open(path, errors="replace").read().splitlines(), 1):
+            where = f"{os.path.relpath(path, ROOT)}:{n}"
+            for cited in re.findall(r"docs/SEMANTICS\.md ((?:§\d+(?:\.\d+)?(?:, )?)+)", line):
+                for number in re.findall(r"§(\d+(?:\.\d+)?)", cited):
+                    if number not in numbers:
+                        bad.append(f"{where}: cites §{number}, which docs/SEMANTICS.md does not have")
+            if re.search(r"\bSPEC(\.md)? §|\.\./shared/|\b[Ii]ssue \d+\b", line):
+                bad.append(f"{where}: {line.strip()[:100]}")
+    assert not bad, "\n".join(bad)

@@ -800,7 +800,7 @@ def rss_kib(pid):
 
 
 def test_write_back_thousand_queued_files_wait_on_disk_not_in_memory(fx, tmp_path):
-    """--write-back with 1,000 files queued behind uploads the server holds (issue 20): every
+    """--write-back with 1,000 files queued behind uploads the server holds: every
     close returns at once, the queued data waits in the cache directory, not in the daemon's
     memory (its RSS grows by far less than the 125 MiB queued), and every file lands with its
     bytes once the server answers again. Default timings (the held uploads outlast no deadline)."""

@@ -1,4 +1,4 @@
-"""firebase:// for real (issue 17): `bucketfs login` (email and password from a file, standard
+"""firebase:// for real: `bucketfs login` (email and password from a file, standard
 input or a terminal without echo; a custom token; a new anonymous user), `whoami`, `logout`, the
 library commands and a real mount against Tests/e2e/firebase_server.py (v0 + Firebase Auth, a
 small rules model), with `ls -l`, `cat`, `getfattr -d`, `setfattr`, `cp`, `mv`, `rm`, `rsync -aX`

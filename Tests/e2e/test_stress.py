@@ -1,4 +1,4 @@
-"""The short version of Scripts/stress.sh (issue 22): 16 processes on one mount, 2 readers on a
+"""The short version of Scripts/stress.sh: 16 processes on one mount, 2 readers on a
 second mount of the same bucket, for STRESS_SECONDS (default 20) each on the embedded bucket and
 on gs:// against gcp-storage-emulator. stress.py says what is checked; its table is printed."""
 import os

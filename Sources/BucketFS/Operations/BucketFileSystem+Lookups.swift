@@ -2,7 +2,7 @@ import Foundation
 import FuseKit
 import StorageModel
 
-/// The metadata cache (SPEC §6): directory listings that fill every child's attributes, their
+/// The metadata cache (docs/SEMANTICS.md §6): directory listings that fill every child's attributes, their
 /// TTL, and the per-name and per-file revalidation when a listing is missing or expired. The
 /// requests are made here; what they bring is applied by the superblock.
 extension BucketFileSystem {

@@ -2,7 +2,7 @@ import Foundation
 import FuseKit
 import StorageModel
 
-/// Namespace changes (SPEC §3): mkdir, unlink, rmdir, rename of files and of directories. The
+/// Namespace changes (docs/SEMANTICS.md §3): mkdir, unlink, rmdir, rename of files and of directories. The
 /// requests are made here; the superblock applies each change to the tables in one step.
 extension BucketFileSystem {
     // MARK: - namespace changes

@@ -2,7 +2,7 @@ import Foundation
 import FuseKit
 import StorageModel
 
-/// Opening files and reading them (SPEC §5, §6): reads pinned to the generation opened, every
+/// Opening files and reading them (docs/SEMANTICS.md §5, §6): reads pinned to the generation opened, every
 /// part checked for length, whole-object reads checked against the object's checksum.
 extension BucketFileSystem {
     public func open(ino: UInt64, flags: OpenFlags) async throws(Errno) -> UInt64 {

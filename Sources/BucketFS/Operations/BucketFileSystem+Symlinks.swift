@@ -2,7 +2,7 @@ import Foundation
 import FuseKit
 import StorageModel
 
-/// Symbolic links, and the file types a bucket cannot hold (SPEC §3). A link is an object whose
+/// Symbolic links, and the file types a bucket cannot hold (docs/SEMANTICS.md §3). A link is an object whose
 /// content is its target and whose custom metadata has `goog-reserved-file-is-symlink: true`
 /// (gcloud's and Storage Transfer Service's form), made in one upload; gcsfuse's older
 /// `gcsfuse_symlink_target` key (the target in the key's value) is read too. Hard links, device

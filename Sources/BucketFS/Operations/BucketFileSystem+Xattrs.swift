@@ -2,7 +2,7 @@ import Foundation
 import FuseKit
 import StorageModel
 
-/// Extended attributes (SPEC §4): answered from cached metadata, changed with one PATCH each.
+/// Extended attributes (docs/SEMANTICS.md §4): answered from cached metadata, changed with one PATCH each.
 extension BucketFileSystem {
     // MARK: - extended attributes
 
@@ -217,7 +217,7 @@ extension BucketFileSystem {
         }
     }
 
-    /// An input check's refusal, logged with what was refused and why (SPEC §5).
+    /// An input check's refusal, logged with what was refused and why (docs/SEMANTICS.md §5).
     func refused(_ what: String, _ e: Errno, _ why: String) -> Errno {
         logger.warning("setxattr '\(what.prefix(200))' refused: \(why) → \(e)")
         return e

@@ -3,7 +3,7 @@ import Foundation
 import StorageModel
 
 /// A running checksum of an object's bytes, compared with what the object's metadata says once
-/// every byte from 0 to the end has been seen (SPEC §5): crc32c, or md5 when there is none.
+/// every byte from 0 to the end has been seen (docs/SEMANTICS.md §5): crc32c, or md5 when there is none.
 ///
 /// Pieces may arrive out of order (parallel parts, the kernel's concurrent read-ahead requests):
 /// a piece beyond the checked prefix keeps only its own crc32c, joined to the prefix with

@@ -3,7 +3,7 @@ import FuseKit
 import Logging
 import StorageModel
 
-/// Reads of one open file that is not staged here (SPEC §6), pinned to the generation opened.
+/// Reads of one open file that is not staged here (docs/SEMANTICS.md §6), pinned to the generation opened.
 ///
 /// A sequential reader gets the next parts fetched in the background, several ranged requests at
 /// once, parts growing from `firstPart` to `maxPart`; each part's memory is reserved in the

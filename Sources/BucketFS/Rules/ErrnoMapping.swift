@@ -2,7 +2,7 @@ import FuseKit
 import Logging
 import StorageModel
 
-/// The one place that turns store errors into errno (SPEC.md §5).
+/// The one place that turns store errors into errno (docs/SEMANTICS.md §5).
 public func errno(for error: any Error) -> Errno {
     if let e = error as? Errno { return e }
     if error is CancellationError { return .EINTR }

@@ -3,7 +3,7 @@ import FuseKit
 import Logging
 import StorageModel
 
-/// Which names the mount accepts and shows (SPEC §1, §3). Names made here: 1…255 bytes a
+/// Which names the mount accepts and shows (docs/SEMANTICS.md §1, §3). Names made here: 1…255 bytes a
 /// segment, full names 1…1024 bytes (a directory 1023, so its `dir/` placeholder fits), no CR/LF;
 /// refusals are logged with the name. Names from a listing the mount cannot show (`//`, `.`/`..`
 /// segments, CR/LF, long segments) are hidden and logged once, never mangled.

@@ -1,6 +1,6 @@
 import StorageModel
 
-/// The POSIX attributes an object keeps in its custom metadata (SPEC §3), in the keys and formats
+/// The POSIX attributes an object keeps in its custom metadata (docs/SEMANTICS.md §3), in the keys and formats
 /// of gsutil (`cp -P`), gcloud (`storage cp/rsync --preserve-posix --preserve-symlinks`), Storage
 /// Transfer Service and gcsfuse: mode as three octal digits (`^[0-7]{3}$`, so setuid, setgid and
 /// sticky bits are not kept), uid and gid as decimal numbers, a symbolic link as an object whose

@@ -2,7 +2,7 @@ import Foundation
 
 /// Every retry limit of the core in one place, with the reason for each. They differ because
 /// the faults they answer differ; all of them run inside the one deadline of the operation
-/// (`MountConfig.operationTimeout`, SPEC §5), which bounds the time whatever the counts say.
+/// (`MountConfig.operationTimeout`, docs/SEMANTICS.md §5), which bounds the time whatever the counts say.
 ///
 /// Beneath them, the store retries each request by itself: Cloud Storage requests follow Google's
 /// retry strategy (GCSStore's `RetryPolicy`: 408, 429, 5xx, resets and timeouts, jittered

@@ -2,7 +2,7 @@ import Foundation
 import FuseKit
 import StorageModel
 
-/// What `stat` shows for an inode (SPEC §3): size, mtime from the mtime key (gsutil's
+/// What `stat` shows for an inode (docs/SEMANTICS.md §3): size, mtime from the mtime key (gsutil's
 /// convention) or `updated`, ctime = `updated`, `st_nlink` 1; with POSIX metadata on, modes and
 /// owners from the object's (a directory's placeholder's) POSIX keys, else from the mount
 /// options, and objects marked as symbolic links as links whose size is the target's length.

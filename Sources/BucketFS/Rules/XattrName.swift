@@ -1,6 +1,6 @@
 import StorageModel
 
-/// How an extended attribute name maps onto object metadata (SPEC.md §4). Pure rules, no I/O.
+/// How an extended attribute name maps onto object metadata (docs/SEMANTICS.md §4). Pure rules, no I/O.
 public enum XattrName: Equatable, Sendable {
     /// `user.<key>`: customMetadata[key].
     case custom(String)

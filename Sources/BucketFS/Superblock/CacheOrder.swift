@@ -1,6 +1,6 @@
 import Foundation
 
-/// The bounded metadata cache's order and counts (issue 9: memory bounded by an option, not by
+/// The bounded metadata cache's order and counts (memory bounded by an option, not by
 /// the bucket): a FIFO queue of tickets, one per cached info or listing, and what is counted
 /// against `MountConfig.maxCachedEntries`. A pure value: the superblock (Superblock.swift) keeps
 /// it with the nodes it describes, and evicts by it.

@@ -9,7 +9,7 @@ public struct CacheDirectoryError: Error, CustomStringConvertible {
     public let description: String
 }
 
-/// The mount's cache directory (SPEC §3): the stage files of writes in progress, a sidecar beside
+/// The mount's cache directory (docs/SEMANTICS.md §3): the stage files of writes in progress, a sidecar beside
 /// each dirty one that names its object (so a crash leaves nothing anonymous), and `lost+found/`
 /// for data that could not be uploaded. One mount at a time holds it (an flock on `.lock`).
 public final class StagingArea: @unchecked Sendable {

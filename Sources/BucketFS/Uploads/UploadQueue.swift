@@ -1,6 +1,6 @@
 import Foundation
 
-/// Write-back (`--write-back`, SPEC §3): the files closed with unsaved content, uploaded in the
+/// Write-back (`--write-back`, docs/SEMANTICS.md §3): the files closed with unsaved content, uploaded in the
 /// background in the order they were closed, at most `limit` at a time. The queue owns only the
 /// order, the count under way and the failure count; each upload is the upload path's own
 /// attempt (`BucketFileSystem.uploadQueued`, under the file's `uploadLock`), so a file written

@@ -7,8 +7,7 @@ struct RefObject: Equatable, Sendable {
     var custom: [String: String] = [:]
 }
 
-/// The plain model the core is compared with (SPEC.md §1, §3, §4; README "Behaviour where
-/// SPEC.md is silent"): the bucket as objects, and what the mount holds locally (files open for
+/// The plain model the core is compared with (docs/SEMANTICS.md §1, §3, §4, §8): the bucket as objects, and what the mount holds locally (files open for
 /// writing, files created here and not uploaded yet, open handles).
 ///
 /// What a user sees is derived from it, with the documented rules:
