@@ -155,23 +155,14 @@ public final class FirebaseStore: ObjectStore, @unchecked Sendable {
             _ = try await getMetadata(name)  // still report a missing object
             return Data()
         }
-        var headers: HTTPHeaders = ["Accept-Encoding": "gzip"]
-        if let range { headers.add(name: "Range", value: "bytes=\(range.lowerBound)-\(range.upperBound - 1)") }
-        let expect = Expect(accept: { $0 == 416 }, validate: { DownloadCheck.problem(with: $0, range: range) })
-        let r = try await transport.send("read", path: name, idempotent: true, expect: expect,
-                                         GCSRequest(.GET, objectURL(name) + "?alt=media", headers: headers))
+        let r = try await transport.send("read", path: name, idempotent: true, expect: MediaRequests.downloadExpect(range: range),
+                                         GCSRequest(.GET, objectURL(name) + "?alt=media", headers: MediaRequests.downloadHeaders(range: range)))
         if let g = generation {
             if let e = generationProblem(r.headers, want: g, name: name) { throw e }
             if r.headers.first(name: "x-goog-generation") == nil { try await confirmGeneration(name, g) }
         }
-        if r.status == 416 { return Data() }
-        var data = r.data
-        if let range, r.status == 200 {
-            // The server ignored the range (v0 answers a range past the end with the whole object).
-            let lo = Int(min(range.lowerBound, Int64(data.count))), hi = Int(min(range.upperBound, Int64(data.count)))
-            data = data.subdata(in: lo..<hi)
-        }
-        return data
+        // A 200 for a range is cut locally (v0 answers a range past the end with the whole object).
+        return MediaRequests.bytes(of: r, range: range)
     }
 
     /// A ranged GET streamed as it arrives: only a 206 for exactly the bytes asked, of exactly
@@ -179,18 +170,14 @@ public final class FirebaseStore: ObjectStore, @unchecked Sendable {
     public func stream(_ name: String, generation: Int64, range: Range<Int64>,
                        deliver: @escaping @Sendable (Data) throws -> Void) async throws {
         guard !range.isEmpty else { return }
-        let headers: HTTPHeaders = ["Accept-Encoding": "gzip", "Range": "bytes=\(range.lowerBound)-\(range.upperBound - 1)"]
         let unconfirmed = Flag()
         let logger = self.logger
-        try await transport.stream("read", path: name, GCSRequest(.GET, objectURL(name) + "?alt=media", headers: headers),
+        try await transport.stream("read", path: name,
+                                   GCSRequest(.GET, objectURL(name) + "?alt=media", headers: MediaRequests.downloadHeaders(range: range)),
                                    length: Int(range.upperBound - range.lowerBound), check: { status, headers in
                 if headers.first(name: "x-goog-generation") == nil { unconfirmed.set() }
                 if let e = Self.generationProblem(headers, want: generation, name: name, logger: logger) { return e }
-                guard status == 206, let (a, b, _) = headers.first(name: "Content-Range").flatMap(DownloadCheck.parse),
-                      a == range.lowerBound, b + 1 == range.upperBound else {
-                    return .unknown(status: 0, message: "download answer rejected: HTTP \(status), Content-Range \(headers.first(name: "Content-Range") ?? "none") for bytes \(range.lowerBound)-\(range.upperBound - 1)")
-                }
-                return nil
+                return MediaRequests.streamProblem(status: status, headers: headers, range: range)
             }, deliver: { buffer in
                 try deliver(Data(buffer: buffer, byteTransferStrategy: .noCopy))
             })
