@@ -44,6 +44,8 @@ public final class FirebaseStore: ObjectStore, @unchecked Sendable {
     public struct Tuning: Sendable {
         public var initialBackoff: Duration = .milliseconds(100)
         public var maxBackoff: Duration = .seconds(5)
+        /// Waits out the retry pauses: real time, unless a test injects its own clock.
+        public var sleeper: RetrySleeper = .real
         /// Resumable upload chunk size; a multiple of 256 KiB.
         public var chunkSize: Int = 8 << 20
         /// Uploads larger than this go resumable; smaller ones multipart.
@@ -84,7 +86,7 @@ public final class FirebaseStore: ObjectStore, @unchecked Sendable {
         let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: config)
         self.client = client
         let policy = RetryPolicy(deadline: deadline, requestTimeout: requestTimeout,
-                                 initialBackoff: t.initialBackoff, maxBackoff: t.maxBackoff)
+                                 initialBackoff: t.initialBackoff, maxBackoff: t.maxBackoff, sleeper: t.sleeper)
         self.transport = GCSTransport(client: client, auth: FirebaseAuthorization(source: tokens, bucket: bucket),
                                       policy: policy, logger: logger, bucket: bucket,
                                       dialect: V0Errors.dialect(bucket: bucket))

@@ -110,7 +110,7 @@ extension FirebaseStore {
             } catch let e as StorageError where e.isTransient {
                 let pause = try progress.pause(after: e, name: name, size: size)
                 logger.debug("Firebase upload of \(name): \(e) at byte \(offset); asking the session in \(pause)")
-                do { try await Task.sleep(for: pause) } catch { throw StorageError.cancelled }
+                try await progress.policy.pause(pause)
                 mustAsk = true
             }
         }

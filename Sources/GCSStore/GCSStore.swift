@@ -31,6 +31,8 @@ public final class GCSStore: ObjectStore {
     public struct Tuning: Sendable {
         public var initialBackoff: Duration = .milliseconds(100)
         public var maxBackoff: Duration = .seconds(5)
+        /// Waits out the retry pauses: real time, unless a test injects its own clock.
+        public var sleeper: RetrySleeper = .real
         /// Resumable uploads send the whole object in one streamed request (nil, the default) or,
         /// for servers and proxies that need it, one request per chunk of this size (a multiple of
         /// 256 KiB).
@@ -74,7 +76,7 @@ public final class GCSStore: ObjectStore {
         let fetch = Self.tokenFetcher(credentials, client: client, environment: environment, logger: logger)
         let tokens = TokenProvider(source: credentials, fetch: fetch)
         let policy = RetryPolicy(deadline: deadline, requestTimeout: requestTimeout,
-                                 initialBackoff: tuning.initialBackoff, maxBackoff: tuning.maxBackoff)
+                                 initialBackoff: tuning.initialBackoff, maxBackoff: tuning.maxBackoff, sleeper: tuning.sleeper)
         self.tokens = tokens
         self.transport = GCSTransport(client: client, auth: GCSAuthorization(tokens: tokens, credentials: credentials),
                                       policy: policy, logger: logger, bucket: bucket)

@@ -100,7 +100,7 @@ extension GCSStore {
             } catch let e as StorageError where e.isTransient {
                 let pause = try progress.pause(after: e, name: name, size: size)
                 logger.debug("GCS upload of \(name): \(e) after byte \(offset); asking the session in \(pause)")
-                do { try await Task.sleep(for: pause) } catch { throw StorageError.cancelled }
+                try await progress.policy.pause(pause)
                 mustAsk = true
             }
         }
