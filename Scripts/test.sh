@@ -21,11 +21,16 @@ echo "== swift test"
 swift_log="$(mktemp /tmp/bucketfs-swift-test.XXXXXX.log)"
 swift test --skip-build 2>&1 | tee "$swift_log" | grep -vE '^\[|^Test Case .* started' | tail -n 60
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+# A run that executed no test passes by itself: a tier with nothing to run is a failure here.
+swift_tests="$(sed -nE 's/.*Test run with ([0-9]+) tests?( |$).*/\1/p' "$swift_log" | tail -n 1)"
+if [ "${swift_tests:-0}" -eq 0 ]; then echo "swift test ran no tests"; status=1; fi
 
 if [ -d Tests/e2e ]; then
   echo "== pytest Tests/e2e (real mounts)"
   BUCKETFS_BIN="$(swift build --show-bin-path)/bucketfs" .venv/bin/python -m pytest -q Tests/e2e
   rc=$?
-  [ $rc -eq 0 ] || [ $rc -eq 5 ] || status=1
+  # 5 is pytest's "no tests collected": a failure, like any other nonzero code.
+  [ $rc -eq 5 ] && echo "pytest collected no tests"
+  [ $rc -eq 0 ] || status=1
 fi
 exit $status

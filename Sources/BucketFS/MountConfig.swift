@@ -1,4 +1,5 @@
 import Foundation
+import StorageModel
 
 /// What the mount options of docs/SEMANTICS.md §3 decide for the core. The values written here are the
 /// defaults, in this one place: the command line's options take theirs from `MountConfig.defaults`.
@@ -52,6 +53,8 @@ public struct MountConfig: Sendable {
     public var uploadRetries = 5
     /// Pauses between background upload attempts start at 1 s and double up to this (seconds).
     public var retryBackoffMax: Double = 30
+    /// Waits out the core's retry pauses (background uploads, reads of the wrong length): real time, or a test's clock.
+    public var retrySleeper: RetrySleeper = .real
     /// Write-back (docs/SEMANTICS.md §3): close returns once the data is staged; uploads run in the
     /// background in the order files were closed (UploadQueue.swift). Off: close reports the upload.
     public var writeBack = false

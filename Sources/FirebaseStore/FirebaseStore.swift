@@ -44,6 +44,8 @@ public final class FirebaseStore: ObjectStore, @unchecked Sendable {
     public struct Tuning: Sendable {
         public var initialBackoff: Duration = .milliseconds(100)
         public var maxBackoff: Duration = .seconds(5)
+        /// Waits out the retry pauses: real time, unless a test injects its own clock.
+        public var sleeper: RetrySleeper = .real
         /// Resumable upload chunk size; a multiple of 256 KiB.
         public var chunkSize: Int = 8 << 20
         /// Uploads larger than this go resumable; smaller ones multipart.
@@ -84,7 +86,7 @@ public final class FirebaseStore: ObjectStore, @unchecked Sendable {
         let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: config)
         self.client = client
         let policy = RetryPolicy(deadline: deadline, requestTimeout: requestTimeout,
-                                 initialBackoff: t.initialBackoff, maxBackoff: t.maxBackoff)
+                                 initialBackoff: t.initialBackoff, maxBackoff: t.maxBackoff, sleeper: t.sleeper)
         self.transport = GCSTransport(client: client, auth: FirebaseAuthorization(source: tokens, bucket: bucket),
                                       policy: policy, logger: logger, bucket: bucket,
                                       dialect: V0Errors.dialect(bucket: bucket))
@@ -155,23 +157,14 @@ public final class FirebaseStore: ObjectStore, @unchecked Sendable {
             _ = try await getMetadata(name)  // still report a missing object
             return Data()
         }
-        var headers: HTTPHeaders = ["Accept-Encoding": "gzip"]
-        if let range { headers.add(name: "Range", value: "bytes=\(range.lowerBound)-\(range.upperBound - 1)") }
-        let expect = Expect(accept: { $0 == 416 }, validate: { DownloadCheck.problem(with: $0, range: range) })
-        let r = try await transport.send("read", path: name, idempotent: true, expect: expect,
-                                         GCSRequest(.GET, objectURL(name) + "?alt=media", headers: headers))
+        let r = try await transport.send("read", path: name, idempotent: true, expect: MediaRequests.downloadExpect(range: range),
+                                         GCSRequest(.GET, objectURL(name) + "?alt=media", headers: MediaRequests.downloadHeaders(range: range)))
         if let g = generation {
             if let e = generationProblem(r.headers, want: g, name: name) { throw e }
             if r.headers.first(name: "x-goog-generation") == nil { try await confirmGeneration(name, g) }
         }
-        if r.status == 416 { return Data() }
-        var data = r.data
-        if let range, r.status == 200 {
-            // The server ignored the range (v0 answers a range past the end with the whole object).
-            let lo = Int(min(range.lowerBound, Int64(data.count))), hi = Int(min(range.upperBound, Int64(data.count)))
-            data = data.subdata(in: lo..<hi)
-        }
-        return data
+        // A 200 for a range is cut locally (v0 answers a range past the end with the whole object).
+        return MediaRequests.bytes(of: r, range: range)
     }
 
     /// A ranged GET streamed as it arrives: only a 206 for exactly the bytes asked, of exactly
@@ -179,18 +172,14 @@ public final class FirebaseStore: ObjectStore, @unchecked Sendable {
     public func stream(_ name: String, generation: Int64, range: Range<Int64>,
                        deliver: @escaping @Sendable (Data) throws -> Void) async throws {
         guard !range.isEmpty else { return }
-        let headers: HTTPHeaders = ["Accept-Encoding": "gzip", "Range": "bytes=\(range.lowerBound)-\(range.upperBound - 1)"]
         let unconfirmed = Flag()
         let logger = self.logger
-        try await transport.stream("read", path: name, GCSRequest(.GET, objectURL(name) + "?alt=media", headers: headers),
+        try await transport.stream("read", path: name,
+                                   GCSRequest(.GET, objectURL(name) + "?alt=media", headers: MediaRequests.downloadHeaders(range: range)),
                                    length: Int(range.upperBound - range.lowerBound), check: { status, headers in
                 if headers.first(name: "x-goog-generation") == nil { unconfirmed.set() }
                 if let e = Self.generationProblem(headers, want: generation, name: name, logger: logger) { return e }
-                guard status == 206, let (a, b, _) = headers.first(name: "Content-Range").flatMap(DownloadCheck.parse),
-                      a == range.lowerBound, b + 1 == range.upperBound else {
-                    return .unknown(status: 0, message: "download answer rejected: HTTP \(status), Content-Range \(headers.first(name: "Content-Range") ?? "none") for bytes \(range.lowerBound)-\(range.upperBound - 1)")
-                }
-                return nil
+                return MediaRequests.streamProblem(status: status, headers: headers, range: range)
             }, deliver: { buffer in
                 try deliver(Data(buffer: buffer, byteTransferStrategy: .noCopy))
             })

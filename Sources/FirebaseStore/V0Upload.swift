@@ -14,22 +14,11 @@ extension FirebaseStore {
     }
 
     func multipartUpload(_ name: String, from source: UploadSource, size: Int64, metadata: WritableMetadata) async throws -> ObjectInfo {
-        let content: Data
-        switch source {
-        case .data(let d): content = d
-        case .file(let path):
-            guard let d = FileManager.default.contents(atPath: path) else {
-                throw StorageError.invalidArgument(message: "cannot read upload source \(path)")
-            }
-            content = d
-        }
+        let content = try MediaRequests.content(of: source)
         let boundary = "bucketfs-\(UUID().uuidString)"
-        var body = ByteBuffer()
-        body.writeString("--\(boundary)\r\nContent-Type: application/json; charset=utf-8\r\n\r\n")
-        body.writeData(GCSJSONAPI.resourceBody(name: prefix + name, metadata))
-        body.writeString("\r\n--\(boundary)\r\nContent-Type: \(metadata.contentType ?? "application/octet-stream")\r\n\r\n")
-        body.writeData(content)
-        body.writeString("\r\n--\(boundary)--")
+        let body = MediaRequests.multipartBody(boundary: boundary, resource: GCSJSONAPI.resourceBody(name: prefix + name, metadata),
+                                               contentType: metadata.contentType, content: content,
+                                               jsonCharset: "utf-8", closingLineBreak: false)
         let headers: HTTPHeaders = ["X-Goog-Upload-Protocol": "multipart",
                                     "Content-Type": "multipart/related; boundary=\(boundary)"]
         let r = try await transport.send("upload", path: name, idempotent: true,
@@ -72,24 +61,14 @@ extension FirebaseStore {
     func resumableUpload(_ name: String, from source: UploadSource, size: Int64, metadata: WritableMetadata) async throws -> ObjectInfo {
         let reader = try ChunkReader(source)
         defer { reader.close() }
-        let policy = transport.policy
         var session = try await startSession(name, size: size, metadata: metadata)
-        var end = ContinuousClock.now + policy.deadline
-        var offset: Int64 = 0
-        var retries = 0
+        var progress = ResumableProgress(policy: transport.policy)
         var mustAsk = false
-        var restarts = 0
 
-        func received(_ n: Int64) {
-            if n > offset { end = ContinuousClock.now + policy.deadline; retries = 0 }
-            offset = n
-        }
         func restart() async throws {
-            restarts += 1
-            guard restarts <= 3 else { throw StorageError.retryLimitExceeded(message: "upload of \(name): session lost \(restarts) times") }
+            try progress.sessionLost(name)
             logger.info("Firebase upload of \(name): the session is gone; starting a new one")
             session = try await startSession(name, size: size, metadata: metadata)
-            offset = 0
             mustAsk = false
         }
 
@@ -97,17 +76,17 @@ extension FirebaseStore {
             if Task.isCancelled { throw StorageError.cancelled }
             if mustAsk {
                 do {
-                    let r = try await transport.send("upload status", path: name, idempotent: true, deadline: end,
+                    let r = try await transport.send("upload status", path: name, idempotent: true, deadline: progress.end,
                                                      command(session, "query", offset: nil, body: nil))
                     let got = r.headers.first(name: "X-Goog-Upload-Size-Received").flatMap { Int64($0) } ?? 0
                     guard got <= size else {
                         throw StorageError.unknown(status: r.status, message: "upload of \(name): the session holds \(got) bytes of \(size)")
                     }
-                    received(got)
+                    progress.persisted(got)
                     mustAsk = false
                     if Self.isFinal(r) || got == size {
                         // Everything is there: a finalize (repeated, if need be) answers with the object.
-                        let f = try await transport.send("upload finalize", path: name, idempotent: true, deadline: end,
+                        let f = try await transport.send("upload finalize", path: name, idempotent: true, deadline: progress.end,
                                                          command(session, "finalize", offset: size, body: nil))
                         return try parseObject(f)
                     }
@@ -116,25 +95,22 @@ extension FirebaseStore {
                 }
                 continue
             }
+            let offset = progress.offset
             let length = Int(min(Int64(tuning.chunkSize), size - offset))
             let chunk = try reader.read(at: offset, count: length)
             let last = offset + Int64(length) == size
             let verb = last ? (length > 0 ? "upload, finalize" : "finalize") : "upload"
             do {
-                let r = try await transport.send("upload chunk", path: name, idempotent: false, deadline: end,
+                let r = try await transport.send("upload chunk", path: name, idempotent: false, deadline: progress.end,
                                                  command(session, verb, offset: offset, body: chunk))
                 if last || Self.isFinal(r) { return try parseObject(r) }
-                received(offset + Int64(length))
+                progress.persisted(offset + Int64(length))
             } catch StorageError.objectNotFound {
                 try await restart()
             } catch let e as StorageError where e.isTransient {
-                retries += 1
-                let pause = policy.delay(beforeRetry: retries, random: Double.random(in: 0...1))
-                if ContinuousClock.now + pause >= end {
-                    throw StorageError.retryLimitExceeded(message: "upload of \(name) stuck at byte \(offset) of \(size): \(e)")
-                }
+                let pause = try progress.pause(after: e, name: name, size: size)
                 logger.debug("Firebase upload of \(name): \(e) at byte \(offset); asking the session in \(pause)")
-                do { try await Task.sleep(for: pause) } catch { throw StorageError.cancelled }
+                try await progress.policy.pause(pause)
                 mustAsk = true
             }
         }

@@ -137,8 +137,11 @@ public struct SetAttributes: Sendable, Equatable {
     }
 }
 
-/// The operations. Names arrive as UTF-8 Strings (a non-UTF-8 name is refused by FuseKit with
-/// EILSEQ before the filesystem sees it). Every default answers ENOSYS (or EROFS for changes).
+/// The operations, every one a requirement with no default: what FuseKit mounts. A wrapper that
+/// forwards to another filesystem (metrics, checks) conforms to this protocol alone, so one that
+/// forgets an operation does not compile; a filesystem that wants the defaults conforms to
+/// `FuseFileSystem` below instead. Names arrive as UTF-8 Strings (a non-UTF-8 name is refused by
+/// FuseKit with EILSEQ before the filesystem sees it).
 ///
 /// Each async method runs on its own Task; when the kernel interrupts the request (the caller got
 /// a signal) that Task is cancelled: a method that notices may throw `.EINTR`.
@@ -146,7 +149,7 @@ public struct SetAttributes: Sendable, Equatable {
 /// `open` sees O_TRUNC itself (FUSE_CAP_ATOMIC_O_TRUNC is on).
 /// If the kernel never receives an open/opendir/create/lookup reply (the request was
 /// interrupted meanwhile), FuseKit undoes it: `release`/`releasedir`, and `forget(ino, 1)`.
-public protocol FuseFileSystem: AnyObject, Sendable {
+public protocol FuseFileSystemBase: AnyObject, Sendable {
     func lookup(parent: UInt64, name: String) async throws(Errno) -> FuseEntry
     func forget(ino: UInt64, nlookup: UInt64)
     /// One kernel lookup of `ino` that did not come from `lookup`/`create`/`mkdir`: a readdirplus
@@ -225,6 +228,13 @@ public protocol FuseFileSystem: AnyObject, Sendable {
     /// files). Counts as a lookup.
     func mknod(parent: UInt64, name: String, mode: UInt32, rdev: UInt64) async throws(Errno) -> FuseEntry
 }
+
+/// `FuseFileSystemBase` with a default for every operation but `lookup`, `getattr` and the
+/// two-argument `readdir`: a filesystem implements what it supports. Every default answers ENOSYS
+/// (or EROFS for changes), or does nothing where there is nothing to answer (each documented with
+/// its requirement above). Not for wrappers: a default would silently stand in for a forgotten
+/// forward.
+public protocol FuseFileSystem: FuseFileSystemBase {}
 
 public extension FuseFileSystem {
     func keepsCache(ino: UInt64, fh: UInt64) -> Bool { false }

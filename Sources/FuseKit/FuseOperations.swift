@@ -140,7 +140,7 @@ enum FuseOperations {
 
     /// Requests answered with just an errno (0 on success).
     static func replyingStatus(_ req: fuse_req_t,
-                               _ work: @escaping @Sendable (any FuseFileSystem) async throws(Errno) -> Void) {
+                               _ work: @escaping @Sendable (any FuseFileSystemBase) async throws(Errno) -> Void) {
         let context = RequestContext.of(req)
         let fs = context.filesystem
         context.serve(req, { () async throws(Errno) in try await work(fs) }) { req, _ in
@@ -150,7 +150,7 @@ enum FuseOperations {
 
     /// Requests answered with an entry (symlink, link, mknod): it counts as a lookup.
     static func replyingEntry(_ req: fuse_req_t,
-                              _ work: @escaping @Sendable (any FuseFileSystem) async throws(Errno) -> FuseEntry) {
+                              _ work: @escaping @Sendable (any FuseFileSystemBase) async throws(Errno) -> FuseEntry) {
         let context = RequestContext.of(req)
         let fs = context.filesystem
         context.serve(req, { () async throws(Errno) in try await work(fs) }) { req, entry in

@@ -45,7 +45,7 @@ public final class FuseSession: @unchecked Sendable {
     ///   - maxThreads: libfuse worker threads.
     ///   - maxInFlight: requests handed to the filesystem at once.
     ///   - logger: one line per problem (never per request).
-    public init(filesystem: any FuseFileSystem, mountpoint: String, options: [String] = [],
+    public init(filesystem: any FuseFileSystemBase, mountpoint: String, options: [String] = [],
                 maxThreads: Int = 8, maxInFlight: Int = 64, readdirplus: ReaddirPlus = .always,
                 logger: @escaping @Sendable (String) -> Void = { _ in }) {
         self.mountpoint = mountpoint

@@ -13,7 +13,7 @@ struct Request: @unchecked Sendable {
 /// What the trampolines reach through `fuse_req_userdata`: the filesystem and the bridge from
 /// libfuse threads to Tasks (in-flight bound, interrupts, the reply gate).
 final class RequestContext: @unchecked Sendable {
-    let filesystem: any FuseFileSystem
+    let filesystem: any FuseFileSystemBase
     let readdirplus: FuseSession.ReaddirPlus
     let gate = ReplyGate()
     let inFlight = InFlight()
@@ -23,7 +23,7 @@ final class RequestContext: @unchecked Sendable {
     private var _onReady: (@Sendable () -> Void)?
     private var _isReady = false
 
-    init(filesystem: any FuseFileSystem, maxInFlight: Int, readdirplus: FuseSession.ReaddirPlus,
+    init(filesystem: any FuseFileSystemBase, maxInFlight: Int, readdirplus: FuseSession.ReaddirPlus,
          logger: @escaping @Sendable (String) -> Void) {
         self.filesystem = filesystem
         self.readdirplus = readdirplus

@@ -31,6 +31,8 @@ public final class GCSStore: ObjectStore {
     public struct Tuning: Sendable {
         public var initialBackoff: Duration = .milliseconds(100)
         public var maxBackoff: Duration = .seconds(5)
+        /// Waits out the retry pauses: real time, unless a test injects its own clock.
+        public var sleeper: RetrySleeper = .real
         /// Resumable uploads send the whole object in one streamed request (nil, the default) or,
         /// for servers and proxies that need it, one request per chunk of this size (a multiple of
         /// 256 KiB).
@@ -74,7 +76,7 @@ public final class GCSStore: ObjectStore {
         let fetch = Self.tokenFetcher(credentials, client: client, environment: environment, logger: logger)
         let tokens = TokenProvider(source: credentials, fetch: fetch)
         let policy = RetryPolicy(deadline: deadline, requestTimeout: requestTimeout,
-                                 initialBackoff: tuning.initialBackoff, maxBackoff: tuning.maxBackoff)
+                                 initialBackoff: tuning.initialBackoff, maxBackoff: tuning.maxBackoff, sleeper: tuning.sleeper)
         self.tokens = tokens
         self.transport = GCSTransport(client: client, auth: GCSAuthorization(tokens: tokens, credentials: credentials),
                                       policy: policy, logger: logger, bucket: bucket)
@@ -187,21 +189,9 @@ public final class GCSStore: ObjectStore {
             return Data()
         }
         let url = objectURL(name) + GCSJSONAPI.query([("alt", "media"), ("generation", generation.map(String.init))])
-        // Stored bytes as they are: without this, Cloud Storage decompresses objects stored with
-        // Content-Encoding: gzip, and their size and checksums no longer describe what comes.
-        var headers: HTTPHeaders = ["Accept-Encoding": "gzip"]
-        if let range { headers.add(name: "Range", value: "bytes=\(range.lowerBound)-\(range.upperBound - 1)") }
-        let expect = Expect(accept: { $0 == 416 }, validate: { DownloadCheck.problem(with: $0, range: range) })
-        let r = try await transport.send("read", path: name, idempotent: true, expect: expect,
-                                         GCSRequest(.GET, url, headers: headers))
-        if r.status == 416 { return Data() }  // the range starts at or past the end (checked)
-        var data = r.data
-        if let range, r.status == 200 {
-            // The server ignored the range: cut it out locally.
-            let lo = Int(min(range.lowerBound, Int64(data.count))), hi = Int(min(range.upperBound, Int64(data.count)))
-            data = data.subdata(in: lo..<hi)
-        }
-        return data
+        let r = try await transport.send("read", path: name, idempotent: true, expect: MediaRequests.downloadExpect(range: range),
+                                         GCSRequest(.GET, url, headers: MediaRequests.downloadHeaders(range: range)))
+        return MediaRequests.bytes(of: r, range: range)
     }
 
     /// A ranged GET streamed as it arrives. Only a 206 for exactly the bytes asked is taken; any
@@ -210,14 +200,9 @@ public final class GCSStore: ObjectStore {
                        deliver: @escaping @Sendable (Data) throws -> Void) async throws {
         guard !range.isEmpty else { return }
         let url = objectURL(name) + GCSJSONAPI.query([("alt", "media"), ("generation", String(generation))])
-        let headers: HTTPHeaders = ["Accept-Encoding": "gzip", "Range": "bytes=\(range.lowerBound)-\(range.upperBound - 1)"]
-        try await transport.stream("read", path: name, GCSRequest(.GET, url, headers: headers),
+        try await transport.stream("read", path: name, GCSRequest(.GET, url, headers: MediaRequests.downloadHeaders(range: range)),
                                    length: Int(range.upperBound - range.lowerBound), check: { status, headers in
-            guard status == 206, let (a, b, _) = headers.first(name: "Content-Range").flatMap(DownloadCheck.parse),
-                  a == range.lowerBound, b + 1 == range.upperBound else {
-                return .unknown(status: 0, message: "download answer rejected: HTTP \(status), Content-Range \(headers.first(name: "Content-Range") ?? "none") for bytes \(range.lowerBound)-\(range.upperBound - 1)")
-            }
-            return nil
+            MediaRequests.streamProblem(status: status, headers: headers, range: range)
         }, deliver: { buffer in
             try deliver(Data(buffer: buffer, byteTransferStrategy: .noCopy))
         })

@@ -11,14 +11,29 @@ public struct RetryPolicy: Sendable, Equatable {
     public var initialBackoff: Duration
     public var maxBackoff: Duration
     public var multiplier: Double
+    /// Waits out each pause (`delay(beforeRetry:random:)`): real time, unless a test injects its own
+    /// clock. Not part of equality: two policies with the same timings are the same policy.
+    public var sleeper: RetrySleeper
 
     public init(deadline: Duration = .seconds(60), requestTimeout: Duration = .seconds(30),
-                initialBackoff: Duration = .milliseconds(100), maxBackoff: Duration = .seconds(5), multiplier: Double = 2) {
+                initialBackoff: Duration = .milliseconds(100), maxBackoff: Duration = .seconds(5), multiplier: Double = 2,
+                sleeper: RetrySleeper = .real) {
         self.deadline = deadline
         self.requestTimeout = requestTimeout
         self.initialBackoff = initialBackoff
         self.maxBackoff = maxBackoff
         self.multiplier = multiplier
+        self.sleeper = sleeper
+    }
+
+    public static func == (a: RetryPolicy, b: RetryPolicy) -> Bool {
+        a.deadline == b.deadline && a.requestTimeout == b.requestTimeout && a.initialBackoff == b.initialBackoff
+            && a.maxBackoff == b.maxBackoff && a.multiplier == b.multiplier
+    }
+
+    /// Waits `pause` through `sleeper`; a cancelled wait is `StorageError.cancelled`.
+    public func pause(_ pause: Duration) async throws {
+        do { try await sleeper.sleep(for: pause) } catch { throw StorageError.cancelled }
     }
 
     /// The pause before retry number `retry` (1-based): `initial × multiplier^(retry-1)`, capped at

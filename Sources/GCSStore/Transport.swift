@@ -153,7 +153,7 @@ package final class GCSTransport: Sendable {
             }
             logger.debug("\(dialect.label) \(what) \(path): \(lastError.map { "\($0)" } ?? "error"); retry \(attempts) in \(pause)")
             Counter(label: "bucketfs_store_retries_total", dimensions: [("operation", what)]).increment()
-            do { try await Task.sleep(for: pause) } catch { throw StorageError.cancelled }
+            try await policy.pause(pause)
         }
     }
 
@@ -321,7 +321,7 @@ package final class GCSTransport: Sendable {
                 if let after = f.retryAfter, after > pause { pause = after }
                 if ContinuousClock.now + pause >= end { throw e }
                 Counter(label: "bucketfs_store_retries_total", dimensions: [("operation", what)]).increment()
-                do { try await Task.sleep(for: pause) } catch { throw StorageError.cancelled }
+                try await policy.pause(pause)
             }
         }
     }

@@ -9,22 +9,11 @@ import StorageModel
 extension GCSStore {
     func multipartUpload(_ name: String, from source: UploadSource, size: Int64, metadata: WritableMetadata,
                          preconditions: Preconditions) async throws -> ObjectInfo {
-        let content: Data
-        switch source {
-        case .data(let d): content = d
-        case .file(let path):
-            guard let d = FileManager.default.contents(atPath: path) else {
-                throw StorageError.invalidArgument(message: "cannot read upload source \(path)")
-            }
-            content = d
-        }
+        let content = try MediaRequests.content(of: source)
         let boundary = "bucketfs-\(UUID().uuidString)"
-        var body = ByteBuffer()
-        body.writeString("--\(boundary)\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n")
-        body.writeData(GCSJSONAPI.resourceBody(name: prefix + name, metadata))
-        body.writeString("\r\n--\(boundary)\r\nContent-Type: \(metadata.contentType ?? "application/octet-stream")\r\n\r\n")
-        body.writeData(content)
-        body.writeString("\r\n--\(boundary)--\r\n")
+        let body = MediaRequests.multipartBody(boundary: boundary, resource: GCSJSONAPI.resourceBody(name: prefix + name, metadata),
+                                               contentType: metadata.contentType, content: content,
+                                               jsonCharset: "UTF-8", closingLineBreak: true)
         let url = uploadPath + GCSJSONAPI.query([("uploadType", "multipart")]
             + GCSJSONAPI.preconditionItems(preconditions) + [("fields", GCSJSONAPI.objectFields)])
         let headers: HTTPHeaders = ["Content-Type": "multipart/related; boundary=\(boundary)"]
@@ -66,41 +55,31 @@ extension GCSStore {
     /// the bytes sent are summed as they go, and the finished object must carry the same sums.
     func resumableUpload(_ name: String, from source: UploadSource, size: Int64, metadata: WritableMetadata,
                          preconditions: Preconditions) async throws -> ObjectInfo {
-        let policy = transport.policy
         let sums = UploadChecksums()
         var session = try await startSession(name, size: size, metadata: metadata, preconditions: preconditions)
-        var end = ContinuousClock.now + policy.deadline
-        var offset: Int64 = 0
-        var retries = 0
+        var progress = ResumableProgress(policy: transport.policy)
         var mustAsk = false
-        var restarts = 0
-
-        func committed(_ persisted: Int64) {
-            if persisted > offset { end = ContinuousClock.now + policy.deadline; retries = 0 }
-            offset = persisted
-        }
 
         while true {
             if Task.isCancelled { throw StorageError.cancelled }
             if mustAsk {
                 do {
-                    let r = try await transport.send("upload status", path: name, idempotent: true, deadline: end,
+                    let r = try await transport.send("upload status", path: name, idempotent: true, deadline: progress.end,
                                                      expect: Expect(accept: { $0 == 308 }),
                                                      GCSRequest(.PUT, session, headers: ["Content-Range": "bytes */\(size)"]))
                     if r.status != 308 { return try await finished(name, r, sums: sums, size: size) }
-                    committed(GCSJSONAPI.persistedBytes(rangeHeader: r.headers.first(name: "Range")))
+                    progress.persisted(GCSJSONAPI.persistedBytes(rangeHeader: r.headers.first(name: "Range")))
                     mustAsk = false
                 } catch StorageError.objectNotFound, StorageError.unknown(status: 410, _) {
                     // The session is gone: start over, a bounded number of times.
-                    restarts += 1
-                    guard restarts <= 3 else { throw StorageError.retryLimitExceeded(message: "upload of \(name): session lost \(restarts) times") }
+                    try progress.sessionLost(name)
                     logger.info("GCS upload of \(name): session expired; starting a new one")
                     session = try await startSession(name, size: size, metadata: metadata, preconditions: preconditions)
-                    offset = 0
                     mustAsk = false
                 }
                 continue
             }
+            let offset = progress.offset
             let length = tuning.chunkSize.map { min(Int64($0), size - offset) } ?? (size - offset)
             let range = size == 0 ? "bytes */0" : "bytes \(offset)-\(offset + length - 1)/\(size)"
             let body = StreamedBody(source: source, offset: offset, length: length, sums: sums,
@@ -108,25 +87,20 @@ extension GCSStore {
             do {
                 // The body streams for as long as it moves: the deadline bounds the asking, not the sending.
                 let r = try await transport.send("upload", path: name, idempotent: false,
-                                                 deadline: max(end, ContinuousClock.now + .seconds(86_400)),
+                                                 deadline: max(progress.end, ContinuousClock.now + .seconds(86_400)),
                                                  expect: Expect(accept: { $0 == 308 }),
                                                  GCSRequest(.PUT, session, headers: ["Content-Range": range], streaming: body))
                 if r.status != 308 { return try await finished(name, r, sums: sums, size: size) }
-                let before = offset
-                committed(GCSJSONAPI.persistedBytes(rangeHeader: r.headers.first(name: "Range")))
-                if offset <= before && length > 0 {
+                progress.persisted(GCSJSONAPI.persistedBytes(rangeHeader: r.headers.first(name: "Range")))
+                if progress.offset <= offset && length > 0 {
                     // No progress on a complete answer: ask rather than loop.
-                    retries += 1
+                    progress.noProgress()
                     mustAsk = true
                 }
             } catch let e as StorageError where e.isTransient {
-                retries += 1
-                let pause = policy.delay(beforeRetry: retries, random: Double.random(in: 0...1))
-                if ContinuousClock.now + pause >= end {
-                    throw StorageError.retryLimitExceeded(message: "upload of \(name) stuck at byte \(offset) of \(size): \(e)")
-                }
+                let pause = try progress.pause(after: e, name: name, size: size)
                 logger.debug("GCS upload of \(name): \(e) after byte \(offset); asking the session in \(pause)")
-                do { try await Task.sleep(for: pause) } catch { throw StorageError.cancelled }
+                try await progress.policy.pause(pause)
                 mustAsk = true
             }
         }

@@ -6,7 +6,7 @@ import Logging
 /// Wires the filesystem core to a FuseKit session and runs the loop on its own thread, so the
 /// Swift concurrency pool stays free for the request Tasks.
 enum FuseMounter {
-    static func mount(filesystem: any FuseFileSystem, mountpoint: String, options: [String], logger: Logger) throws -> FuseSession {
+    static func mount(filesystem: any FuseFileSystemBase, mountpoint: String, options: [String], logger: Logger) throws -> FuseSession {
         let session = FuseSession(filesystem: filesystem, mountpoint: mountpoint, options: options,
                                   maxThreads: 8, maxInFlight: 64, logger: { logger.warning("\($0)") })
         do {

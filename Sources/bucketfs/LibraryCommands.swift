@@ -15,12 +15,21 @@ struct Target: Sendable {
 
     /// Checks the source first (SourceCheck): a bucket that does not exist, credentials that cannot
     /// list it or an endpoint that never answers are refused within seconds, in one line.
-    static func open(_ spec: String, gcs: GCSOptions, firebase: FirebaseOptions, logger: Logger) async throws -> Target {
+    static func open(_ spec: String, _ access: AccessOptions, logger: Logger) async throws -> Target {
         let source = try Source.parse(spec, splitLocal: true)
-        let storage = Storage(store: try await SourceCheck.open(source, gcs: gcs, firebase: firebase, logger: logger,
+        let storage = Storage(store: try await SourceCheck.open(source, gcs: access.gcs, firebase: access.firebase, logger: logger,
                                                                  prefixMount: false, mounting: false))
         return Target(storage: storage, ref: storage.reference().child(source.path))
     }
+}
+
+/// The options every library command takes (ls, stat, cat, put, rm, meta get|set|rm), declared
+/// once: how to reach a gs:// bucket, how to reach a firebase:// bucket, and logging. Their flags,
+/// help and defaults are those of the three groups, in this order.
+struct AccessOptions: ParsableArguments {
+    @OptionGroup var gcs: GCSOptions
+    @OptionGroup var firebase: FirebaseOptions
+    @OptionGroup var log: LogOptions
 }
 
 /// Prints an error the way a user can act on it, and exits non-zero.
@@ -52,14 +61,12 @@ struct Ls: AsyncParsableCommand {
     var maxResults: Int?
     @Option(name: .customLong("page-token")) var pageToken: String?
     @Flag(name: .shortAndLong, help: "Long format: size, updated, generation.") var long = false
-    @OptionGroup var gcs: GCSOptions
-    @OptionGroup var firebase: FirebaseOptions
-    @OptionGroup var log: LogOptions
+    @OptionGroup var access: AccessOptions
 
     func run() async throws {
-        let logger = log.bootstrap()
+        let logger = access.log.bootstrap()
         do {
-            let t = try await Target.open(target, gcs: gcs, firebase: firebase, logger: logger)
+            let t = try await Target.open(target, access, logger: logger)
             let result: StorageListResult
             if maxResults != nil || pageToken != nil {
                 result = try await t.ref.list(maxResults: maxResults ?? 1000, pageToken: pageToken)
@@ -88,14 +95,12 @@ struct Stat: AsyncParsableCommand {
     @Flag(help: "Print JSON.") var json = false
     @Option(name: .customLong("object"), help: "Use this exact object name (e.g. a placeholder 'dir/').")
     var exactName: String?
-    @OptionGroup var gcs: GCSOptions
-    @OptionGroup var firebase: FirebaseOptions
-    @OptionGroup var log: LogOptions
+    @OptionGroup var access: AccessOptions
 
     func run() async throws {
-        let logger = log.bootstrap()
+        let logger = access.log.bootstrap()
         do {
-            var t = try await Target.open(target, gcs: gcs, firebase: firebase, logger: logger)
+            var t = try await Target.open(target, access, logger: logger)
             if let exactName { t = Target(storage: t.storage, ref: t.storage.reference().exactly(exactName)) }
             let m = try await t.ref.getMetadata()
             var fields: [(String, String)] = [
@@ -127,14 +132,12 @@ struct Stat: AsyncParsableCommand {
 struct Cat: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Write an object's bytes to standard output.")
     @Argument var target: String
-    @OptionGroup var gcs: GCSOptions
-    @OptionGroup var firebase: FirebaseOptions
-    @OptionGroup var log: LogOptions
+    @OptionGroup var access: AccessOptions
 
     func run() async throws {
-        let logger = log.bootstrap()
+        let logger = access.log.bootstrap()
         do {
-            let t = try await Target.open(target, gcs: gcs, firebase: firebase, logger: logger)
+            let t = try await Target.open(target, access, logger: logger)
             try StoragePath.validateObjectName(t.ref.fullPath)
             let info = try await t.storage.store.getMetadata(t.ref.fullPath)
             var off: Int64 = 0
@@ -164,14 +167,12 @@ struct Put: AsyncParsableCommand {
     var recursive = false
     @Option(name: .customLong("object"), help: "Use this exact object name (no path normalisation; still 1…1024 bytes, no CR/LF).")
     var exactName: String?
-    @OptionGroup var gcs: GCSOptions
-    @OptionGroup var firebase: FirebaseOptions
-    @OptionGroup var log: LogOptions
+    @OptionGroup var access: AccessOptions
 
     func run() async throws {
-        let logger = log.bootstrap()
+        let logger = access.log.bootstrap()
         do {
-            var t = try await Target.open(target, gcs: gcs, firebase: firebase, logger: logger)
+            var t = try await Target.open(target, access, logger: logger)
             if let exactName { t = Target(storage: t.storage, ref: t.storage.reference().exactly(exactName)) }
             var m = StorageMetadata()
             m.contentType = contentType
@@ -231,14 +232,12 @@ extension Put {
 struct Rm: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Delete an object.")
     @Argument var target: String
-    @OptionGroup var gcs: GCSOptions
-    @OptionGroup var firebase: FirebaseOptions
-    @OptionGroup var log: LogOptions
+    @OptionGroup var access: AccessOptions
 
     func run() async throws {
-        let logger = log.bootstrap()
+        let logger = access.log.bootstrap()
         do {
-            try await Target.open(target, gcs: gcs, firebase: firebase, logger: logger).ref.delete()
+            try await Target.open(target, access, logger: logger).ref.delete()
         } catch {
             throw failed(error, "rm \(target)")
         }
@@ -280,14 +279,12 @@ struct Meta: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Print custom metadata (all, or one KEY; storage.contentType etc. for properties).")
         @Argument var target: String
         @Argument var key: String?
-        @OptionGroup var gcs: GCSOptions
-        @OptionGroup var firebase: FirebaseOptions
-        @OptionGroup var log: LogOptions
+        @OptionGroup var access: AccessOptions
 
         func run() async throws {
-            let logger = log.bootstrap()
+            let logger = access.log.bootstrap()
             do {
-                let m = try await Target.open(target, gcs: gcs, firebase: firebase, logger: logger).ref.getMetadata()
+                let m = try await Target.open(target, access, logger: logger).ref.getMetadata()
                 let props: [String: String?] = ["contentType": m.contentType, "cacheControl": m.cacheControl,
                                                 "contentDisposition": m.contentDisposition,
                                                 "contentEncoding": m.contentEncoding, "contentLanguage": m.contentLanguage]
@@ -313,14 +310,12 @@ struct Meta: AsyncParsableCommand {
         @Argument var target: String
         @Argument var key: String
         @Argument var value: String
-        @OptionGroup var gcs: GCSOptions
-        @OptionGroup var firebase: FirebaseOptions
-        @OptionGroup var log: LogOptions
+        @OptionGroup var access: AccessOptions
 
         func run() async throws {
-            let logger = log.bootstrap()
+            let logger = access.log.bootstrap()
             do {
-                _ = try await Target.open(target, gcs: gcs, firebase: firebase, logger: logger).ref.updateMetadata(patch: try Meta.patch(key, value))
+                _ = try await Target.open(target, access, logger: logger).ref.updateMetadata(patch: try Meta.patch(key, value))
             } catch {
                 throw failed(error, "meta set \(target)")
             }
@@ -331,14 +326,12 @@ struct Meta: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "rm", abstract: "Delete one custom key (or property) with one PATCH.")
         @Argument var target: String
         @Argument var key: String
-        @OptionGroup var gcs: GCSOptions
-        @OptionGroup var firebase: FirebaseOptions
-        @OptionGroup var log: LogOptions
+        @OptionGroup var access: AccessOptions
 
         func run() async throws {
-            let logger = log.bootstrap()
+            let logger = access.log.bootstrap()
             do {
-                _ = try await Target.open(target, gcs: gcs, firebase: firebase, logger: logger).ref.updateMetadata(patch: try Meta.patch(key, nil))
+                _ = try await Target.open(target, access, logger: logger).ref.updateMetadata(patch: try Meta.patch(key, nil))
             } catch {
                 throw failed(error, "meta rm \(target)")
             }

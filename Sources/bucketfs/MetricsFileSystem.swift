@@ -9,10 +9,12 @@ import Metrics
 /// - `bucketfs_fuse_errors_total{operation, errno}` (e.g. `ENOENT`, `EIO`)
 /// - `bucketfs_fuse_read_bytes_total`, `bucketfs_fuse_written_bytes_total`
 ///
-/// Operations are the `FuseFileSystem` calls (readdir and readdirplus are both `readdir`);
-/// what FuseKit answers by itself (`security.capability`, non-UTF-8 names) is not counted.
-final class MetricsFileSystem: FuseFileSystem {
-    let inner: any FuseFileSystem
+/// Operations are the `FuseFileSystemBase` calls (readdir and readdirplus are both `readdir`);
+/// what FuseKit answers by itself (`security.capability`, non-UTF-8 names) is not counted. It
+/// conforms to `FuseFileSystemBase`, which has no defaults, so every operation must be forwarded
+/// here: one left out is a compile error, not a call that silently does nothing.
+final class MetricsFileSystem: FuseFileSystemBase {
+    let inner: any FuseFileSystemBase
     private let counters: [String: Counter]
     private let timers: [String: Metrics.Timer]
     private let readBytes = Counter(label: "bucketfs_fuse_read_bytes_total")
@@ -23,7 +25,7 @@ final class MetricsFileSystem: FuseFileSystem {
                              "rename", "statfs", "getxattr", "listxattr", "setxattr", "removexattr", "readlink", "symlink",
                              "link", "mknod"]
 
-    init(_ inner: any FuseFileSystem) {
+    init(_ inner: any FuseFileSystemBase) {
         self.inner = inner
         var c: [String: Counter] = [:], t: [String: Metrics.Timer] = [:]
         for op in Self.operations {

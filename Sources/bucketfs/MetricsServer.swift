@@ -161,7 +161,7 @@ extension Mount {
 
     /// With `--metrics-address`: serves /metrics and returns the filesystem wrapped to count FUSE
     /// operations. A port that cannot be bound fails the mount before anything is mounted.
-    func startMetrics(_ core: BucketFileSystem, logger: Logger) async throws -> any FuseFileSystem {
+    func startMetrics(_ core: BucketFileSystem, logger: Logger) async throws -> any FuseFileSystemBase {
         guard let text = monitoring.metricsAddress else { return core }
         let address = try MetricsAddress(parsing: text)
         let collector = CoreMetricsCollector(core: core)

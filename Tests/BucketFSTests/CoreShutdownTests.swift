@@ -129,25 +129,31 @@ import TestSupport
     }
 
     @Test func unlinkWithAnAttemptPendingStopsTheAttempts() async throws {
-        let h = Harness()
+        let clock = ManualClock()
+        let h = Harness { $0.retrySleeper = clock.sleeper }
         let (ino, fh) = try await failedClose(h, "x.txt", Data("x".utf8))
         try await h.fs.release(ino: ino, fh: fh)
+        try await waitUntil(5) { clock.sleeping == 1 }  // the first attempt's pause
         try await h.fs.unlink(parent: Harness.root, name: "x.txt")
         try await waitUntil(5) { stageFiles(h).isEmpty }
         let writes = h.store.count("write")
-        try await Task.sleep(for: .milliseconds(1500))  // past the first attempt's pause
+        #expect(clock.sleeping == 0, "the pending attempt was not stopped")
+        clock.advance(by: .seconds(60))  // past any pause: nothing waits to go on
         #expect(h.store.count("write") == writes, "a deleted file was uploaded")
         #expect(h.store.data("x.txt") == nil)
     }
 
     @Test func renameOverAFileWithAnAttemptPendingStopsItsAttempts() async throws {
-        let h = Harness()
+        let clock = ManualClock()
+        let h = Harness { $0.retrySleeper = clock.sleeper }
         let (ino, fh) = try await failedClose(h, "dst.txt", Data("old local".utf8))
         try await h.fs.release(ino: ino, fh: fh)
+        try await waitUntil(5) { clock.sleeping == 1 }  // the first attempt's pause
         try await h.createFile("", "src.txt", Data("new".utf8))
         try await h.fs.rename(parent: Harness.root, name: "src.txt", newParent: Harness.root, newName: "dst.txt", flags: 0)
         try await waitUntil(5) { stageFiles(h).isEmpty }
-        try await Task.sleep(for: .milliseconds(1500))
+        #expect(clock.sleeping == 0, "the pending attempt was not stopped")
+        clock.advance(by: .seconds(60))  // past any pause: nothing waits to go on
         #expect(h.store.data("dst.txt") == Data("new".utf8))
         #expect(h.store.data("src.txt") == nil)
     }

@@ -145,9 +145,10 @@ extension Data {
 /// The core as the tests call it: every entry point the kernel calls (and the few the command
 /// line does) goes to the `BucketFileSystem`, and once it returns (or throws) the core's
 /// invariants (Sources/BucketFS/BucketFileSystem+Invariants.swift) are checked; any that fails is a test issue
-/// naming the call. Properties of the core are reached through it unchanged.
+/// naming the call. Properties of the core are reached through it unchanged. It conforms to
+/// `FuseFileSystemBase` (no defaults), so an operation it forgets to forward does not compile.
 @dynamicMemberLookup
-final class CheckedCore: FuseFileSystem, @unchecked Sendable {
+final class CheckedCore: FuseFileSystemBase, @unchecked Sendable {
     let core: BucketFileSystem
     private let every: Int
     private let calls = Mutex(0)

@@ -2,13 +2,21 @@ import Foundation
 import StorageModel
 import Testing
 
-/// What a backend under test supports. A case that needs a missing capability is skipped
-/// (emulators lack some of these); a documented difference of an API (Firebase's v0) is a flag that
-/// changes what a case asserts, not whether it runs.
+/// What a backend under test supports. Where a server lacks a capability, the cases assert what
+/// it does instead (its known gap), so a server that changes either way fails the suite; only
+/// `metadataMerge` and `dotDotNames` still skip their case. A documented difference of an API
+/// (Firebase's v0) is a flag too. Every server's flags carry the evidence for each gap.
 public struct ConformanceCapabilities: Sendable {
+    /// `maxResults` and page tokens. Without: `maxResults` is ignored, and the first page holds
+    /// every entry, with no token.
     public var pagination = true
+    /// A PATCH of custom metadata merges key by key (a null removes a key). Without: its case is skipped.
     public var metadataMerge = true
-    public var preconditions = true
+    /// The calls whose preconditions the server checks (412 when they do not hold). Without: the
+    /// call goes ahead as if it had none (an upload overwrites, a patch applies, a delete deletes,
+    /// a copy overwrites its destination).
+    public var honoursPreconditions: PreconditionCalls = .all
+    /// Names with `..` segments work. Without: their case is skipped.
     public var dotDotNames = true
     /// A range that starts at or past the end is answered 416 with `Content-Range: bytes */SIZE`
     /// (Cloud Storage does; without the size it cannot be told from a 416 inside the object, which
@@ -20,17 +28,63 @@ public struct ConformanceCapabilities: Sendable {
     /// Preconditions are checked by the server atomically with the write. v0 has none: the store
     /// checks them first, so racing writers may both get through (last writer wins).
     public var atomicPreconditions = true
+    /// The metageneration of a newly uploaded object: 1. A server that applies an upload's
+    /// metadata as a patch of its own starts at 2.
+    public var firstMetageneration: Int64 = 1
+    /// A PATCH adds one to the metageneration. Without: it stays as it was (and an answer that
+    /// has none is read as 1).
+    public var patchCountsMetageneration = true
+    /// A JSON null in a PATCH removes the property (or custom key). Without: a property keeps its
+    /// value, and a custom key stays with the value "" (seen where `metadataMerge` holds).
+    public var nullRemovesMetadata = true
+    /// What a copy (rewrite) does with the metadata in its request body.
+    public var copyMetadata: CopyMetadata = .replaces
 
-    public init(pagination: Bool = true, metadataMerge: Bool = true, preconditions: Bool = true, dotDotNames: Bool = true,
-                sizeIn416: Bool = true, maxResultsCountsPrefixes: Bool = true, atomicPreconditions: Bool = true) {
+    /// The calls that check preconditions on the server.
+    public struct PreconditionCalls: OptionSet, Sendable {
+        public let rawValue: Int
+        public init(rawValue: Int) { self.rawValue = rawValue }
+        /// Uploads as this suite makes them: multipart (every object here is smaller than the
+        /// stores' resumable threshold).
+        public static let upload = PreconditionCalls(rawValue: 1)
+        public static let patch = PreconditionCalls(rawValue: 2)
+        public static let delete = PreconditionCalls(rawValue: 4)
+        public static let copy = PreconditionCalls(rawValue: 8)
+        public static let all: PreconditionCalls = [.upload, .patch, .delete, .copy]
+    }
+
+    public enum CopyMetadata: Sendable {
+        /// The body's metadata replaces the source's (the JSON API).
+        case replaces
+        /// The body is ignored: the copy has the source's metadata.
+        case ignored
+        /// The body's properties replace the source's, its custom metadata is merged over the source's.
+        case mergesCustom
+    }
+
+    public init(pagination: Bool = true, metadataMerge: Bool = true, honoursPreconditions: PreconditionCalls = .all,
+                dotDotNames: Bool = true, sizeIn416: Bool = true, maxResultsCountsPrefixes: Bool = true,
+                atomicPreconditions: Bool = true, firstMetageneration: Int64 = 1, patchCountsMetageneration: Bool = true,
+                nullRemovesMetadata: Bool = true, copyMetadata: CopyMetadata = .replaces) {
         self.pagination = pagination
         self.metadataMerge = metadataMerge
-        self.preconditions = preconditions
+        self.honoursPreconditions = honoursPreconditions
         self.dotDotNames = dotDotNames
         self.sizeIn416 = sizeIn416
         self.maxResultsCountsPrefixes = maxResultsCountsPrefixes
         self.atomicPreconditions = atomicPreconditions
+        self.firstMetageneration = firstMetageneration
+        self.patchCountsMetageneration = patchCountsMetageneration
+        self.nullRemovesMetadata = nullRemovesMetadata
+        self.copyMetadata = copyMetadata
     }
+
+    /// The metageneration an object has after `patches` PATCHes since its upload.
+    public func metageneration(afterPatches patches: Int64) -> Int64 {
+        firstMetageneration + (patchCountsMetageneration ? patches : 0)
+    }
+
+    public func honours(_ calls: PreconditionCalls) -> Bool { honoursPreconditions.isSuperset(of: calls) }
 }
 
 /// Runs every case against fresh stores from `make`; each case uses its own name prefix so one
@@ -66,10 +120,10 @@ struct StoreConformanceCase: Sendable {
         .init("overwrite-with-generation", Conformance.overwriteWithGeneration),
         .init("patch-fields", Conformance.patchFields),
         .init("patch-custom-merge", needs: { $0.metadataMerge }, Conformance.patchCustomMerge),
-        .init("metageneration-precondition", needs: { $0.preconditions }, Conformance.metagenerationPrecondition),
-        .init("precondition-race", needs: { $0.preconditions }, Conformance.preconditionRace),
+        .init("metageneration-precondition", Conformance.metagenerationPrecondition),
+        .init("precondition-race", Conformance.preconditionRace),
         .init("list-prefix-delimiter", Conformance.listPrefixDelimiter),
-        .init("list-pagination", needs: { $0.pagination }, Conformance.listPagination),
+        .init("list-pagination", Conformance.listPagination),
         .init("delete", Conformance.deleteThenGet),
         .init("copy", Conformance.copyKeepsBytesAndMetadata),
         .init("missing-object", Conformance.missingObject),
@@ -163,7 +217,7 @@ public enum Conformance {
         if let crc = info.crc32c { #expect(crc == helloWorldCRC32C) }
         #expect(info.generation > 0)
         #expect(info.generation == written.generation)
-        #expect(info.metageneration == 1)
+        #expect(info.metageneration == caps.metageneration(afterPatches: 0))
         #expect(info.contentType == "text/plain")
         #expect(info.writable.cacheControl == "no-cache")
         #expect(info.customMetadata == ["colour": "blue", "k2": "v2"])
@@ -175,6 +229,13 @@ public enum Conformance {
 
     static func generationZeroOnExisting(_ s: any ObjectStore, _ p: String, _ caps: ConformanceCapabilities) async throws {
         let first = try await put(s, p + "once", helloWorld, .init(), .doesNotExist)
+        guard caps.honours(.upload) else {
+            // The known gap: the precondition is ignored, and the upload overwrites.
+            let second = await succeeds { try await put(s, p + "once", Data("other".utf8), .init(), .doesNotExist) }
+            #expect(try await s.getMetadata(p + "once").generation == second?.generation)
+            #expect(try await s.read(p + "once", generation: nil, range: nil) == Data("other".utf8))
+            return
+        }
         await expectStorageError("preconditionFailed", isPreconditionFailed) {
             try await put(s, p + "once", Data("other".utf8), .init(), .doesNotExist)
         }
@@ -188,16 +249,20 @@ public enum Conformance {
         let second = try await put(s, p + "obj", Data("version 2".utf8), .init(),
                                    Preconditions(ifGenerationMatch: first.generation))
         #expect(second.generation > first.generation)
-        #expect(second.metageneration == 1)
+        #expect(second.metageneration == caps.metageneration(afterPatches: 0))
         #expect(second.size == 9)
         #expect(try await s.read(p + "obj", generation: nil, range: nil) == Data("version 2".utf8))
         #expect(try await s.getMetadata(p + "obj").generation == second.generation)
-        if caps.preconditions {
+        if caps.honours(.upload) {
             // The generation read before is stale now: a lost race is an error, not an overwrite.
             await expectStorageError("preconditionFailed", isPreconditionFailed) {
                 try await put(s, p + "obj", Data("v3".utf8), .init(), Preconditions(ifGenerationMatch: first.generation))
             }
             #expect(try await s.read(p + "obj", generation: nil, range: nil) == Data("version 2".utf8))
+        } else {
+            // The known gap: the stale generation is ignored, and the upload overwrites.
+            _ = await succeeds { try await put(s, p + "obj", Data("v3".utf8), .init(), Preconditions(ifGenerationMatch: first.generation)) }
+            #expect(try await s.read(p + "obj", generation: nil, range: nil) == Data("v3".utf8))
         }
     }
 
@@ -210,17 +275,19 @@ public enum Conformance {
         #expect(a.contentType == "application/json")
         #expect(a.writable.cacheControl == "max-age=60")
         #expect(a.generation == w.generation)
-        #expect(a.metageneration == 2)
+        #expect(a.metageneration == caps.metageneration(afterPatches: 1))
         var remove = MetadataPatch()
         remove.cacheControl = .remove
         let b = try await s.patchMetadata(p + "doc", remove, preconditions: .none)
-        #expect(b.writable.cacheControl == nil)
+        // Without `nullRemovesMetadata`, the known gap: the null is ignored.
+        let removed: String? = caps.nullRemovesMetadata ? nil : "max-age=60"
+        #expect(b.writable.cacheControl == removed)
         #expect(b.contentType == "application/json", "fields the patch does not name stay")
-        #expect(b.metageneration == 3)
+        #expect(b.metageneration == caps.metageneration(afterPatches: 2))
         let got = try await s.getMetadata(p + "doc")
-        #expect(got.writable.cacheControl == nil)
+        #expect(got.writable.cacheControl == removed)
         #expect(got.contentType == "application/json")
-        #expect(got.metageneration == 3)
+        #expect(got.metageneration == caps.metageneration(afterPatches: 2))
         #expect(got.generation == w.generation)
         #expect(try await s.read(p + "doc", generation: nil, range: nil) == helloWorld, "a patch leaves the bytes")
     }
@@ -230,30 +297,49 @@ public enum Conformance {
         var patch = MetadataPatch()
         patch.customMetadata = ["c": "3", "a": nil]
         let r = try await s.patchMetadata(p + "m", patch, preconditions: .none)
-        #expect(r.customMetadata == ["b": "2", "c": "3"])
+        // Without `nullRemovesMetadata`, the known gap: the key stays, with the value "".
+        let a: [String: String] = caps.nullRemovesMetadata ? [:] : ["a": ""]
+        #expect(r.customMetadata == a.merging(["b": "2", "c": "3"]) { $1 })
         #expect(r.contentType == "text/plain")
         var change = MetadataPatch()
         change.customMetadata = ["b": "two"]
         _ = try await s.patchMetadata(p + "m", change, preconditions: .none)
-        #expect(try await s.getMetadata(p + "m").customMetadata == ["b": "two", "c": "3"])
+        #expect(try await s.getMetadata(p + "m").customMetadata == a.merging(["b": "two", "c": "3"]) { $1 })
     }
 
     static func metagenerationPrecondition(_ s: any ObjectStore, _ p: String, _ caps: ConformanceCapabilities) async throws {
         let w = try await put(s, p + "guarded", helloWorld, .init(customMetadata: ["k": "v"]))
         var patch = MetadataPatch()
         patch.customMetadata = ["k": "changed"]
-        await expectStorageError("preconditionFailed", isPreconditionFailed) {
-            try await s.patchMetadata(p + "guarded", patch, preconditions: Preconditions(ifMetagenerationMatch: w.metageneration + 1))
+        let patches = caps.honours(.patch)
+        if patches {
+            await expectStorageError("preconditionFailed", isPreconditionFailed) {
+                try await s.patchMetadata(p + "guarded", patch, preconditions: Preconditions(ifMetagenerationMatch: w.metageneration + 1))
+            }
+            #expect(try await s.getMetadata(p + "guarded").customMetadata == ["k": "v"])
+        } else {
+            // The known gap: the precondition is ignored, and the patch applies.
+            _ = await succeeds { try await s.patchMetadata(p + "guarded", patch, preconditions: Preconditions(ifMetagenerationMatch: w.metageneration + 1)) }
+            #expect(try await s.getMetadata(p + "guarded").customMetadata == ["k": "changed"])
         }
-        #expect(try await s.getMetadata(p + "guarded").customMetadata == ["k": "v"])
         let ok = try await s.patchMetadata(p + "guarded", patch, preconditions: Preconditions(ifMetagenerationMatch: w.metageneration))
         #expect(ok.customMetadata == ["k": "changed"])
-        #expect(ok.metageneration == w.metageneration + 1)
+        #expect(ok.metageneration == caps.metageneration(afterPatches: patches ? 1 : 2))
         // The old metageneration is stale now.
-        await expectStorageError("preconditionFailed", isPreconditionFailed) {
-            try await s.patchMetadata(p + "guarded", patch, preconditions: Preconditions(ifMetagenerationMatch: w.metageneration))
+        if patches {
+            await expectStorageError("preconditionFailed", isPreconditionFailed) {
+                try await s.patchMetadata(p + "guarded", patch, preconditions: Preconditions(ifMetagenerationMatch: w.metageneration))
+            }
+        } else {
+            _ = await succeeds { try await s.patchMetadata(p + "guarded", patch, preconditions: Preconditions(ifMetagenerationMatch: w.metageneration)) }
         }
         // Generation preconditions on delete.
+        guard caps.honours(.delete) else {
+            // The known gap: the precondition is ignored, and the object is deleted.
+            _ = await succeeds { try await s.delete(p + "guarded", preconditions: Preconditions(ifGenerationMatch: w.generation + 1)) }
+            await expectStorageError("objectNotFound", isNotFound) { try await s.getMetadata(p + "guarded") }
+            return
+        }
         await expectStorageError("preconditionFailed", isPreconditionFailed) {
             try await s.delete(p + "guarded", preconditions: Preconditions(ifGenerationMatch: w.generation + 1))
         }
@@ -286,7 +372,10 @@ public enum Conformance {
         for (_, r) in outcomes {
             if case .failure(let e) = r { #expect((e as? StorageError).map(isPreconditionFailed) == true, "a loser gets 412, got \(e)") }
         }
-        if caps.atomicPreconditions {
+        if !caps.honours(.upload) {
+            // The known gap: the precondition is ignored, and every writer gets through.
+            #expect(winners.count == contents.count, "every conditional writer gets through")
+        } else if caps.atomicPreconditions {
             #expect(winners.count == 1, "exactly one conditional writer wins")
         } else {
             #expect(winners.count >= 1, "at least one conditional writer gets through")
@@ -294,6 +383,11 @@ public enum Conformance {
         let final = try await s.read(p + "raced", generation: nil, range: nil)
         #expect(winners.contains { contents[$0] == final }, "the object holds a winner's bytes")
         // The base generation is stale now for everyone.
+        guard caps.honours(.upload) else {
+            _ = await succeeds { try await put(s, p + "raced", Data("late".utf8), .init(), Preconditions(ifGenerationMatch: base.generation)) }
+            #expect(try await s.read(p + "raced", generation: nil, range: nil) == Data("late".utf8))
+            return
+        }
         await expectStorageError("preconditionFailed", isPreconditionFailed) {
             try await put(s, p + "raced", Data("late".utf8), .init(), Preconditions(ifGenerationMatch: base.generation))
         }
@@ -334,6 +428,14 @@ public enum Conformance {
         let whole = try await s.list(ListRequest(prefix: p, delimiter: "/", maxResults: 1000))
         #expect(whole.prefixes == [p + "dirA/", p + "dirB/"])
         #expect(whole.items.count == 5)
+        guard caps.pagination else {
+            // The known gap: maxResults is ignored; the first page holds everything, with no token.
+            let page = try await s.list(ListRequest(prefix: p, delimiter: "/", maxResults: 2))
+            #expect(page.prefixes == whole.prefixes)
+            #expect(page.items.map(\.name) == whole.items.map(\.name))
+            #expect(page.nextPageToken == nil)
+            return
+        }
         var prefixes: [String] = []
         var items: [String] = []
         var token: String?
@@ -384,7 +486,7 @@ public enum Conformance {
         #expect(page.items.map(\.name) == [p + "stays"])
         // A new object under the old name starts over.
         let again = try await put(s, p + "gone", Data("new".utf8), .init(), .doesNotExist)
-        #expect(again.metageneration == 1)
+        #expect(again.metageneration == caps.metageneration(afterPatches: 0))
         #expect(try await s.read(p + "gone", generation: nil, range: nil) == Data("new".utf8))
     }
 
@@ -406,20 +508,35 @@ public enum Conformance {
         // Copy of a given source generation with new metadata.
         let renamed = try await s.copy(from: p + "src", sourceGeneration: src.generation, to: p + "dst2",
                                        metadata: WritableMetadata(contentType: "text/plain"), preconditions: .none)
-        #expect(renamed.contentType == "text/plain")
-        #expect(renamed.customMetadata.isEmpty)
+        switch caps.copyMetadata {
+        case .replaces:
+            #expect(renamed.contentType == "text/plain")
+            #expect(renamed.customMetadata.isEmpty)
+        case .ignored:
+            #expect(renamed.contentType == "image/png")
+            #expect(renamed.customMetadata == ["owner": "me"])
+        case .mergesCustom:
+            #expect(renamed.contentType == "text/plain")
+            #expect(renamed.customMetadata == ["owner": "me"])
+        }
         #expect(try await s.read(p + "dst2", generation: nil, range: nil) == data)
         await expectStorageError("objectNotFound", isNotFound) {
             try await s.copy(from: p + "no-such-source", sourceGeneration: nil, to: p + "dst3", metadata: nil, preconditions: .none)
         }
-        if caps.preconditions {
-            // Preconditions apply to the destination.
+        // Preconditions apply to the destination.
+        if caps.honours(.copy) {
             await expectStorageError("preconditionFailed", isPreconditionFailed) {
                 try await s.copy(from: p + "src", sourceGeneration: nil, to: p + "dst", metadata: nil, preconditions: .doesNotExist)
             }
             let over = try await s.copy(from: p + "src", sourceGeneration: nil, to: p + "dst", metadata: nil,
                                         preconditions: Preconditions(ifGenerationMatch: dst.generation))
             #expect(over.generation > dst.generation)
+        } else {
+            // The known gap: the precondition is ignored, and the copy overwrites the destination.
+            let again = await succeeds {
+                try await s.copy(from: p + "src", sourceGeneration: nil, to: p + "dst", metadata: nil, preconditions: .doesNotExist)
+            }
+            #expect((again?.generation ?? 0) > dst.generation)
         }
     }
 

@@ -1,0 +1,47 @@
+import Foundation
+import StorageModel
+
+/// Where a resumable upload stands, for both APIs' sessions (`GCSStore`'s and `FirebaseStore`'s):
+/// the bytes the server holds, the deadline (it restarts whenever the server holds more), the
+/// retries since the last progress, and the sessions started over.
+package struct ResumableProgress {
+    package let policy: RetryPolicy
+    /// Until when the upload may go on without progress.
+    package private(set) var end: ContinuousClock.Instant
+    /// Bytes the server holds (as far as this side knows).
+    package private(set) var offset: Int64 = 0
+    private var retries = 0
+    private var restarts = 0
+
+    package init(policy: RetryPolicy) {
+        self.policy = policy
+        end = ContinuousClock.now + policy.deadline
+    }
+
+    /// The server holds `persisted` bytes: more than before restarts the deadline and the retries.
+    package mutating func persisted(_ persisted: Int64) {
+        if persisted > offset { end = ContinuousClock.now + policy.deadline; retries = 0 }
+        offset = persisted
+    }
+
+    /// An answer that moved nothing counts as a retry.
+    package mutating func noProgress() { retries += 1 }
+
+    /// The session is gone: the next one starts from byte 0, a bounded number of times (three).
+    package mutating func sessionLost(_ name: String) throws {
+        restarts += 1
+        guard restarts <= 3 else { throw StorageError.retryLimitExceeded(message: "upload of \(name): session lost \(restarts) times") }
+        offset = 0
+    }
+
+    /// After the transient fault `e`: the policy's pause before the session is asked what it
+    /// holds, or `retryLimitExceeded` when that pause would end past the deadline.
+    package mutating func pause(after e: StorageError, name: String, size: Int64) throws -> Duration {
+        retries += 1
+        let pause = policy.delay(beforeRetry: retries, random: Double.random(in: 0...1))
+        if ContinuousClock.now + pause >= end {
+            throw StorageError.retryLimitExceeded(message: "upload of \(name) stuck at byte \(offset) of \(size): \(e)")
+        }
+        return pause
+    }
+}
