@@ -10,24 +10,26 @@ import StorageModel
 /// ## The parts, and who owns what
 ///
 /// `BucketFileSystem` owns no table: it orchestrates async work (store requests, uploads,
-/// reads) over its parts and hands the results to them. `superblock` (Superblock.swift) owns the
-/// inode table, the path index, the index of files created here, the bounded cache's order,
-/// the open handles and their lock; the stages' upload states are the upload part's (BucketFileSystem+Uploads.swift,
-/// BucketFileSystem+Writes.swift), changed under the superblock's lock through `withStage`; `readPath`
-/// (ReadPath.swift) owns the read side: its buffers and budget (ReadStream, PartBuffer,
-/// ReadBudget, BufferPool, WalkAhead) and every read request.
-/// docs/ARCHITECTURE.md walks a lookup, a read and a write through them.
+/// reads) over its parts and hands the results to them. `superblock` (Superblock/) owns the
+/// inode table, the path index, the index of files created here, the bounded cache and the open
+/// handles, under one lock; each staged file (`StagedFile`, Uploads/) owns its upload life,
+/// changed through its own transitions under the superblock's lock (`withStage`), and the
+/// upload part (BucketFileSystem+Uploads.swift) decides when; `readPath` (ReadPath/) owns the
+/// read side: its buffers and budget (ReadStream, PartBuffer, ReadBudget, BufferPool, WalkAhead)
+/// and every read request. docs/ARCHITECTURE.md walks a lookup, a read and a write through them.
 ///
 /// ## Locks: what each guards, and the order they are taken in
 ///
 /// The metadata side:
-/// - `Superblock.lock` (NSLock, private to the superblock) guards its tables (`nodes`, `byPath`,
-///   `pendingNew`, `cache`, `handles`, `dirHandles`, `nextFh`, `shuttingDown`); every field of
-///   every `Node` (including its `listing`); every field of every `StagedFile` except `fd`'s
-///   bytes; `DirHandle.entries`; `Handle.keepCache`. It is held for short, synchronous stretches
-///   only (one superblock method each): never across an `await`, and no store request is made
-///   under it (local file work is: `ftruncate` of a stage file, the sidecar written when a stage
-///   first becomes dirty or its path changes).
+/// - `Superblock.lock` (NSLock, private to the superblock) guards its parts (`table`, `cache`,
+///   `pending`, `handles`, `shuttingDown`); every field of every `Node` (including its
+///   `listing`); every field of every `StagedFile` but `fd`'s bytes and `recorded`;
+///   `DirHandle.entries`; `Handle.keepCache` and `directIO`. It is held for short, synchronous
+///   stretches only (one superblock method each): never across an `await`, and no store
+///   request, disk I/O or logging is done under it.
+/// - `StagedFile.sidecarLock` (NSLock): one stage's sidecar file and its `recorded` flag. Taken
+///   with no other NSLock held (a file's `uploadLock` may be); it takes the superblock's lock under it, briefly, to read the
+///   object's current path.
 /// - `StagedFile.uploadLock` (AsyncLock) serialises the uploads of one file, and what must not
 ///   overlap one (unlink, giving up, the last attempt at unmount). Taken before the superblock's
 ///   lock, never while holding it; the upload itself runs with only `uploadLock` held. It is the
@@ -52,10 +54,10 @@ import StorageModel
 ///
 /// Leaves everywhere else, under which nothing is taken: the private NSLocks of `CacheCounters`,
 /// `RecentFailures` and `WarnOnce` (the hidden-name log). The superblock's lock takes
-/// `CacheCounters` and `WarnOnce` under it. `StagingArea` has no lock of its own: its `.lock`
+/// `CacheCounters` under it. `StagingArea` has no lock of its own: its `.lock`
 /// flock only keeps other mounts out of the cache directory.
 ///
-/// So the order is: `uploadLock` → the superblock's lock → a leaf; and `ReadStream.lock` or
+/// So the order is: `uploadLock` → `sidecarLock` → the superblock's lock → a leaf; and `ReadStream.lock` or
 /// `WalkAhead.lock` → `PartBuffer.lock` / `BufferPool.lock` / `ReadBudget.lock`. No
 /// thread-blocking lock is held across an `await`.
 ///
@@ -70,7 +72,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     let names: NameRules
     let stat: StatMapper
 
-    /// The inode table, the path index, the open handles and the cache order (Superblock.swift).
+    /// The inode table, the path index, the open handles and the metadata cache (Superblock/).
     let superblock: Superblock
     let mountTime: Double
     /// The cache directory: stage files, their sidecars, lost+found.
@@ -79,7 +81,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     let failures: RecentFailures
     /// Cache hits and misses, for the metrics endpoint (`statistics()`).
     public let cacheCounters = CacheCounters()
-    /// The read path (ReadPath.swift): read-ahead, the walk-ahead, their memory, and the
+    /// The read path (ReadPath/): read-ahead, the walk-ahead, their memory, and the
     /// length-checked reads everything goes through. The core asks it for streams and bytes;
     /// it never calls the core.
     let readPath: ReadPath

@@ -88,8 +88,8 @@ public final class GCSStore: ObjectStore {
     /// the batch is passed on) cost a trip through the HTTP decoder and the response delegate per
     /// 64 KiB: 4,000+ for a 256 MiB download. An adaptive size that shrinks after short reads did
     /// worse than a fixed one: loopback reads often come short of the buffer.
-    /// Scripts/bench-reads.sh's CPU row for a cold 256 MiB read from the emulator: 0.42 s with NIO's
-    /// defaults, 0.35 s with this.
+    /// Scripts/bench-reads.sh's CPU row (a cold sequential read from the emulator) is the measure
+    /// to watch when changing this.
     package static func socketReads(upTo bytes: Int) -> @Sendable (Channel) -> EventLoopFuture<Void> {
         let allocator = FixedSizeRecvByteBufferAllocator(capacity: max(1 << 12, bytes))
         return { channel in

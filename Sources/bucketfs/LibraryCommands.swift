@@ -32,6 +32,23 @@ struct AccessOptions: ParsableArguments {
     @OptionGroup var log: LogOptions
 }
 
+extension AccessOptions {
+    /// One library command's work on `target`: logging set up, the target opened (and its source
+    /// checked), any failure printed as `bucketfs: OP TARGET: ERROR` with its exit code (2 for a
+    /// missing object, 1 otherwise). An `ExitCode` the work throws is its own answer, passed on.
+    func perform(_ op: String, on target: String, _ work: (inout Target) async throws -> Void) async throws {
+        let logger = log.bootstrap()
+        do {
+            var t = try await Target.open(target, self, logger: logger)
+            try await work(&t)
+        } catch let e as ExitCode {
+            throw e
+        } catch {
+            throw failed(error, "\(op) \(target)")
+        }
+    }
+}
+
 /// Prints an error the way a user can act on it, and exits non-zero.
 func failed(_ error: any Error, _ what: String) -> ExitCode {
     FileHandle.standardError.write(Data("bucketfs: \(what): \(error)\n".utf8))
@@ -64,9 +81,7 @@ struct Ls: AsyncParsableCommand {
     @OptionGroup var access: AccessOptions
 
     func run() async throws {
-        let logger = access.log.bootstrap()
-        do {
-            let t = try await Target.open(target, access, logger: logger)
+        try await access.perform("ls", on: target) { t in
             let result: StorageListResult
             if maxResults != nil || pageToken != nil {
                 result = try await t.ref.list(maxResults: maxResults ?? 1000, pageToken: pageToken)
@@ -83,8 +98,6 @@ struct Ls: AsyncParsableCommand {
                 }
             }
             if let token = result.pageToken { FileHandle.standardError.write(Data("next page token: \(token)\n".utf8)) }
-        } catch {
-            throw failed(error, "ls \(target)")
         }
     }
 }
@@ -98,9 +111,7 @@ struct Stat: AsyncParsableCommand {
     @OptionGroup var access: AccessOptions
 
     func run() async throws {
-        let logger = access.log.bootstrap()
-        do {
-            var t = try await Target.open(target, access, logger: logger)
+        try await access.perform("stat", on: target) { t in
             if let exactName { t = Target(storage: t.storage, ref: t.storage.reference().exactly(exactName)) }
             let m = try await t.ref.getMetadata()
             var fields: [(String, String)] = [
@@ -123,8 +134,6 @@ struct Stat: AsyncParsableCommand {
                 for (k, v) in fields { print("\(k): \(v)") }
                 for (k, v) in (m.customMetadata ?? [:]).sorted(by: { $0.key < $1.key }) { print("customMetadata.\(k): \(v)") }
             }
-        } catch {
-            throw failed(error, "stat \(target)")
         }
     }
 }
@@ -135,9 +144,7 @@ struct Cat: AsyncParsableCommand {
     @OptionGroup var access: AccessOptions
 
     func run() async throws {
-        let logger = access.log.bootstrap()
-        do {
-            let t = try await Target.open(target, access, logger: logger)
+        try await access.perform("cat", on: target) { t in
             try StoragePath.validateObjectName(t.ref.fullPath)
             let info = try await t.storage.store.getMetadata(t.ref.fullPath)
             var off: Int64 = 0
@@ -150,8 +157,6 @@ struct Cat: AsyncParsableCommand {
                 FileHandle.standardOutput.write(data)
                 off += Int64(data.count)
             }
-        } catch {
-            throw failed(error, "cat \(target)")
         }
     }
 }
@@ -170,9 +175,7 @@ struct Put: AsyncParsableCommand {
     @OptionGroup var access: AccessOptions
 
     func run() async throws {
-        let logger = access.log.bootstrap()
-        do {
-            var t = try await Target.open(target, access, logger: logger)
+        try await access.perform("put", on: target) { t in
             if let exactName { t = Target(storage: t.storage, ref: t.storage.reference().exactly(exactName)) }
             var m = StorageMetadata()
             m.contentType = contentType
@@ -194,8 +197,6 @@ struct Put: AsyncParsableCommand {
                 result = try await t.ref.putFile(from: file, metadata: m, preconditions: pre)
             }
             print("\(result.fullPath)\tgeneration \(result.generation)\t\(result.size) bytes")
-        } catch {
-            throw failed(error, "put \(target)")
         }
     }
 }
@@ -235,11 +236,8 @@ struct Rm: AsyncParsableCommand {
     @OptionGroup var access: AccessOptions
 
     func run() async throws {
-        let logger = access.log.bootstrap()
-        do {
-            try await Target.open(target, access, logger: logger).ref.delete()
-        } catch {
-            throw failed(error, "rm \(target)")
+        try await access.perform("rm", on: target) { t in
+            try await t.ref.delete()
         }
     }
 }
@@ -282,25 +280,22 @@ struct Meta: AsyncParsableCommand {
         @OptionGroup var access: AccessOptions
 
         func run() async throws {
-            let logger = access.log.bootstrap()
-            do {
-                let m = try await Target.open(target, access, logger: logger).ref.getMetadata()
+            try await access.perform("meta get", on: target) { t in
+                let m = try await t.ref.getMetadata()
                 let props: [String: String?] = ["contentType": m.contentType, "cacheControl": m.cacheControl,
                                                 "contentDisposition": m.contentDisposition,
                                                 "contentEncoding": m.contentEncoding, "contentLanguage": m.contentLanguage]
                 if let key {
                     let v: String?? = Meta.property(key).map { props[$0] ?? nil } ?? m.customMetadata?[key]
-                    guard let value = v ?? nil else { throw ExitCode(3) }
+                    guard let value = v ?? nil else {
+                        FileHandle.standardError.write(Data("bucketfs: meta get: no such key\n".utf8))
+                        throw ExitCode(3)
+                    }
                     print(value)
                 } else {
                     for (k, v) in (m.customMetadata ?? [:]).sorted(by: { $0.key < $1.key }) { print("\(k)=\(v)") }
                     for p in Meta.properties { if let v = props[p] ?? nil { print("storage.\(p)=\(v)") } }
                 }
-            } catch let e as ExitCode {
-                FileHandle.standardError.write(Data("bucketfs: meta get: no such key\n".utf8))
-                throw e
-            } catch {
-                throw failed(error, "meta get \(target)")
             }
         }
     }
@@ -313,11 +308,8 @@ struct Meta: AsyncParsableCommand {
         @OptionGroup var access: AccessOptions
 
         func run() async throws {
-            let logger = access.log.bootstrap()
-            do {
-                _ = try await Target.open(target, access, logger: logger).ref.updateMetadata(patch: try Meta.patch(key, value))
-            } catch {
-                throw failed(error, "meta set \(target)")
+            try await access.perform("meta set", on: target) { t in
+                _ = try await t.ref.updateMetadata(patch: try Meta.patch(key, value))
             }
         }
     }
@@ -329,11 +321,8 @@ struct Meta: AsyncParsableCommand {
         @OptionGroup var access: AccessOptions
 
         func run() async throws {
-            let logger = access.log.bootstrap()
-            do {
-                _ = try await Target.open(target, access, logger: logger).ref.updateMetadata(patch: try Meta.patch(key, nil))
-            } catch {
-                throw failed(error, "meta rm \(target)")
+            try await access.perform("meta rm", on: target) { t in
+                _ = try await t.ref.updateMetadata(patch: try Meta.patch(key, nil))
             }
         }
     }

@@ -94,8 +94,8 @@ struct Mount: AsyncParsableCommand {
         // Large allocations (a list page, its decoded arrays, the inode tables) always get their
         // own mappings, returned to the system when freed. glibc's default raises its mmap
         // threshold after the first large free (up to 32 MiB), after which such buffers come
-        // from the heap and their freed pages stay resident: measured after `ls -l` of 100,000
-        // objects, 152–204 MB resident with the default, 121 MB with this.
+        // from the heap and their freed pages stay resident (Scripts/bench-walk.sh's memory
+        // column after `ls -l` of 100,000 objects shows the difference).
         _ = setMallocOption(mallocMmapThreshold, 128 << 10)
         // Every staged file keeps its descriptor until its upload; with --write-back a thousand
         // files may wait at once: the soft limit on descriptors goes up to the hard one.

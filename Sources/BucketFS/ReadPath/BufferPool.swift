@@ -2,7 +2,7 @@ import Foundation
 
 /// Memory for read buffers, kept for reuse. A fresh buffer of a few MiB is a new mapping, and its
 /// first touch costs a page fault per 4 KiB page: more CPU than copying the bytes into it (a
-/// sequential read of 256 MiB from the emulator spent about a sixth of its CPU in those faults).
+/// visible share of a sequential read's CPU, in Scripts/bench-reads.sh's CPU row).
 /// A buffer used before costs none.
 ///
 /// Buffers of `minPooled` bytes and more are handed out in power-of-two sizes, so that parts of

@@ -5,6 +5,7 @@ import Foundation
 /// when it was taken, so it keeps answering while the cache evicts.
 final class DirHandle: @unchecked Sendable {
     let ino: UInt64
+    /// GUARDED_BY(Superblock.lock)
     var entries: [SnapshotEntry]?
     init(ino: UInt64) { self.ino = ino }
 }

@@ -11,9 +11,11 @@ final class Handle: @unchecked Sendable {
     let path: String
     /// Reads of the generation opened (nil for a file opened for writing or created here).
     let stream: ReadStream?
-    /// The kernel may keep its cached pages: the same generation was opened for reading before.
+    /// The kernel may keep its cached pages: the same generation was opened for reading before
+    /// (`PageCachePolicy`). GUARDED_BY(Superblock.lock)
     var keepCache = false
-    /// The kernel bypasses its page cache for this handle (`Superblock.openFile`).
+    /// The kernel bypasses its page cache for this handle (`PageCachePolicy`).
+    /// GUARDED_BY(Superblock.lock)
     var directIO = false
     /// The local content this handle keeps (counted in its `openHandles`): the file's stage when
     /// the handle was opened for writing, or for reading while the file had one.

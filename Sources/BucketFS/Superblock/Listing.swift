@@ -1,7 +1,8 @@
 import Foundation
 import StorageModel
 
-/// The children of a directory as of one listing (plus changes made through this mount).
+/// The children of a directory as of one listing (plus changes made through this mount). A value
+/// held by its directory's `Node`, so GUARDED_BY(Superblock.lock) with it.
 struct Listing {
     /// name → child inode.
     var children: [String: UInt64]

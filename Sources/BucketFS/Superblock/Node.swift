@@ -2,8 +2,8 @@ import Foundation
 import FuseKit
 import StorageModel
 
-/// One inode. Guarded by the superblock's lock (every field but `ino` and `type`), and changed
-/// only by the superblock (Superblock.swift).
+/// One inode. Every field but `ino` and `type` is GUARDED_BY(Superblock.lock) and changed only
+/// by the superblock's methods (Superblock/).
 final class Node: @unchecked Sendable {
     let ino: UInt64
     /// Object path without a trailing slash; "" for the root.
@@ -38,11 +38,7 @@ final class Node: @unchecked Sendable {
     /// Whether the object is there, found missing, or removed through this mount.
     var presence = Presence.present
     /// The object is gone: found missing, or removed through this mount.
-    var removed: Bool {
-        get { presence != .present }
-        // `false` brings a node back (seen in a listing again, created again); `true` is an unlink.
-        set { presence = newValue ? .unlinked : .present }
-    }
+    var removed: Bool { presence != .present }
     /// The generation the kernel's page cache holds for this file: the one last opened for
     /// reading here (nil after an open for writing).
     var cachedGeneration: Int64?

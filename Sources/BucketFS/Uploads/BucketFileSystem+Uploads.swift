@@ -156,8 +156,8 @@ extension BucketFileSystem {
         var meta = superblock.withStage(s) { $0.metadata }
         if meta.contentType == nil { meta.contentType = ContentTypes.guess(path) }
         let started = superblock.withStage(s) { $0.beginAttempt() }
-        // No fsync first: the upload reads the page cache, and syncing cost as much as uploading
-        // (a 256 MiB file: about a second more of disk writes before the first byte was sent).
+        // No fsync first: the upload reads the page cache, and syncing a large file costs disk
+        // writes before the first byte is sent, about as long as the upload itself.
         // The content is synced below when an attempt fails and it stays here for the next one.
         do {
             let info = try await store.write(path, from: .file(path: s.path), metadata: meta,

@@ -15,7 +15,7 @@ import StorageModel
 ///
 /// Guarded by the superblock's lock (GUARDED_BY(Superblock.lock)): `origin`, `state`, `size`,
 /// `metadata`, `openHandles`, `pins`, `retryTask`. The sidecar's `recorded` has a lock of its own
-/// (`sidecarLock`, StagingArea.swift), taken with no other lock held. `fd`'s bytes are written
+/// (`sidecarLock`, StagingArea.swift), taken with no other NSLock held. `fd`'s bytes are written
 /// with no lock (a handle's own content).
 ///
 /// INVARIANT: background attempts are scheduled (`waitingToRetry`) only while their task exists
@@ -37,8 +37,8 @@ final class StagedFile: @unchecked Sendable {
     /// GUARDED_BY(sidecarLock)
     var recorded = false
     /// Orders the writes of this stage's sidecar (StagingArea.swift): the last one names the
-    /// object's current path. A leaf: taken with no other lock held, and only the superblock's
-    /// lock (to read the path) under it.
+    /// object's current path. Taken with no other NSLock held (the `uploadLock` may be), and
+    /// only the superblock's lock (to read the path) under it.
     let sidecarLock = NSLock()
     /// The background attempts after a failed upload (until they end). Cancelling it stops the
     /// pauses between attempts, never an attempt under way.

@@ -110,7 +110,7 @@ public final class StagingArea: @unchecked Sendable {
     /// the stage's `sidecarLock`, never under the superblock's lock. Written and renamed into
     /// place with plain calls and no fsync: the stage file it describes is not synced either (both
     /// outlive a crash of this process, in the page cache, which is what recovery covers), and
-    /// every create pays for this (FileManager's atomic write synced, 0.4 of a create's 1.1 ms).
+    /// every create pays for this (FileManager's atomic write synced: a large part of a create's time).
     func record(_ s: StagedFile, current: () -> (object: String, baseGeneration: Int64)) {
         s.sidecarLock.withLock { writeSidecarLocked(s, current()) }
     }
