@@ -22,13 +22,15 @@ public struct Storage: Sendable {
         return StorageReference(storage: self, fullPath: path)
     }
 
-    /// Parses a storage URL into (bucket, normalised path). Rejects anything else.
+    /// Parses a storage URL into (bucket, normalised path). Rejects anything else, and a bucket
+    /// name that breaks Cloud Storage's naming rules (`BucketName`).
     public static func parse(url: String) throws(StorageError) -> (bucket: String, path: String) {
         if url.hasPrefix("gs://") {
             let rest = url.dropFirst(5)
             let bucket = rest.prefix { $0 != "/" }
             guard !bucket.isEmpty else { throw .invalidArgument(message: "no bucket in '\(url)'") }
             let path = rest.dropFirst(bucket.count)
+            try BucketName.validate(String(bucket))
             return (String(bucket), StoragePath.normalize(String(path)))
         }
         for scheme in ["https://", "http://"] where url.lowercased().hasPrefix(scheme) {
@@ -47,6 +49,7 @@ public struct Storage: Sendable {
                 guard let decoded = parts[5].removingPercentEncoding else { break }
                 object = decoded
             }
+            try BucketName.validate(bucket)
             return (bucket, StoragePath.normalize(object))
         }
         throw .invalidArgument(message: "not a storage URL (gs://BUCKET/PATH or http(s)://HOST/v0/b/BUCKET/o/PATH): '\(url)'")

@@ -30,6 +30,7 @@ enum Source {
             let rest = s.dropFirst("firebase://".count)
             let bucket = rest.prefix { $0 != "/" }
             guard !bucket.isEmpty else { throw ValidationErrorText("no bucket in '\(s)': use firebase://BUCKET[/PREFIX], e.g. firebase://my-app.firebasestorage.app") }
+            try BucketName.validate(String(bucket))
             return .firebase(bucket: String(bucket), path: StoragePath.normalize(String(rest.dropFirst(bucket.count))), origin: nil)
         }
         if s.lowercased().hasPrefix("http://") || s.lowercased().hasPrefix("https://") {

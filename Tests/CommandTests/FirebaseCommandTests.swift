@@ -21,10 +21,25 @@ import Testing
     @Test func v0URLsAreFirebaseSources() throws {
         let prod = try Source.parse("https://firebasestorage.googleapis.com/v0/b/my-app.appspot.com/o/images%2Fstars.jpg", splitLocal: true)
         guard case .firebase("my-app.appspot.com", "images/stars.jpg", nil) = prod else { Issue.record("\(prod)"); return }
-        let emu = try Source.parse("http://127.0.0.1:9199/v0/b/b/o/a%2Fb", splitLocal: true)
-        guard case .firebase("b", "a/b", "http://127.0.0.1:9199") = emu else { Issue.record("\(emu)"); return }
-        #expect(emu.display == "firebase://b/a/b")
+        let emu = try Source.parse("http://127.0.0.1:9199/v0/b/bkt/o/a%2Fb", splitLocal: true)
+        guard case .firebase("bkt", "a/b", "http://127.0.0.1:9199") = emu else { Issue.record("\(emu)"); return }
+        #expect(emu.display == "firebase://bkt/a/b")
         #expect(throws: (any Error).self) { try Source.parse("https://host/storage/v1/b/x/o/y", splitLocal: true) }
+    }
+
+    /// A name that cannot be a bucket is refused by the parse itself, before any store (and so any
+    /// request) exists, whichever form the source takes; the error says which rule it breaks.
+    @Test func namesThatAreNotBucketsAreRefusedBeforeAnyRequest() throws {
+        for spec in ["firebase://Bad_Bucket!", "firebase://..", "firebase://../x", "gs://Bad_Bucket!/x", "gs://ab",
+                     "http://127.0.0.1:9199/v0/b/..%2F..%2Fx/o", "https://firebasestorage.googleapis.com/v0/b/My-App.appspot.com/o/x"] {
+            do {
+                let parsed = try Source.parse(spec, splitLocal: true)
+                Issue.record("\(spec) parsed as \(parsed)")
+            } catch {
+                #expect("\(error)".contains("is not a bucket name"), "\(spec): \(error)")
+            }
+        }
+        #expect(throws: (any Error).self) { try firebaseBucket("firebase://Bad_Bucket!") }
     }
 
     @Test func loginBucketIsFirebaseOnly() throws {
