@@ -33,7 +33,7 @@ struct HandleTable {
     mutating func removeDirectory(_ fh: UInt64) -> DirHandle? { directories.removeValue(forKey: fh) }
 
     /// The open file handles on inode `ino`.
-    func files(on ino: UInt64) -> [Handle] { files.values.filter { $0.ino == ino } }
+    func fileHandles(on ino: UInt64) -> [Handle] { files.values.filter { $0.ino == ino } }
 
     /// Whether an open file or directory handle holds inode `ino`.
     func holds(_ ino: UInt64) -> Bool {

@@ -39,11 +39,11 @@ extension Superblock {
             let info = n.info ?? (stage == nil ? seen : nil)
             let stream = writable || stage != nil ? nil : info.map { makeStream(n.path, $0) }
             let h = Handle(ino: n.ino, writable: writable, info: info, path: n.path, stream: stream, stage: stage)
-            let cache = PageCachePolicy.keepCache(cached: n.cachedGeneration,
+            let pages = PageCachePolicy.keepCache(cached: n.cachedGeneration,
                                                   opening: !writable && stage == nil ? info?.generation : nil)
-            h.keepCache = cache.keep
-            n.cachedGeneration = cache.cachedAfter
-            h.directIO = PageCachePolicy.directIO(writeOnly: writeOnly, others: handles.files(on: n.ino))
+            h.keepCache = pages.keep
+            n.cachedGeneration = pages.cachedAfter
+            h.directIO = PageCachePolicy.directIO(writeOnly: writeOnly, others: handles.fileHandles(on: n.ino))
             return (handles.add(h), h)
         }
     }
@@ -69,7 +69,7 @@ extension Superblock {
             cache.addChild(p, name, n.ino)
             pending.note(n)
             let h = Handle(ino: n.ino, writable: true, info: nil, path: path, stream: nil, stage: staged)
-            h.directIO = PageCachePolicy.directIO(writeOnly: writeOnly, others: handles.files(on: n.ino))
+            h.directIO = PageCachePolicy.directIO(writeOnly: writeOnly, others: handles.fileHandles(on: n.ino))
             let fh = handles.add(h)
             return (stat.entry(n, now: now), fh, replaced)
         }
