@@ -136,6 +136,10 @@ let package = Package(
         .testTarget(name: "CommandTests", dependencies: ["bucketfs", "StorageModel", "ObjectStores", "GCSStore", "FirebaseStore", "FuseKit"]),
         // An in-memory filesystem mounted in the foreground: FuseKitTests drive it from outside.
         .executableTarget(name: "fusekit-demo", dependencies: ["FuseKit"]),
+        // The Firebase guides' Swift samples through the library's front door (docs/FIREBASE.md);
+        // the real-mount tier runs it against the Firebase test server.
+        .executableTarget(name: "firebase-samples", dependencies: ["FirebaseStore", "StorageModel"],
+                          path: "Examples/FirebaseSamples"),
         .testTarget(name: "FuseKitTests", dependencies: ["FuseKit"]),
     ]
 )

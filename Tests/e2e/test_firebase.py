@@ -508,3 +508,40 @@ def test_firebase_id_token_option_never_in_the_process_title(fb, mounts):
     p = run("cat", f"{SRC}/{fb.home('docs/b.md')}", env=env, check=False)
     err = p.stderr.decode()
     assert p.returncode == 1 and "has expired" in err and "never refreshed" in err, err
+
+
+# --- the library's front door ------------------------------------------------------------------
+
+def test_firebase_library_example_runs_the_guides_samples(fb):
+    """Examples/FirebaseSamples, built beside bucketfs: signed in by `bucketfs login`'s file and
+    pointed at the server by the emulator variables, it runs the guides' samples in the user's
+    folder; what it prints is what the server holds."""
+    example = os.path.join(os.path.dirname(BIN), "firebase-samples")
+    if not os.path.exists(example):
+        pytest.fail(f"{example} is missing: swift build --build-tests builds it")
+    fb.login_email()
+    p = subprocess.run([example, f"gs://{BUCKET}", fb.home()], capture_output=True, timeout=60)
+    assert p.returncode == 0, p.stderr.decode(errors="replace")
+    lines = p.stdout.decode().splitlines()
+    got = fields(p.stdout)
+    home = fb.home()
+    assert got["spaceRef.fullPath"] == f"{home}/images/space.jpg" and got["spaceRef.name"] == "space.jpg"
+    assert got["imagesParent == imagesRef"] == "true" and got["nilRef"] == "nil" and got["rootRef.fullPath"] == "''"
+    assert got["earthRef.fullPath"] == f"{home}/images/earth.jpg" and got["spaceRef.bucket"] == BUCKET
+    assert got["metadata.name"] == "forest.jpg" and got["metadata.size"] == "3000" and got["metadata.contentType"] == "image/png"
+    assert got["updated.cacheControl"] == "public,max-age=300" and got["updated.contentType"] == "image/jpeg"
+    assert got["deleted.contentType"] == "nil" and got["deleted.cacheControl"] == "public,max-age=300"
+    forest = fb.server.get_object(BUCKET, f"{home}/images/forest.jpg")
+    assert forest is not None and forest.data == bytes([7]) * 3000
+    assert forest.custom == {"location": "Yosemite, CA, USA", "activity": "Hiking"}
+    assert got["customMetadata"] == "activity=Hiking,location=Yosemite, CA, USA"
+    listed = [line.split(": ", 1)[1] for line in lines if line.startswith("listAll item")]
+    assert listed == [f"{home}/files/uid/file{i}" for i in range(5)]
+    assert [line.split(": ", 1)[1] for line in lines if line.startswith("listAll prefix")] == [f"{home}/files/uid/sub"]
+    pages = [line.split(": ", 1)[1] for line in lines if line.startswith("page ")]
+    assert len(pages) == int(got["pages"]) >= 3, pages
+    names = [n for page in pages for n in page.split(",") if n]
+    assert sorted(set(names)) == sorted(["sub"] + [f"file{i}" for i in range(5)]), pages
+    # Outside the user's folder the rules refuse, and the example says so and fails.
+    p = subprocess.run([example, f"gs://{BUCKET}", "shared"], capture_output=True, timeout=60)
+    assert p.returncode == 1 and "Permission denied" in p.stderr.decode(errors="replace"), p.stderr
