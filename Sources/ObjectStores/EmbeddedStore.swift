@@ -89,7 +89,7 @@ public final class EmbeddedStore: ObjectStore, @unchecked Sendable {
     /// hand. Blob files are reached only through `blobs/`, so they are not looked at one by one.
     public static func exposedFiles(directory: String) -> [PrivateFiles.Exposed] {
         let d = directory.count > 1 && directory.hasSuffix("/") ? String(directory.dropLast()) : directory
-        return PrivateFiles.exposed([d, d + "/blobs", d + "/tmp", d + "/bucket.sqlite", d + "/bucket.sqlite-wal",
+        return PrivateFiles.exposed([d, d + "/bucket.sqlite", d + "/blobs", d + "/tmp", d + "/bucket.sqlite-wal",
                                      d + "/bucket.sqlite-shm"])
     }
 

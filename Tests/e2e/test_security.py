@@ -259,21 +259,33 @@ def test_the_login_file_is_the_users_alone(place, firebase_server, monkeypatch):
 def test_names_written_by_other_tools_never_leave_the_mount(place, source):
     src, extra, bucket_dir = source
     hostile = ["../escape.txt", "a/../../escape2.txt", "./dot.txt", "b/./c.txt", "x//y.txt", "fine.txt"]
+    accepted = []
     if bucket_dir:
         for n in hostile:
             run("put", "-", bucket_dir, "--object", n, input=b"from another tool")
+            accepted.append(n)
     else:
+        # With the official client, as another tool would. gcp-storage-emulator keeps objects as
+        # files and refuses names with a `.` or `..` segment; the names it takes are tested.
         srv = server("emulator")
         prefix = src.split("/", 3)[3]
         for n in hostile:
-            srv.bucket().blob(f"{prefix}/{n}").upload_from_string(b"from another tool")
+            try:
+                srv.bucket().blob(f"{prefix}/{n}").upload_from_string(b"from another tool", retry=None, timeout=10)
+                accepted.append(n)
+            except Exception:
+                pass
+        assert "x//y.txt" in accepted and len(accepted) >= 2, accepted
+    shown = sorted({n.split("/")[0] for n in accepted} - {".", "..", ""})
     cache = os.path.join(place.path, "cache")
     mnt, _ = place.mount(src, "mnt", "--allow-other", "--cache-dir", cache, *extra)
     seen = as_nobody(f"walk={mnt}")[f"walk={mnt}"]
     names = seen.removeprefix("listed:").split(",")
     # `a`, `b` and `x` are real prefixes, so they show as directories; nothing under a `.`, `..`
     # or empty segment shows, and no name is rewritten into one that reaches elsewhere.
-    assert sorted(names) == ["a", "b", "fine.txt", "x"], names
+    assert sorted(names) == shown, (names, accepted)
+    if bucket_dir:
+        assert shown == ["a", "b", "fine.txt", "x"]
     assert not any(n.startswith("escape") for n in os.listdir(place.path))
     assert not any(n.startswith("escape") for n in os.listdir(os.path.dirname(place.path)))
 
