@@ -165,7 +165,7 @@ def source(request, place):
     its own."""
     if request.param == "embedded":
         b = os.path.join(place.path, "bucket")
-        run("mb", b)
+        assert run("mb", b).stderr == b""
         return b, [], b
     srv = server("emulator")
     return f"gs://{srv.bucket_name}/sec-{uuid.uuid4().hex[:10]}", ["--endpoint", srv.endpoint, "--token", TOKEN], None
@@ -350,6 +350,7 @@ def test_an_older_bucket_is_reported_until_the_chmod(place):
     assert err.count("warning:") == 1, err
     assert f"other users can read the embedded bucket {old}" in err and f"chmod -R go-rwx {old}" in err
     assert f"{old}/bucket.sqlite (mode 644)" in err
+    assert run("mb", old).stderr.decode().count(f"chmod -R go-rwx {old}") == 1
     # --allow-shared-files silences it, and changes nothing.
     assert run("ls", old, "--allow-shared-files").stderr == b""
     assert mode(old) == 0o755
@@ -359,7 +360,7 @@ def test_an_older_bucket_is_reported_until_the_chmod(place):
     place.unmount(mnt)
     # The chmod it names makes the bucket private: then it opens silently, and nobody is out.
     subprocess.run(["chmod", "-R", "go-rwx", old], check=True)
-    assert run("ls", old).stderr == b""
+    assert run("ls", old).stderr == b"" and run("mb", old).stderr == b""
     assert run("cat", os.path.join(old, "s.txt")).stdout == b"secret"
     mnt, m = place.mount(old, "mnt2", "--cache-dir", os.path.join(place.path, "cache"))
     assert m.stderr == "", m.stderr
