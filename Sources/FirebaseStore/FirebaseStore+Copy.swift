@@ -33,6 +33,7 @@ extension FirebaseStore {
         guard fd >= 0 else {
             throw StorageError.invalidArgument(message: "copy of \(name): cannot create a temporary file in \(dir): \(String(cString: strerror(errno)))")
         }
+        PrivateFiles.restrict(fd)  // the object's bytes: 0600 whatever the umask
         let path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
         do {

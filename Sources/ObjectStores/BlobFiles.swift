@@ -20,7 +20,8 @@ struct StagedBlob: Sendable {
 
 /// The blob directory of an embedded bucket: one immutable file per generation, written to
 /// `tmp/`, fsync'd, renamed into `blobs/`, and the directory fsync'd. A crash leaves at most a
-/// stray temp or unreferenced blob file, never a torn object.
+/// stray temp or unreferenced blob file, never a torn object. Both directories are 0700 and every
+/// blob 0600 (`PrivateFiles`).
 struct BlobFiles: Sendable {
     let blobDirectory: String
     let tempDirectory: String
@@ -31,9 +32,7 @@ struct BlobFiles: Sendable {
         blobDirectory = root + "/blobs"
         tempDirectory = root + "/tmp"
         self.fsyncEnabled = fsyncEnabled
-        for d in [blobDirectory, tempDirectory] {
-            try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true)
-        }
+        for d in [blobDirectory, tempDirectory] { try PrivateFiles.makeDirectory(d) }
     }
 
     func path(of id: String) -> String { blobDirectory + "/" + id }
@@ -44,7 +43,7 @@ struct BlobFiles: Sendable {
     func stage(_ source: UploadSource) throws -> StagedBlob {
         let id = Self.newID()
         let tmp = tempDirectory + "/" + id + ".tmp"
-        let out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        let out = PrivateFiles.open(tmp, O_WRONLY | O_EXCL)  // 0600: a blob is the object's bytes
         guard out >= 0 else { throw Self.posixError("create \(tmp)") }
         var md5 = Insecure.MD5()
         var crc = CRC32C()

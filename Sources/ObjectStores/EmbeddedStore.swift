@@ -10,6 +10,10 @@ import StorageModel
 /// - `blobs/ID`: the bytes of one generation, immutable once renamed into place;
 /// - `tmp/`: uploads in progress.
 ///
+/// Private (docs/SECURITY.md): the directory, `blobs/` and `tmp/` are made 0700 and every file in
+/// them 0600 (the database, its `-wal` and `-shm`, which SQLite gives the database's mode, and each
+/// blob), whatever the umask; `exposedFiles` names what an older bucket still lets others read.
+///
 /// A write stages the blob (temp file, fsync, rename), then commits the row in an IMMEDIATE
 /// transaction that checks preconditions and allocates the generation, then deletes the blob of
 /// the replaced generation. A crash therefore never leaves a torn object, only a stray file that
@@ -45,8 +49,16 @@ public final class EmbeddedStore: ObjectStore, @unchecked Sendable {
         self.bucket = bucket
         self.pageSizeLimit = min(max(pageSizeLimit, 1), 1000)
         do {
-            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            let parent = (dir as NSString).deletingLastPathComponent
+            if !parent.isEmpty { try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true) }
+            try PrivateFiles.makeDirectory(dir)
             blobs = try BlobFiles(root: dir, fsyncEnabled: durable)
+            // SQLite creates a database 0644 less the umask, and its -wal and -shm with the
+            // database's mode: an empty file made 0600 first is a new database of that mode.
+            let made = PrivateFiles.open(dir + "/bucket.sqlite", O_WRONLY | O_EXCL)
+            if made >= 0 { close(made) } else if errno != EEXIST {
+                throw PrivateFileError(what: "create \(dir)/bucket.sqlite", code: errno)
+            }
         } catch let e as StorageError {
             throw e
         } catch {
@@ -70,6 +82,15 @@ public final class EmbeddedStore: ObjectStore, @unchecked Sendable {
         } catch {
             throw Self.mapped(error)
         }
+    }
+
+    /// The bucket's directories and database files that others can read (any group or other
+    /// permission bit): an embedded bucket made before buckets were private, or opened up by
+    /// hand. Blob files are reached only through `blobs/`, so they are not looked at one by one.
+    public static func exposedFiles(directory: String) -> [PrivateFiles.Exposed] {
+        let d = directory.count > 1 && directory.hasSuffix("/") ? String(directory.dropLast()) : directory
+        return PrivateFiles.exposed([d, d + "/bucket.sqlite", d + "/blobs", d + "/tmp", d + "/bucket.sqlite-wal",
+                                     d + "/bucket.sqlite-shm"])
     }
 
     private static let schema = """

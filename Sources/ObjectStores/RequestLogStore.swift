@@ -20,7 +20,7 @@ public final class RequestLogStore: ObjectStore, @unchecked Sendable {
 
     public init(_ inner: any ObjectStore, path: String) throws {
         self.inner = inner
-        fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        fd = PrivateFiles.open(path, O_WRONLY | O_APPEND)  // 0600: it names every object touched
         if fd < 0 { throw StorageError.invalidArgument(message: "cannot open request log \(path)") }
     }
 

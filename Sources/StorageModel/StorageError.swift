@@ -9,6 +9,8 @@ public enum PathProblem: Equatable, Sendable, CustomStringConvertible {
     case segmentTooLong(segment: String, bytes: Int)
     /// CR or LF inside the path.
     case containsNewline
+    /// A NUL byte inside the path (another tool may write one; no file name can hold it).
+    case containsNul
     /// A `.` or `..` segment, or an empty segment (`a//b`), that the mount cannot show.
     case unrepresentableSegment(String)
 
@@ -18,6 +20,7 @@ public enum PathProblem: Equatable, Sendable, CustomStringConvertible {
         case .tooLong(let n): return "the path is \(n) bytes of UTF-8; the limit is 1024"
         case .segmentTooLong(let s, let n): return "the name '\(s.prefix(40))…' is \(n) bytes; the limit is 255"
         case .containsNewline: return "the path contains a carriage return or line feed"
+        case .containsNul: return "the path contains a NUL byte"
         case .unrepresentableSegment(let s): return "the path has a '\(s)' segment"
         }
     }

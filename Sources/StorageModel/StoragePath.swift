@@ -45,6 +45,8 @@ public enum StoragePath {
         let n = name.utf8.count
         if n > maxFullPathBytes { return .tooLong(bytes: n) }
         if name.utf8.contains(where: { $0 == 0x0A || $0 == 0x0D }) { return .containsNewline }
+        // A C string ends at NUL: shown, `a\0b` would reach the kernel as `a`, another object's name.
+        if name.utf8.contains(0) { return .containsNul }
         var segs = name.split(separator: "/", omittingEmptySubsequences: false)
         if allowTrailingSlash, segs.count > 1, segs.last == "" { segs.removeLast() }
         for s in segs {

@@ -18,7 +18,8 @@ struct Target: Sendable {
     static func open(_ spec: String, _ access: AccessOptions, logger: Logger) async throws -> Target {
         let source = try Source.parse(spec, splitLocal: true)
         let storage = Storage(store: try await SourceCheck.open(source, gcs: access.gcs, firebase: access.firebase, logger: logger,
-                                                                 prefixMount: false, mounting: false))
+                                                                 prefixMount: false, mounting: false,
+                                                                 allowSharedFiles: access.allowSharedFiles))
         return Target(storage: storage, ref: storage.reference().child(source.path))
     }
 }
@@ -30,6 +31,7 @@ struct AccessOptions: ParsableArguments {
     @OptionGroup var gcs: GCSOptions
     @OptionGroup var firebase: FirebaseOptions
     @OptionGroup var log: LogOptions
+    @Flag(name: .customLong("allow-shared-files"), help: SharedFiles.help) var allowSharedFiles = false
 }
 
 extension AccessOptions {
@@ -59,12 +61,15 @@ func failed(_ error: any Error, _ what: String) -> ExitCode {
 struct MakeBucket: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "mb", abstract: "Create an embedded bucket in a local directory (created if missing).")
     @Argument(help: "DIR or file://DIR") var directory: String
+    @Flag(name: .customLong("allow-shared-files"), help: SharedFiles.help) var allowSharedFiles = false
 
     func run() async throws {
         do {
             // Options made by parsing nothing: reading a default-constructed option group traps.
-            _ = try openStore(try Source.parse(directory, splitLocal: false), gcs: try GCSOptions.parse([]),
+            let source = try Source.parse(directory, splitLocal: false)
+            _ = try openStore(source, gcs: try GCSOptions.parse([]),
                               firebase: try FirebaseOptions.parse([]), logger: Logger(label: "bucketfs"))
+            if case .embedded(let dir, _) = source, !allowSharedFiles { SharedFiles.warnAboutBucket(dir) }
         } catch {
             throw failed(error, "mb \(directory)")
         }

@@ -50,7 +50,10 @@ struct Mount: AsyncParsableCommand {
             FileHandle.standardError.write(Data("bucketfs: mount point \(mountpointPath) is not a directory\n".utf8))
             throw ExitCode(1)
         }
-        if !monitoring.sourceChecked { try await checkSource() }
+        if !monitoring.sourceChecked {
+            try await checkSource()
+            try checkLocalFiles()
+        }
         if foreground { try await runForeground() } else { try startBackground() }
     }
 
@@ -61,15 +64,15 @@ struct Mount: AsyncParsableCommand {
             throw ExitCode(1)
         }
         let logPath = logFile ?? cacheDirectory + "/bucketfs.log"
-        // An ID token given with --id-token reaches the mount process through its environment,
-        // never its arguments (its process title is readable by every user).
-        let (rest, idToken) = SecretArguments.extractIDToken(effectiveArguments)
+        // A token given with --id-token or --token reaches the mount process through its
+        // environment, never its arguments (its process title is readable by every user).
+        let (rest, secrets) = SecretArguments.extract(effectiveArguments)
         var args = [CommandLine.arguments[0]] + rest
         args += ["--foreground", "--source-checked"]
         if cacheDir == nil { args += ["--cache-dir", cacheDirectory] }
         let logStart = (try? FileManager.default.attributesOfItem(atPath: logPath)[.size] as? NSNumber)?.intValue ?? 0
         var environment = ProcessInfo.processInfo.environment
-        if let idToken { environment[SecretArguments.environmentName] = idToken }
+        environment.merge(secrets) { $1 }
         let pid = try Daemon.spawn(executable: "/proc/self/exe", arguments: args, environment: environment, logPath: logPath)
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {

@@ -25,6 +25,8 @@ struct MountBehaviourOptions: ParsableArguments {
     var uploadConcurrency: Int = MountConfig.defaults.uploadConcurrency
     @Flag(help: "Stay in the foreground (logs go to standard error); for systemd units and debugging.")
     var foreground = false
+    @Flag(name: .customLong("allow-shared-files"), help: SharedFiles.help)
+    var allowSharedFiles = false
 }
 
 struct CachingOptions: ParsableArguments {
@@ -112,6 +114,7 @@ extension Mount {
     var failureTTL: Double { faults.failureTTL }
     var logFile: String? { monitoring.logFile }
     var requestLog: String? { monitoring.requestLog }
+    var allowSharedFiles: Bool { behaviour.allowSharedFiles }
 
     /// Printed after the options by `bucketfs mount --help`.
     static let examples = """

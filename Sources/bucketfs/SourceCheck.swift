@@ -51,10 +51,12 @@ enum SourceCheck {
 
     /// Checks a source and returns its store, ready to use.
     static func open(_ source: Source, gcs: GCSOptions, firebase: FirebaseOptions, logger: Logger,
-                     prefixMount: Bool, mounting: Bool) async throws -> any ObjectStore {
+                     prefixMount: Bool, mounting: Bool, allowSharedFiles: Bool = false) async throws -> any ObjectStore {
         switch source {
         case .embedded(let dir, _):
-            return try openEmbedded(dir)
+            let store = try openEmbedded(dir)
+            if !allowSharedFiles { SharedFiles.warnAboutBucket(dir) }
+            return store
         case .firebase(let bucket, let path, let origin):
             let access = try FirebaseAccess.resolve(bucket: bucket, origin: origin, gcs: gcs, firebase: firebase,
                                                     environment: ProcessInfo.processInfo.environment, logger: logger)
@@ -225,7 +227,8 @@ extension Mount {
         let quiet = Logger(label: "bucketfs", factory: { _ in SwiftLogNoOpLogHandler() })
         do {
             let parsed = try Source.parse(source, splitLocal: false)
-            let store = try await SourceCheck.open(parsed, gcs: gcs, firebase: firebase, logger: quiet, prefixMount: true, mounting: true)
+            let store = try await SourceCheck.open(parsed, gcs: gcs, firebase: firebase, logger: quiet, prefixMount: true, mounting: true,
+                                                   allowSharedFiles: allowSharedFiles)
             if let g = store as? GCSStore { try? await g.shutdown() }
             if let f = store as? FirebaseStore { try? await f.shutdown() }
         } catch {

@@ -45,8 +45,9 @@ import Testing
     @Test func unrepresentableNamesNeverAppear() async throws {
         let h = Harness()
         let long = String(repeating: "x", count: 256)
+        // NUL: a C string would end there, so `ok\0evil` would reach the kernel as a second `ok`.
         for n in ["ok", "a//b", "d/./e", "d/../f", "./g", "../h", "cr\rname", "lf\nname", long, "dir/" + long,
-                  "d/fine", "w//"] {
+                  "d/fine", "w//", "ok\u{0}evil", "n\u{0}/x"] {
             h.store.put(n, "1")
         }
         let root = try await h.names("")

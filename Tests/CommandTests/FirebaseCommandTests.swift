@@ -146,6 +146,14 @@ import Testing
         #expect(args3 == ["ls", "firebase://b"] && token3 == nil)
     }
 
+    @Test func everyTokenOptionLeavesTheArgumentsForTheEnvironment() {
+        let (args, env) = SecretArguments.extract(["mount", "gs://b", "/mnt", "--token", "ya29.T", "--id-token=ID", "--read-only"])
+        #expect(args == ["mount", "gs://b", "/mnt", "--read-only"])
+        #expect(env == ["GOOGLE_OAUTH_ACCESS_TOKEN": "ya29.T", "FIREBASE_ID_TOKEN": "ID"])
+        let (args2, env2) = SecretArguments.extract(["mount", "gs://b", "/mnt", "--token=ya29.U", "--key-file", "k.json"])
+        #expect(args2 == ["mount", "gs://b", "/mnt", "--key-file", "k.json"] && env2 == ["GOOGLE_OAUTH_ACCESS_TOKEN": "ya29.U"])
+    }
+
     @Test func passwordIsTheFirstLine() throws {
         #expect(try PasswordInput.firstLine(Data("s3cret\n".utf8), from: "x") == "s3cret")
         #expect(try PasswordInput.firstLine(Data("with space\r\nsecond".utf8), from: "x") == "with space")

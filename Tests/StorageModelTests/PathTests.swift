@@ -130,6 +130,8 @@ struct UnreachableStore: ObjectStore {
         let seg = String(repeating: "s", count: 256)
         #expect(StoragePath.mountProblem("a/" + seg) == .segmentTooLong(segment: seg, bytes: 256))
         #expect(StoragePath.mountProblem("a\nb") == .containsNewline)
+        #expect(StoragePath.mountProblem("a\u{0}b") == .containsNul)
+        #expect(StoragePath.mountProblem("d/a\u{0}") == .containsNul)
     }
 }
 

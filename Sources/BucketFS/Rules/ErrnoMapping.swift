@@ -14,7 +14,7 @@ public func errno(for error: any Error) -> Errno {
     case .pathError(_, let p):
         switch p {
         case .tooLong, .segmentTooLong: return .ENAMETOOLONG
-        case .containsNewline, .empty, .unrepresentableSegment: return .EINVAL
+        case .containsNewline, .containsNul, .empty, .unrepresentableSegment: return .EINVAL
         }
     case .invalidArgument, .bucketMismatch: return .EINVAL
     case .quotaExceeded, .retryLimitExceeded, .timeout, .unknown, .nonMatchingChecksum: return .EIO

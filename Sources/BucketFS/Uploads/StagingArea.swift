@@ -12,6 +12,8 @@ public struct CacheDirectoryError: Error, CustomStringConvertible {
 /// The mount's cache directory (docs/SEMANTICS.md §3): the stage files of writes in progress, a sidecar beside
 /// each dirty one that names its object (so a crash leaves nothing anonymous), and `lost+found/`
 /// for data that could not be uploaded. One mount at a time holds it (an flock on `.lock`).
+/// Private (docs/SECURITY.md): the directory and lost+found are 0700, every file in them 0600,
+/// whatever the umask (`PrivateFiles`); `exposedFiles` names what others can read.
 public final class StagingArea: @unchecked Sendable {
     let directory: String
     let bucket: String
@@ -52,8 +54,8 @@ public final class StagingArea: @unchecked Sendable {
             } catch {
                 throw CacheDirectoryError(description: "cannot create the cache directory's parent \(parent): \(error.localizedDescription)")
             }
-            if mkdir(directory, 0o700) != 0 && Glibc.errno != EEXIST {
-                throw CacheDirectoryError(description: "cannot create the cache directory \(directory): \(Errno(Glibc.errno)); choose another with --cache-dir")
+            do { try PrivateFiles.makeDirectory(directory) } catch {
+                throw CacheDirectoryError(description: "\(error); choose another cache directory with --cache-dir")
             }
             guard lstat(directory, &st) == 0 else {
                 throw CacheDirectoryError(description: "cannot use the cache directory \(directory): \(Errno(Glibc.errno))")
@@ -70,6 +72,12 @@ public final class StagingArea: @unchecked Sendable {
         }
     }
 
+    /// The cache directory, its lost+found and its default log file, where others can read them
+    /// (a directory made by hand or by an older version; the files inside are 0600 either way).
+    public static func exposedFiles(_ directory: String) -> [PrivateFiles.Exposed] {
+        PrivateFiles.exposed([directory, directory + "/lost+found", directory + "/bucketfs.log"])
+    }
+
     /// Prepares the directory and takes its lock.
     init(directory: String, bucket: String, logger: Logger, now: @escaping @Sendable () -> Double) throws(CacheDirectoryError) {
         self.directory = directory
@@ -77,7 +85,7 @@ public final class StagingArea: @unchecked Sendable {
         self.logger = logger
         self.now = now
         try Self.prepare(directory)
-        let fd = open(directory + "/.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        let fd = PrivateFiles.open(directory + "/.lock", O_RDWR)
         guard fd >= 0 else { throw CacheDirectoryError(description: "cannot open \(directory)/.lock: \(Errno(Glibc.errno))") }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             Glibc.close(fd)
@@ -98,6 +106,7 @@ public final class StagingArea: @unchecked Sendable {
             logger.error("cannot create a staging file in \(directory): \(Errno(Glibc.errno))")
             throw .EIO
         }
+        PrivateFiles.restrict(fd)
         let path = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
         let s = StagedFile(fd: fd, path: path, origin: origin, dirty: dirty, size: 0, metadata: metadata)
         if dirty { record(s) { (object, origin.ifGenerationMatch) } }
@@ -130,7 +139,7 @@ public final class StagingArea: @unchecked Sendable {
                                 "created": RFC3339.format(Date(timeIntervalSince1970: now()))]
         guard let d = try? JSONSerialization.data(withJSONObject: o, options: [.sortedKeys]) else { return }
         let tmp = s.path + ".json.tmp"
-        let fd = Glibc.open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        let fd = PrivateFiles.open(tmp, O_WRONLY | O_TRUNC)
         guard fd >= 0 else {
             logger.error("cannot write \(tmp): \(Errno(Glibc.errno))")
             return
@@ -169,13 +178,12 @@ public final class StagingArea: @unchecked Sendable {
     }
 
     private func keep(fd: Int32, length: Int64, object: String, reason: String) -> String? {
-        try? FileManager.default.createDirectory(atPath: lostAndFound, withIntermediateDirectories: true,
-                                                 attributes: [.posixPermissions: 0o700])
+        _ = try? PrivateFiles.makeDirectory(lostAndFound)
         let dest = "\(lostAndFound)/\(Self.escape(object)).\(Int64(now() * 1000))"
         // Both files are written under temporary names beside lost+found and renamed in, sidecar
         // first: lost+found only ever holds complete entries.
         let tmp = "\(directory)/.keep-\(UUID().uuidString)"
-        let out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        let out = PrivateFiles.open(tmp, O_WRONLY | O_EXCL)
         guard out >= 0 else {
             logger.critical("cannot create \(tmp) to keep the data of '\(object)': \(Errno(Glibc.errno))")
             return nil
@@ -201,7 +209,7 @@ public final class StagingArea: @unchecked Sendable {
                                    "kept": RFC3339.format(Date(timeIntervalSince1970: now()))]
         if let d = try? JSONSerialization.data(withJSONObject: side, options: [.sortedKeys, .prettyPrinted]) {
             let sideTmp = tmp + ".json"
-            let sfd = open(sideTmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            let sfd = PrivateFiles.open(sideTmp, O_WRONLY | O_EXCL)
             if sfd >= 0 {
                 _ = d.withUnsafeBytes { Glibc.write(sfd, $0.baseAddress, $0.count) }
                 Glibc.close(sfd)
