@@ -166,7 +166,7 @@ struct Put: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Upload a local file (or - for standard input) as an object.")
     @Argument(help: "Local file, or - for standard input") var file: String
     @Argument var target: String
-    @Option(name: .customLong("content-type"), help: "The object's content type (default: the type of the object's name, see --content-type-default).")
+    @Option(name: .customLong("content-type"), help: "The object's content type (default: the type of the object's name).")
     var contentType: String?
     @OptionGroup var contentTypes: ContentTypeOptions
     @Option(name: .customLong("metadata"), help: "Custom metadata KEY=VALUE (repeatable).") var metadata: [String] = []

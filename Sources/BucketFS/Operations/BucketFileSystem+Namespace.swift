@@ -121,6 +121,7 @@ extension BucketFileSystem {
         var dstGen: Int64? = nil
         if let dst { dstGen = try await shownInfo(dst)?.generation }
         let retyped = info.flatMap { retype($0, of: src, to: dstPath) }
+        var copiedInfo: ObjectInfo? = nil
         if let info {
             do {
                 var copied: ObjectInfo
@@ -141,6 +142,7 @@ extension BucketFileSystem {
                     patch.contentType = .set(want)
                     copied = try await store.patchMetadata(dstPath, patch, preconditions: Preconditions(ifMetagenerationMatch: copied.metageneration))
                 }
+                copiedInfo = copied
                 try await store.delete(srcPath, preconditions: Preconditions(ifGenerationMatch: info.generation))
                 superblock.setInferredType(src, retyped == nil ? superblock.inferredType(of: src) : copied.contentType)
             } catch {
@@ -157,6 +159,15 @@ extension BucketFileSystem {
             // The copy has a new generation: read it before the next write or stat.
             try? await refreshed(src, force: true)
             superblock.rebaseStage(of: src)
+            // Content still staged here (write-back) shows and uploads the copy's metadata: the new
+            // type, and no default disposition naming the old name (docs/SEMANTICS.md §4.1).
+            superblock.withStage(of: src) { s, _ in
+                if s.state == .clean, let c = copiedInfo { s.metadata = c.writable; return }
+                if let type = retyped?.contentType { s.metadata.contentType = type }
+                if let d = s.metadata.contentDisposition, ContentDisposition.isDefault(d, forObject: srcPath) {
+                    s.metadata.contentDisposition = nil
+                }
+            }
         }
     }
 
