@@ -103,3 +103,16 @@ def test_put_gives_the_type_of_the_objects_name(any_bucket, tmp_path):
     run("put", "-r", tree, any_bucket.src("r"), *extra)
     assert any_bucket.stat("r/s/a.css")["contentType"] == "text/css"
     assert any_bucket.stat("r/b.json")["contentType"] == "application/json"
+
+
+def test_mount_options_set_the_default_and_turn_inference_off(bucket, mounts, tmp_path):
+    (tmp_path / "a.jpg").write_bytes(b"x")
+    (tmp_path / "b.unknownext").write_bytes(b"x")
+    mnt = mounts.mount(bucket.src(), "--content-type-default", "text/x-default")
+    sh(["cp", str(tmp_path / "a.jpg"), str(tmp_path / "b.unknownext"), mnt])
+    assert bucket.stat("a.jpg")["contentType"] == "image/jpeg"
+    assert bucket.stat("b.unknownext")["contentType"] == "text/x-default"
+    assert "user.storage.contentType" not in os.listxattr(f"{mnt}/b.unknownext")
+    off = mounts.mount(bucket.src(), "--no-infer-content-type")
+    sh(["cp", str(tmp_path / "a.jpg"), f"{off}/c.jpg"])
+    assert bucket.stat("c.jpg")["contentType"] == "application/octet-stream"
