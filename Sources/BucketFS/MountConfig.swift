@@ -60,6 +60,9 @@ public struct MountConfig: Sendable {
     public var writeBack = false
     /// Background uploads under way at once in write-back mode.
     public var uploadConcurrency = 8
+    /// The type an object created here gets when nobody gives one, at its upload and again at a
+    /// rename when that type was inferred here (docs/SEMANTICS.md §4.1).
+    public var contentTypes = ContentTypePolicy()
     /// Injected clock (seconds since the epoch), for tests.
     public var now: @Sendable () -> Double = { Date().timeIntervalSince1970 }
 

@@ -18,7 +18,10 @@ extension FirebaseStore {
         let file = try await stage(source, src)
         defer { unlink(file) }
         try await check(preconditions, on: destination, for: "copy")
-        let meta = V0Metadata.writable(metadata ?? src.writable)
+        var meta = V0Metadata.writable(metadata ?? src.writable)
+        // Production gave the source `inline; filename*=utf-8''SOURCE-NAME` because nobody chose
+        // one: the copy gets the server's default for its own name instead (docs/SEMANTICS.md §4.1).
+        if let d = meta.contentDisposition, ContentDisposition.isDefault(d, forObject: source) { meta.contentDisposition = nil }
         if src.size > tuning.resumableThreshold {
             return try await resumableUpload(destination, from: .file(path: file), size: src.size, metadata: meta)
         }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import BucketFS
 import Logging
 import StorageModel
 
@@ -170,7 +171,9 @@ struct Put: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Upload a local file (or - for standard input) as an object.")
     @Argument(help: "Local file, or - for standard input") var file: String
     @Argument var target: String
-    @Option(name: .customLong("content-type")) var contentType: String?
+    @Option(name: .customLong("content-type"), help: "The object's content type (default: the type of the object's name).")
+    var contentType: String?
+    @OptionGroup var contentTypes: ContentTypeOptions
     @Option(name: .customLong("metadata"), help: "Custom metadata KEY=VALUE (repeatable).") var metadata: [String] = []
     @Flag(name: .customLong("no-clobber"), help: "Fail if the object exists (ifGenerationMatch=0).") var noClobber = false
     @Flag(name: .shortAndLong, help: "Upload every file under the local directory FILE to SOURCE/path/<relative path>.")
@@ -183,7 +186,9 @@ struct Put: AsyncParsableCommand {
         try await access.perform("put", on: target) { t in
             if let exactName { t = Target(storage: t.storage, ref: t.storage.reference().exactly(exactName)) }
             var m = StorageMetadata()
-            m.contentType = contentType
+            // Given, else the final name's (docs/SEMANTICS.md §4.1); put -r types each file below.
+            if let contentType { m.contentType = contentType }
+            else if !recursive { m.contentType = contentTypes.policy.type(for: t.ref.fullPath) }
             var custom: [String: String] = [:]
             for kv in metadata {
                 guard let eq = kv.firstIndex(of: "=") else { throw ValidationErrorText("--metadata takes KEY=VALUE, got '\(kv)'") }
@@ -218,12 +223,16 @@ extension Put {
         }
         let sizes = files.map { (try? UploadSource.file(path: root + "/" + $0).size()) ?? 0 }
         let progress = TransferProgress(files: files.count, bytes: sizes.reduce(0, +), terminal: isatty(2) == 1)
+        let policy = contentTypes.policy
         try await withThrowingTaskGroup(of: Int64.self) { group in
             var running = 0
             for (rel, size) in zip(files, sizes).sorted(by: { $0.0 < $1.0 }) {
                 if running >= 4, let done = try await group.next() { progress.fileDone(bytes: done); running -= 1 }
                 group.addTask {
-                    _ = try await t.ref.child(rel).putFile(from: root + "/" + rel, metadata: metadata, preconditions: preconditions)
+                    let ref = t.ref.child(rel)
+                    var m = metadata
+                    if m.contentType == nil { m.contentType = policy.type(for: ref.fullPath) }
+                    _ = try await ref.putFile(from: root + "/" + rel, metadata: m, preconditions: preconditions)
                     return size
                 }
                 running += 1

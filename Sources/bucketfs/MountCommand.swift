@@ -15,6 +15,7 @@ struct Mount: AsyncParsableCommand {
     @Argument var mountpoint: String
     @OptionGroup(title: "Mount") var behaviour: MountBehaviourOptions
     @OptionGroup(title: "Caching and writes") var caching: CachingOptions
+    @OptionGroup(title: "Caching and writes") var contentTypes: ContentTypeOptions
     @OptionGroup(title: "Timeouts and retries") var faults: FaultOptions
     @OptionGroup(title: "Cloud Storage") var gcs: GCSOptions
     @OptionGroup(title: "Firebase") var firebase: FirebaseOptions
@@ -145,6 +146,7 @@ struct Mount: AsyncParsableCommand {
         config.writeBack = writeBack
         config.uploadConcurrency = uploadConcurrency
         config.failureTTL = failureTTL
+        config.contentTypes = contentTypes.policy
         let core: BucketFileSystem
         do {
             core = try BucketFileSystem(store: store, config: config, logger: logger)

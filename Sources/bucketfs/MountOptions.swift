@@ -142,3 +142,13 @@ private extension Duration {
 enum OnOff: String, ExpressibleByArgument, CaseIterable, Sendable {
     case on, off
 }
+
+/// The content type of objects created with none given (docs/SEMANTICS.md §4.1): `mount` and `put`.
+struct ContentTypeOptions: ParsableArguments {
+    @Option(name: .customLong("content-type-default"), help: "Content type of a new object whose name has no known type (or of every new object, with --no-infer-content-type).")
+    var contentTypeDefault: String = ContentTypePolicy.serverDefault
+    @Flag(name: .customLong("no-infer-content-type"), help: "Do not take a new object's content type from its name (/etc/mime.types); give it --content-type-default.")
+    var noInfer = false
+
+    var policy: ContentTypePolicy { ContentTypePolicy(infer: !noInfer, defaultType: contentTypeDefault) }
+}

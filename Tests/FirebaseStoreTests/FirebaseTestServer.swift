@@ -27,7 +27,7 @@ import StorageModel
 ///   loaded denies everything; listing under rules_version 1 is refused.
 /// - Flavours: `.emulator` has the Firebase emulator's quirks the document names (`maxResults`
 ///   counts items only and every page carries every prefix, the page token is the next item's
-///   name (items in JavaScript's UTF-16 order), 404 bodies are plain text, crc32c is decimal, contentEncoding defaults to identity, a
+///   name (items in JavaScript's UTF-16 order), 404 bodies are plain text, crc32c is decimal, a
 ///   range past the end gets the whole object); `.production` counts prefixes and items together,
 ///   leaves empty arrays out of list pages,
 ///   has opaque page tokens and JSON errors, and answers a range past the end with 416.
@@ -275,7 +275,6 @@ final class FirebaseTestServer: @unchecked Sendable {
     func store(name: String, data: Data, props: [String: String], metadata: [String: String], tokens: [String]) -> Object {
         let now = Date()
         var p = props
-        if flavour == .emulator, p["contentEncoding"] == nil { p["contentEncoding"] = "identity" }
         if p["contentType"] == nil { p["contentType"] = "application/octet-stream" }
         let o = Object(name: name, data: data, generation: newGeneration(), metageneration: 1, timeCreated: now,
                        updated: now, props: p, metadata: metadata, downloadTokens: tokens)
@@ -486,6 +485,10 @@ extension FirebaseTestServer {
         ]
         let crc = CRC32C.checksum(o.data)
         r["crc32c"] = flavour == .emulator ? String(crc) : CRC32C.base64(crc)
+        // Both flavours show an object with no contentEncoding as `identity` (the emulator's
+        // OutgoingFirebaseMetadata; production's recorded answers, also for objects written
+        // through the JSON API, which stores none).
+        r["contentEncoding"] = "identity"
         for (k, v) in o.props { r[k] = v }
         // The GCS key `firebaseStorageDownloadTokens` is shown as `downloadTokens`, never in `metadata`.
         if !o.metadata.isEmpty { r["metadata"] = o.metadata }
@@ -524,7 +527,8 @@ extension FirebaseTestServer {
         if sendsGenerationHeader { h.append(("x-goog-generation", String(o.generation))) }
         let leaf = String(o.name.split(separator: "/", omittingEmptySubsequences: false).last ?? "")
         let rfc5987 = leaf.addingPercentEncoding(withAllowedCharacters: CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789!#$&+-.^_`|~")) ?? leaf
-        h.append(("Content-Disposition", "\(o.props["contentDisposition"] ?? "attachment"); filename*=utf-8''\(rfc5987)"))
+        let disposition = o.props["contentDisposition"] ?? "inline"
+        h.append(("Content-Disposition", disposition.contains("filename") ? disposition : "\(disposition); filename*=utf-8''\(rfc5987)"))
         if let cc = o.props["cacheControl"] { h.append(("Cache-Control", cc)) }
         guard let range = headers.first(name: "Range") else { return Response(status: 200, headers: h, body: o.data) }
         let spec = range.replacingOccurrences(of: "bytes=", with: "").split(separator: "-", omittingEmptySubsequences: false)
@@ -610,6 +614,11 @@ extension FirebaseTestServer {
         }
         var (props, meta) = Self.split(j)
         if props["contentType"] == nil, let ct = contentType { props["contentType"] = ct }
+        // A v0 upload with no contentDisposition stores one: the emulator `inline` (its
+        // finalizeOneShotUpload), production `inline; filename*=utf-8''LEAF`.
+        if props["contentDisposition"] == nil {
+            props["contentDisposition"] = flavour == .emulator ? "inline" : ContentDisposition.firebaseDefault(forObject: name)
+        }
         // The reserved GCS key is not custom metadata: its tokens are moved into the download
         // tokens (a copied token is a live secret of the new object), and a new one is added.
         let moved = meta.removeValue(forKey: "firebaseStorageDownloadTokens")?.split(separator: ",").map(String.init) ?? []

@@ -163,6 +163,12 @@ public final class MemoryStore: ObjectStore, @unchecked Sendable {
         }
     }
 
+    /// Creates or replaces an object with all of `metadata` (as a server that adds properties of its own would).
+    @discardableResult
+    public func put(_ name: String, _ data: Data = Data(), metadata: WritableMetadata) -> ObjectInfo {
+        withLock { commitLocked(name, data: data, metadata: metadata) }
+    }
+
     @discardableResult
     public func put(_ name: String, _ text: String, contentType: String? = nil, custom: [String: String] = [:]) -> ObjectInfo {
         put(name, Data(text.utf8), contentType: contentType, custom: custom)

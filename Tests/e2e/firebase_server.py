@@ -46,13 +46,16 @@ and never behaves better than the real service:
   (TOKEN_EXPIRED) and stop working for a disabled user (USER_DISABLED); revoking does not end ID
   tokens already issued (as in production), `expire` does.
 - Flavors: "emulator" (default) has the quirks §1, §2, §8 and §10.9 name: 404 bodies are plain
-  text `Not Found`, crc32c is a decimal string, contentEncoding defaults to "identity", list
+  text `Not Found`, crc32c is a decimal string, list
   pages always carry both arrays, names sort as JavaScript sorts them (UTF-16 code units),
   `maxResults` counts items only and every page repeats all prefixes, `nextPageToken` is the name
   of the next item, the create/update rule of a resumable upload is evaluated at finalize, the
   error messages are the emulator's. "production": JSON 404s ("Not Found."), base64 crc32c, empty arrays left out of list pages, pages
   counting prefixes and items together with opaque page tokens, "Permission denied." and resumable
-  uploads also checked at start. The emulator's leniencies that would make a client look better
+  uploads also checked at start. Both show an object's missing contentEncoding as "identity" and
+  give an upload without a contentType `application/octet-stream`; a v0 upload without a
+  contentDisposition stores `inline` (emulator) or `inline; filename*=utf-8''NAME` (production),
+  as firebase-tools' storage emulator and recorded production answers do. The emulator's leniencies that would make a client look better
   than it is (unsigned tokens, `owner` tokens, ignored upload offsets) are not reproduced.
 
 Tokens never reach this server's log. The server records what a client must never do (a request
@@ -230,6 +233,14 @@ class Rules:
         if t.startswith("size<"):
             return resource is not None and resource["size"] < int(t[5:])
         return False
+
+
+def _disposition_header(obj):
+    """A download's Content-Disposition: the stored one, with the file name when it has none."""
+    d = obj.props.get("contentDisposition", "inline")
+    if "filename" in d:
+        return d
+    return d + "; filename*=utf-8''" + urllib.parse.quote(obj.name.rsplit("/", 1)[-1], safe="")
 
 
 # --- state --------------------------------------------------------------------------------------
@@ -571,11 +582,12 @@ class FirebaseServer:
             m["downloadTokens"] = ",".join(obj.tokens)
         if self.flavor == "emulator":
             m["crc32c"] = str(obj.crc)
-            m["contentEncoding"] = obj.props.get("contentEncoding", "identity")
         else:
             m["crc32c"] = base64.b64encode(obj.crc.to_bytes(4, "big")).decode()
-            if "contentEncoding" in obj.props:
-                m["contentEncoding"] = obj.props["contentEncoding"]
+        # Both show an object with no contentEncoding as `identity` (the emulator's
+        # OutgoingFirebaseMetadata; production's recorded answers, also for objects written
+        # through the JSON API, which stores none).
+        m["contentEncoding"] = obj.props.get("contentEncoding", "identity")
         for k in ("contentDisposition", "contentLanguage", "cacheControl"):
             if k in obj.props:
                 m[k] = obj.props[k]
@@ -763,6 +775,11 @@ class FirebaseServer:
             self.violations.append(f"upload of {name} sends downloadTokens")
         _check_custom_size({k: v for k, v in custom.items() if k != TOKEN_KEY})
         meta = {**{k: meta[k] for k in WRITABLE if meta.get(k) is not None}, "metadata": custom}
+        # A v0 upload with no contentDisposition stores one: the emulator `inline` (its
+        # finalizeOneShotUpload), production `inline; filename*=utf-8''LEAF` (recorded answers).
+        if "contentDisposition" not in meta:
+            meta["contentDisposition"] = "inline" if self.flavor == "emulator" else \
+                "inline; filename*=utf-8''" + urllib.parse.quote(name.rsplit("/", 1)[-1], safe="!#$&+-.^_`|~")
         with self.lock:
             objs = self.bucket_objects(bucket)
             resource = {"size": len(data), "contentType": meta.get("contentType"), "metadata": custom}
@@ -1041,8 +1058,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         crc = base64.b64encode(obj.crc.to_bytes(4, "big")).decode()
         headers = [("Accept-Ranges", "bytes"), ("ETag", f'"{obj.md5}"'),
                    ("Cache-Control", obj.props.get("cacheControl", "private, max-age=0")),
-                   ("Content-Disposition", obj.props.get("contentDisposition", "inline")
-                    + "; filename*=utf-8''" + urllib.parse.quote(obj.name.rsplit("/", 1)[-1], safe="")),
+                   ("Content-Disposition", _disposition_header(obj)),
                    ("x-goog-generation", str(obj.generation)), ("x-goog-metadatageneration", str(obj.metageneration)),
                    ("x-goog-storage-class", "STANDARD"), ("x-goog-hash", f"crc32c={crc},md5={obj.md5}")]
         if status == 206:

@@ -312,7 +312,9 @@ def test_firebase_mount_tools_within_the_rules(fb, mounts, tmp_path):
     assert re.search(r"^-.* 6 .* a\.txt$", out, re.M) and re.search(r"^d.* docs$", out, re.M), out
     assert sh(["cat", f"{home}/a.txt"]).stdout == b"alpha\n"
     xattrs = sh(["getfattr", "-d", "-m", "-", f"{home}/a.txt"]).stdout.decode()
-    assert 'user.color="red"' in xattrs and 'user.storage.contentType="text/plain"' in xattrs, xattrs
+    # text/plain is what a.txt's name means, so it is not listed; it reads by name (docs/SEMANTICS.md §4.1)
+    assert 'user.color="red"' in xattrs and "user.storage.contentType" not in xattrs, xattrs
+    assert sh(["getfattr", "-n", "user.storage.contentType", "--only-values", f"{home}/a.txt"]).stdout == b"text/plain"
     assert "downloadTokens" not in xattrs and "firebaseStorageDownloadTokens" not in xattrs
     tokens = fb.server.get_object(BUCKET, fb.home("a.txt")).tokens
     assert tokens and not any(t in xattrs for t in tokens)
@@ -508,6 +510,62 @@ def test_firebase_id_token_option_never_in_the_process_title(fb, mounts):
     p = run("cat", f"{SRC}/{fb.home('docs/b.md')}", env=env, check=False)
     err = p.stderr.decode()
     assert p.returncode == 1 and "has expired" in err and "never refreshed" in err, err
+
+
+# --- content types and default properties (docs/SEMANTICS.md §4.1) ------------------------------
+
+@pytest.mark.parametrize("flavor", ["emulator", "production"])
+@pytest.mark.parametrize("mode", ["default", "write-back"])
+def test_firebase_rsync_types_from_final_names_and_a_second_run_moves_nothing(fb, mounts, tmp_path, flavor, mode):
+    """rsync writes `.pic.jpg.XXXXXX` and renames it: the object gets image/jpeg. The servers give
+    every upload a contentEncoding (identity) and a contentDisposition (the emulator `inline`,
+    production `inline; filename*=utf-8''NAME`): neither is listed, so a second `rsync -aXi`
+    itemizes nothing and writes nothing."""
+    fb.server.flavor = flavor
+    fb.login_email()
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    (src / "pic.jpg").write_bytes(b"\xff\xd8\xff jpeg")
+    (src / "sub" / "page.html").write_bytes(b"<p>")
+    (src / "sub" / "notes").write_bytes(b"plain")
+    (src / "explicit.jpg").write_bytes(b"\xff\xd8\xff")
+    os.setxattr(src / "explicit.jpg", "user.storage.contentType", b"text/x-mine")
+    log = tmp_path / "req.log"
+    options = ["--request-log", str(log), "--metadata-ttl", "30"] + (["--write-back"] if mode == "write-back" else [])
+    mnt = mounts.mount(f"{SRC}/{fb.home()}", *options)
+    sh(["rsync", "-aX", f"{src}/", f"{mnt}/rs/"])
+    def obj(rel):
+        return fb.server.get_object(BUCKET, fb.home("rs/" + rel))
+    assert obj("pic.jpg").props["contentType"] == "image/jpeg"
+    assert obj("sub/page.html").props["contentType"] == "text/html"
+    assert obj("sub/notes").props["contentType"] == "application/octet-stream"
+    assert obj("explicit.jpg").props["contentType"] == "text/x-mine"
+    # production names the object in its disposition: the final name, not rsync's temporary one
+    want = "inline" if flavor == "emulator" else "inline; filename*=utf-8''pic.jpg"
+    assert obj("pic.jpg").props["contentDisposition"] == want
+    listed = os.listxattr(f"{mnt}/rs/pic.jpg")
+    assert not [x for x in listed if x.startswith("user.storage.")], listed
+    assert os.getxattr(f"{mnt}/rs/pic.jpg", "user.storage.contentEncoding") == b"identity"
+    assert os.getxattr(f"{mnt}/rs/pic.jpg", "user.storage.contentDisposition") == want.encode()
+    log.write_text("")
+    again = sh(["rsync", "-aXi", f"{src}/", f"{mnt}/rs/"]).stdout.decode().strip()
+    assert again == "", again
+    writes = [line for line in log.read_text().splitlines() if line.split(" ")[0] in ("write", "patch", "copy", "delete")]
+    assert writes == [], writes
+
+
+@pytest.mark.parametrize("flavor", ["emulator", "production"])
+def test_firebase_put_gives_the_type_of_the_objects_name(fb, tmp_path, flavor):
+    fb.server.flavor = flavor
+    fb.login_email()
+    pic = tmp_path / "x.jpg"
+    pic.write_bytes(b"\xff\xd8\xff")
+    run("put", pic, f"{SRC}/{fb.home('x.jpg')}")
+    assert fb.server.get_object(BUCKET, fb.home("x.jpg")).props["contentType"] == "image/jpeg"
+    run("put", pic, f"{SRC}/{fb.home('e.jpg')}", "--content-type", "image/png")
+    assert fb.server.get_object(BUCKET, fb.home("e.jpg")).props["contentType"] == "image/png"
+    run("put", pic, f"{SRC}/{fb.home('n.jpg')}", "--no-infer-content-type")
+    assert fb.server.get_object(BUCKET, fb.home("n.jpg")).props["contentType"] == "application/octet-stream"
 
 
 # --- the library's front door ------------------------------------------------------------------

@@ -120,20 +120,31 @@ extension BucketFileSystem {
         let (srcPath, staged) = (superblock.path(of: src), superblock.stage(of: src))
         var dstGen: Int64? = nil
         if let dst { dstGen = try await shownInfo(dst)?.generation }
+        let retyped = info.flatMap { retype($0, of: src, to: dstPath) }
+        var copiedInfo: ObjectInfo? = nil
         if let info {
             do {
+                var copied: ObjectInfo
                 do {
-                    _ = try await store.copy(from: srcPath, sourceGeneration: info.generation, to: dstPath, metadata: nil,
-                                             preconditions: Preconditions(ifGenerationMatch: dstGen ?? 0))
+                    copied = try await store.copy(from: srcPath, sourceGeneration: info.generation, to: dstPath, metadata: retyped,
+                                                  preconditions: Preconditions(ifGenerationMatch: dstGen ?? 0))
                 } catch StorageError.preconditionFailed where dstGen == nil {
                     if noReplace { throw Errno.EEXIST }
                     // The destination appeared behind this mount's back (within the TTL, so
                     // unseen): rename(2) replaces it, so replace the generation there now, once.
                     let there = try await store.getMetadata(dstPath)
-                    _ = try await store.copy(from: srcPath, sourceGeneration: info.generation, to: dstPath, metadata: nil,
-                                             preconditions: Preconditions(ifGenerationMatch: there.generation))
+                    copied = try await store.copy(from: srcPath, sourceGeneration: info.generation, to: dstPath, metadata: retyped,
+                                                  preconditions: Preconditions(ifGenerationMatch: there.generation))
                 }
+                if let want = retyped?.contentType, copied.contentType != want {
+                    // A server whose copy ignores the metadata given (gcp-storage-emulator): one PATCH.
+                    var patch = MetadataPatch()
+                    patch.contentType = .set(want)
+                    copied = try await store.patchMetadata(dstPath, patch, preconditions: Preconditions(ifMetagenerationMatch: copied.metageneration))
+                }
+                copiedInfo = copied
                 try await store.delete(srcPath, preconditions: Preconditions(ifGenerationMatch: info.generation))
+                superblock.setInferredType(src, retyped == nil ? superblock.inferredType(of: src) : copied.contentType)
             } catch {
                 throw fail(error, "rename", srcPath + " → " + dstPath)
             }
@@ -148,7 +159,28 @@ extension BucketFileSystem {
             // The copy has a new generation: read it before the next write or stat.
             try? await refreshed(src, force: true)
             superblock.rebaseStage(of: src)
+            // Content still staged here (write-back) shows and uploads the copy's metadata: the new
+            // type, and no default disposition naming the old name (docs/SEMANTICS.md §4.1).
+            superblock.withStage(of: src) { s, _ in
+                if s.state == .clean, let c = copiedInfo { s.metadata = c.writable; return }
+                if let type = retyped?.contentType { s.metadata.contentType = type }
+                if let d = s.metadata.contentDisposition, ContentDisposition.isDefault(d, forObject: srcPath) {
+                    s.metadata.contentDisposition = nil
+                }
+            }
         }
+    }
+
+    /// The metadata a renamed file's copy carries when its content type was inferred here from
+    /// its old name (rsync's `.name.XXXXXX`): the same, with the new name's type; nil (copy it
+    /// as it is) when the type was given, or the new name means the same (docs/SEMANTICS.md §4.1).
+    func retype(_ info: ObjectInfo, of n: Node, to dstPath: String) -> WritableMetadata? {
+        guard let inferred = superblock.inferredType(of: n), info.contentType == inferred else { return nil }
+        let type = config.contentTypes.type(for: dstPath)
+        guard type != inferred else { return nil }
+        var w = info.writable
+        w.contentType = type
+        return w
     }
 
     /// Renames every object under a prefix (copy with `ifGenerationMatch=0`, then delete with the

@@ -52,14 +52,18 @@ extension BucketFileSystem {
         return Array(v.utf8)
     }
 
-    /// The listed attribute names.
+    /// The listed attribute names: a property whose value every object would have anyway is
+    /// left out (docs/SEMANTICS.md §4.1).
     private func xattrNames(_ source: Superblock.XattrSource) -> [String] {
-        if let m = source.stagedMetadata { return XattrName.listed(for: m) }
+        let (path, policy) = (source.path, config.contentTypes)
+        if let m = source.stagedMetadata {
+            return XattrName.listed(for: m) { p, v in !DefaultProperties.isDefault(p, v, path: path, policy: policy) }
+        }
         guard let info = source.info else { return [] }
         // The kernel refuses user.* attributes on a symbolic link (getxattr ENODATA, setxattr
         // EPERM): listing any would make rsync -X and tar --xattrs fail on every link.
         if !source.isDirectory, stat.isSymlink(info) { return [] }
-        let names = XattrName.listed(for: info.writable)
+        let names = XattrName.listed(for: info.writable) { p, v in !DefaultProperties.isDefault(p, v, path: path, policy: policy) }
         // A placeholder's properties (servers give it a default contentType) mean nothing for a
         // directory: list only its custom keys, so rsync -aX / cp -a neither copy nor strip them.
         // They stay readable and settable by name.
@@ -83,6 +87,11 @@ extension BucketFileSystem {
         if v.utf8.count > CustomMetadataLimits.maxValueBytes {
             throw refused(name, .E2BIG, "the value is \(v.utf8.count) bytes; Cloud Storage allows \(CustomMetadataLimits.maxValueBytes)")
         }
+        if case .writable(.contentType) = x {
+            // A type given is never replaced by one inferred from a name (docs/SEMANTICS.md §4.1).
+            let n = try node(ino)
+            superblock.setInferredType(n, nil)
+        }
         try await changeMetadata(ino: ino, op: "setxattr \(name)") { (m: inout WritableMetadata) throws(Errno) in
             let existing: String?
             switch x {
@@ -104,6 +113,11 @@ extension BucketFileSystem {
         let x = XattrName(name)
         if let e = x.refusal(change: true) { throw e }
         if config.readOnly { throw .EROFS }
+        if case .writable(.contentType) = x {
+            // A type given is never replaced by one inferred from a name (docs/SEMANTICS.md §4.1).
+            let n = try node(ino)
+            superblock.setInferredType(n, nil)
+        }
         try await changeMetadata(ino: ino, op: "removexattr \(name)") { (m: inout WritableMetadata) throws(Errno) in
             switch x {
             case .custom(let k):

@@ -76,10 +76,14 @@ public enum XattrName: Equatable, Sendable {
         }
     }
 
-    /// The names `listxattr` shows: visible custom keys and the writable properties that are set.
-    public static func listed(for m: WritableMetadata) -> [String] {
+    /// The names `listxattr` shows: visible custom keys and the writable properties that are set
+    /// (and that `shown` keeps: the caller leaves out values every object has anyway).
+    public static func listed(for m: WritableMetadata,
+                              where shown: (WritableProperty, String) -> Bool = { _, _ in true }) -> [String] {
         var names = m.customMetadata.keys.filter { !isHiddenKey($0) }.sorted().map { "user." + $0 }
-        for p in WritableProperty.allCases where p.get(m) != nil { names.append("user.storage." + p.rawValue) }
+        for p in WritableProperty.allCases {
+            if let v = p.get(m), shown(p, v) { names.append("user.storage." + p.rawValue) }
+        }
         return names
     }
 }

@@ -42,6 +42,10 @@ final class Node: @unchecked Sendable {
     /// The generation the kernel's page cache holds for this file: the one last opened for
     /// reading here (nil after an open for writing).
     var cachedGeneration: Int64?
+    /// The content type this mount inferred from the file's name at its last upload, as long as
+    /// nothing explicit (an xattr, a type from elsewhere) replaced it: a rename infers it again
+    /// from the new name (docs/SEMANTICS.md §4.1). Nil: the type was given, or is not known here.
+    var inferredType: String?
 
     init(ino: UInt64, path: String, type: FileType) {
         self.ino = ino

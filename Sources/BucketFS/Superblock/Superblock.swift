@@ -205,13 +205,25 @@ final class Superblock: @unchecked Sendable {
     /// What xattrs are answered from: a staged file's pending metadata, else the object's.
     struct XattrSource {
         let isDirectory: Bool
+        /// The object's path (for properties whose default depends on the name).
+        let path: String
         let stagedMetadata: WritableMetadata?
         let info: ObjectInfo?
     }
 
     /// `n`'s xattr source, with `shown` when the cache evicted its metadata after it was read.
     func xattrSource(_ n: Node, shown: ObjectInfo?) -> XattrSource {
-        locked { XattrSource(isDirectory: n.type == .directory, stagedMetadata: n.staged?.metadata, info: n.info ?? shown) }
+        locked { XattrSource(isDirectory: n.type == .directory, path: n.path, stagedMetadata: n.staged?.metadata, info: n.info ?? shown) }
+    }
+
+    /// The content type inferred here for `n`'s object (`Node.inferredType`).
+    func inferredType(of n: Node) -> String? {
+        locked { n.inferredType }
+    }
+
+    /// Records the content type inferred here for `n`'s object (nil: it was given, or replaced).
+    func setInferredType(_ n: Node, _ type: String?) {
+        locked { n.inferredType = type }
     }
 
     /// getxattr and listxattr with no I/O: nil when the metadata must be read first.
@@ -219,7 +231,7 @@ final class Superblock: @unchecked Sendable {
         locked {
             guard let n = table[ino], !needsRefreshLocked(n) else { return nil }
             counters.count(.attributes, hit: true)
-            return XattrSource(isDirectory: n.type == .directory, stagedMetadata: n.staged?.metadata, info: n.info)
+            return XattrSource(isDirectory: n.type == .directory, path: n.path, stagedMetadata: n.staged?.metadata, info: n.info)
         }
     }
 

@@ -154,7 +154,16 @@ extension BucketFileSystem {
             return  // nothing to upload (`uploading` cannot be seen under `uploadLock`)
         }
         var meta = superblock.withStage(s) { $0.metadata }
-        if meta.contentType == nil { meta.contentType = ContentTypes.guess(path) }
+        // No type given: the name's (docs/SEMANTICS.md §4.1), remembered as inferred so that a
+        // rename infers it again; a type given (or one this mount did not infer) is kept as is.
+        let wasInferred = superblock.inferredType(of: n)
+        let inferred: String?
+        if meta.contentType == nil {
+            meta.contentType = config.contentTypes.type(for: path)
+            inferred = meta.contentType
+        } else {
+            inferred = meta.contentType == wasInferred ? wasInferred : nil
+        }
         let started = superblock.withStage(s) { $0.beginAttempt() }
         // No fsync first: the upload reads the page cache, and syncing a large file costs disk
         // writes before the first byte is sent, about as long as the upload itself.
@@ -163,6 +172,7 @@ extension BucketFileSystem {
             let info = try await store.write(path, from: .file(path: s.path), metadata: meta,
                                              preconditions: Preconditions(ifGenerationMatch: origin.ifGenerationMatch))
             superblock.setInfo(n, info, alongWith: { s.succeeded(info) })
+            superblock.setInferredType(n, info.contentType == inferred ? inferred : nil)
             failures.clear(.metadata(path: path))
         } catch {
             superblock.withStage(s) { $0.failed(restoring: started) }
