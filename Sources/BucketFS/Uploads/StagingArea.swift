@@ -168,6 +168,13 @@ public final class StagingArea: @unchecked Sendable {
         keep(fd: s.fd, length: s.size, object: object, reason: reason)
     }
 
+    /// Removes a lost+found entry (and its sidecar) that a newer one of the same file replaced.
+    func dropLost(_ entry: String) {
+        guard entry.hasPrefix(lostAndFound + "/") else { return }
+        unlink(entry)
+        unlink(entry + ".json")
+    }
+
     private func keep(fd: Int32, length: Int64, object: String, reason: String) -> String? {
         try? FileManager.default.createDirectory(atPath: lostAndFound, withIntermediateDirectories: true,
                                                  attributes: [.posixPermissions: 0o700])
