@@ -599,12 +599,19 @@ def test_firebase_plain_ls_costs_list_requests_only(fb, mounts, tmp_path):
     many = os.path.join(mnt, fb.home("many"))
     os.stat(many)  # the directory's own lookup, before counting
     reqlog.write_text("")
+    fb.server.reset_stats()
     names = sh(["ls", many]).stdout.decode().split()
     assert len(names) == n
+    # what reached the server (the store's own GETs of a listing never reach the request log)
+    stats = fb.server.snapshot_stats()
+    assert stats["list"] >= 1 and stats["get"] == 0 and stats["media"] == 0, stats
     lines = reqlog.read_text().splitlines()
     assert lines and all(l.startswith("list ") for l in lines), lines[:20]
     reqlog.write_text("")
+    fb.server.reset_stats()
     out = sh(["ls", "-l", many]).stdout.decode().splitlines()
     assert len([l for l in out if l.startswith("-") and " 1 " in l]) == n, out[:5]
+    stats = fb.server.snapshot_stats()
+    assert stats["get"] == n, stats
     gets = [l for l in reqlog.read_text().splitlines() if l.startswith("get ")]
     assert len(gets) == n and len(set(gets)) == n, (len(gets), len(set(gets)))
