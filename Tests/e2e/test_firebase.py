@@ -385,7 +385,8 @@ def test_firebase_mount_tools_within_the_rules(fb, mounts, tmp_path):
 
 def listed_not_readable(fb, mounts, wait):
     """The rules let every signed-in user list everything, and read only their own: another
-    user's file shows in `ls` (with a log line) and using it is EACCES."""
+    user's file shows in `ls`; its stat (`ls -l`) and reading it are EACCES, logged (a listing
+    reads names only, as a directory with read but no search permission shows its names)."""
     seed(fb)
     fb.login_email()
     mnt = mounts.mount(SRC, "--metadata-ttl", "1")
@@ -393,6 +394,8 @@ def listed_not_readable(fb, mounts, wait):
     assert "users" in os.listdir(mnt)
     assert "someone-else" in os.listdir(os.path.join(mnt, "users"))  # by listings
     assert os.listdir(other) == ["private.txt"]
+    p = sh(["ls", "-l", other], check=False)
+    assert p.returncode != 0 and "Permission denied" in p.stderr.decode() and "private.txt" in p.stdout.decode(), p
     log = open(mounts.log_path(mnt)).read()
     assert re.search(r"users/someone-else/private\.txt.*Permission denied. No READ permission", log), log[-3000:]
     time.sleep(wait)
