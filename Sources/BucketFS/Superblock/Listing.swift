@@ -18,11 +18,11 @@ struct Listing {
     var inodeOrder: [(ino: UInt64, name: String)]?
 
     /// How many of the next files listed by name only a stat of one such file reads the metadata
-    /// of along with its own (`Superblock.statAhead`): 0 at first, doubling with each stat that
-    /// had to read, up to `Listing.maxStatAhead`, so that `ls -l` reads many at once and a lone
-    /// stat reads one.
+    /// of along with its own (`Superblock.statAhead`): 0 at first, then 15, 75 and
+    /// `Listing.maxStatAhead` with each stat that had to read, so that `ls -l` reads many at once
+    /// (the store's connections stay busy: bench-firebase.sh) and a lone stat reads one.
     var statAhead = 0
-    static let maxStatAhead = 32
+    static let maxStatAhead = 127
 
     /// `name`'s index in `fileOrder` (binary search: the bucket's UTF-8 byte order).
     func fileIndex(_ name: String) -> Int? {

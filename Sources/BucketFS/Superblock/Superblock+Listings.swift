@@ -92,7 +92,7 @@ extension Superblock {
 
     /// The files after `n` in its directory's fresh listing whose metadata is not cached (listed
     /// by name only), for a stat of `n` to read along with its own: as many as the listing's
-    /// `statAhead`, which then doubles (up to `Listing.maxStatAhead`).
+    /// `statAhead`, which then grows (up to `Listing.maxStatAhead`).
     func statAhead(after n: Node) -> [Node] {
         locked {
             guard n.type == .regular, let dir = table.parent(of: n), let l = dir.listing, l.expiry > now,
@@ -102,7 +102,7 @@ extension Superblock {
                 guard let c = childLocked(l, name), lacksFileInfoLocked(c) else { continue }
                 out.append(c)
             }
-            dir.listing?.statAhead = min(Listing.maxStatAhead, max(1, l.statAhead * 2))
+            dir.listing?.statAhead = min(Listing.maxStatAhead, l.statAhead * 4 + 15)
             return out
         }
     }
