@@ -17,9 +17,14 @@ public final class RequestLogStore: ObjectStore, @unchecked Sendable {
     }
     /// A create probe is one request of a store that asks (a `probe` line); none otherwise.
     public func probeCreate(_ name: String, metadata: WritableMetadata) async throws -> CreateAnswer? {
-        let answer = try await inner.probeCreate(name, metadata: metadata)
-        if answer != nil { note("probe", name) }
-        return answer
+        do {
+            let answer = try await inner.probeCreate(name, metadata: metadata)
+            if answer != nil { note("probe", name) }
+            return answer
+        } catch {
+            note("probe", name)
+            throw error
+        }
     }
     let fd: Int32
     public var bucket: String { inner.bucket }
