@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The listing cost of firebase:// ("Listings that still cost their pages"): a v0 list
-# page gives names only, so bucketfs fetches each item's metadata itself, many at once. This
+# page gives names only, so `ls -l` makes bucketfs fetch each item's metadata, many at once. This
 # measures a cold `ls -l` of N objects (default 1,000) behind Tests/e2e/latencyproxy.py adding
 # DELAY_MS (20) to every request:
 #

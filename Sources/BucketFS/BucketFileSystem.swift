@@ -53,7 +53,7 @@ import StorageModel
 ///   before it takes the pool's lock, not under it.
 ///
 /// Leaves everywhere else, under which nothing is taken: the private NSLocks of `CacheCounters`,
-/// `RecentFailures` and `WarnOnce` (the hidden-name log). The superblock's lock takes
+/// `RecentFailures`, `CreateAnswers` and `WarnOnce` (the hidden-name log). The superblock's lock takes
 /// `CacheCounters` under it. `StagingArea` has no lock of its own: its `.lock`
 /// flock only keeps other mounts out of the cache directory.
 ///
@@ -79,6 +79,8 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     let staging: StagingArea
     /// Objects and listings that just failed, answered EIO at once for a few seconds.
     let failures: RecentFailures
+    /// What the store's rules said about creating files in a directory (firebase://).
+    let createAnswers: CreateAnswers
     /// Cache hits and misses, for the metrics endpoint (`statistics()`).
     public let cacheCounters = CacheCounters()
     /// The read path (ReadPath/): read-ahead, the walk-ahead, their memory, and the
@@ -109,6 +111,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         refusalLog.handler = { [logger] message in logger.warning("\(message)") }
         staging = try StagingArea(directory: config.cacheDirectory, bucket: store.bucket, logger: logger, now: config.now)
         failures = RecentFailures(ttl: config.failureTTL, now: config.now)
+        createAnswers = CreateAnswers(ttl: config.createAnswerTTL, now: config.now)
         readPath = ReadPath(store: store, config: config, logger: logger)
         staging.recoverOrphans()
         superblock = Superblock(config: config, stat: stat, counters: cacheCounters)

@@ -49,6 +49,10 @@ public struct MountConfig: Sendable {
     public var operationTimeout: Double = 60
     /// How long an object or listing whose request just failed (EIO) answers EIO at once.
     public var failureTTL: Double = 5
+    /// How long what the store's access rules said about creating files in a directory (and of
+    /// a content type) is reused before the next create there asks again (seconds; 0: ask at
+    /// every create). Only stores with rules to ask (firebase://) ask at all.
+    public var createAnswerTTL: Double = 300
     /// Background attempts after a failed upload, before its data goes to lost+found.
     public var uploadRetries = 5
     /// Pauses between background upload attempts start at 1 s and double up to this (seconds).

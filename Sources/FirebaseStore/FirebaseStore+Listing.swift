@@ -7,6 +7,8 @@ import StorageModel
 /// v0 never lists, is looked up and listed first, as the JSON API lists it; a listing without a
 /// delimiter, or under a prefix that ends mid-name (v0 asks for neither), is walked directory by
 /// directory. One list request per page asked for (plus, for a walk, one per directory entered).
+/// A request that can do with names (`namesOnly`, a delimited listing) costs its list requests
+/// only: the names come back in `ListPage.names`, and no metadata is read.
 ///
 /// Page tokens are the store's own (`ListCursor`): where each directory being read stands — the
 /// server's token of the page being read, and for a walk how many of its entries were taken.
@@ -39,7 +41,9 @@ extension FirebaseStore {
         }
         // The placeholder of the directory listed (not of the store's root, nor of a partial name).
         var candidates: [Candidate] = []
-        if first, levels[0].filter == nil, levels[0].dir != prefix {
+        // Names only (a names-only readdir): no metadata GET, not even of the placeholder.
+        let namesOnly = request.namesOnly && !flat
+        if first, !namesOnly, levels[0].filter == nil, levels[0].dir != prefix {
             candidates.append(Candidate(name: levels[0].dir, placeholder: true))
         }
         var prefixes: [String] = []
@@ -59,7 +63,12 @@ extension FirebaseStore {
             }
         }
         var out = ListPage()
-        out.items = try await metadata(of: candidates)
+        if namesOnly {
+            out.names = candidates.map { $0.name.hasPrefix(prefix) ? String($0.name.dropFirst(prefix.count)) : $0.name }
+            out.metadataSkipped = true
+        } else {
+            out.items = try await metadata(of: candidates)
+        }
         out.prefixes = prefixes.compactMap { p in
             let s = p.hasPrefix(prefix) ? String(p.dropFirst(prefix.count)) : p
             return s.isEmpty ? nil : s

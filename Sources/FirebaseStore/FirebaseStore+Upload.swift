@@ -26,8 +26,37 @@ extension FirebaseStore {
         return try parseObject(r)
     }
 
+    /// Asks the rules whether `name` may be created, as production does it: the start of a
+    /// resumable upload is checked against the create rule with the resource it declares (name,
+    /// content type, size, custom metadata) before any byte is sent, and the session is then
+    /// cancelled, so nothing is written. It declares 1 byte: a rule on the size
+    /// (`request.resource.size < N`, or `> 0`) lets it pass and is met, or not, at the upload.
+    /// The Firebase emulator checks a resumable upload only at finalize (firebase-tools'
+    /// `should return 403 when resumable upload is unauthenticated`): there every start is
+    /// allowed and a refusal arrives with the upload, as without a probe. One request (the
+    /// cancel follows in the background).
+    public func probeCreate(_ name: String, metadata: WritableMetadata) async throws -> CreateAnswer? {
+        let session: String
+        do {
+            session = try await startSession(name, size: 1, metadata: V0Metadata.writable(metadata), what: "probe create")
+        } catch StorageError.unauthorized(_, let m) {
+            return .refused(message: m)
+        }
+        let request = command(session, "cancel", offset: nil, body: nil)
+        let transport = self.transport, logger = self.logger
+        Task {
+            do {
+                _ = try await transport.send("cancel probe", path: name, idempotent: true,
+                                             deadline: ContinuousClock.now + .seconds(10), request)
+            } catch {
+                logger.debug("Firebase probe of \(name): cancelling its session failed (\(error)); it holds no bytes and expires by itself")
+            }
+        }
+        return .allowed
+    }
+
     /// Starts a resumable session; returns its URL. Creating a session writes nothing.
-    private func startSession(_ name: String, size: Int64, metadata: WritableMetadata) async throws -> String {
+    private func startSession(_ name: String, size: Int64, metadata: WritableMetadata, what: String = "start upload") async throws -> String {
         let headers: HTTPHeaders = [
             "X-Goog-Upload-Protocol": "resumable", "X-Goog-Upload-Command": "start",
             "X-Goog-Upload-Header-Content-Length": String(size),
@@ -35,7 +64,7 @@ extension FirebaseStore {
             "Content-Type": "application/json; charset=utf-8",
         ]
         let body = ByteBuffer(data: GCSJSONAPI.resourceBody(name: prefix + name, metadata))
-        let r = try await transport.send("start upload", path: name, idempotent: true,
+        let r = try await transport.send(what, path: name, idempotent: true,
                                          GCSRequest(.POST, uploadURL(name), headers: headers, body: body))
         guard r.headers.first(name: "X-Goog-Upload-Status")?.lowercased() == "active",
               let url = r.headers.first(name: "X-Goog-Upload-URL"), !url.isEmpty else {

@@ -11,7 +11,7 @@ import StorageModel
 /// - `bucketfs_store_read_bytes_total`, `bucketfs_store_written_bytes_total`
 ///
 /// Operations are the `ObjectStore` calls, named as `RequestLogStore` names them: list, get,
-/// patch, read, write, delete, copy.
+/// patch, read, write, delete, copy, and probe (a create probe, `ObjectStore.probeCreate`).
 public final class MetricsStore: ObjectStore {
     let inner: any ObjectStore
     public var isLocal: Bool { inner.isLocal }
@@ -30,12 +30,26 @@ public final class MetricsStore: ObjectStore {
             }
         }
     }
+    /// Counted only when the store asked (a store without rules answers nil at no cost).
+    public func probeCreate(_ name: String, metadata: WritableMetadata) async throws -> CreateAnswer? {
+        let start = ContinuousClock.now
+        do {
+            guard let answer = try await inner.probeCreate(name, metadata: metadata) else { return nil }
+            timers["probe"]?.recordInterval(since: start)
+            Counter(label: "bucketfs_store_requests_total", dimensions: [("operation", "probe"), ("status", "ok")]).increment()
+            return answer
+        } catch {
+            timers["probe"]?.recordInterval(since: start)
+            Counter(label: "bucketfs_store_requests_total", dimensions: [("operation", "probe"), ("status", Self.status(of: error))]).increment()
+            throw error
+        }
+    }
     public var bucket: String { inner.bucket }
     private let timers: [String: Metrics.Timer]
     private let readBytes = Counter(label: "bucketfs_store_read_bytes_total")
     private let writtenBytes = Counter(label: "bucketfs_store_written_bytes_total")
 
-    public static let operations = ["list", "get", "patch", "read", "write", "delete", "copy"]
+    public static let operations = ["list", "get", "patch", "read", "write", "delete", "copy", "probe"]
 
     public init(_ inner: any ObjectStore) {
         self.inner = inner

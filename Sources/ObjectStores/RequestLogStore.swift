@@ -15,6 +15,17 @@ public final class RequestLogStore: ObjectStore, @unchecked Sendable {
                        deliver: @escaping @Sendable (Data) throws -> Void) async throws {
         note("read", name); try await inner.stream(name, generation: generation, range: range, deliver: deliver)
     }
+    /// A create probe is one request of a store that asks (a `probe` line); none otherwise.
+    public func probeCreate(_ name: String, metadata: WritableMetadata) async throws -> CreateAnswer? {
+        do {
+            let answer = try await inner.probeCreate(name, metadata: metadata)
+            if answer != nil { note("probe", name) }
+            return answer
+        } catch {
+            note("probe", name)
+            throw error
+        }
+    }
     let fd: Int32
     public var bucket: String { inner.bucket }
 

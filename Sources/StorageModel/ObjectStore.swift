@@ -47,14 +47,20 @@ public struct ListRequest: Sendable, Equatable {
     /// A hint: a store or server that cannot do it leaves such items out, so their absence
     /// proves nothing.
     public var includeTrailingDelimiter: Bool
+    /// The caller can do with the items' names: a store whose list answers carry names only
+    /// (Firebase's v0), and which would otherwise read each item's metadata with a request of its
+    /// own, may then answer them in `ListPage.names` and leave the listed directory's placeholder
+    /// unread (`ListPage.metadataSkipped`). A store whose listings bring metadata anyway ignores it.
+    public var namesOnly: Bool
     /// Also list names equal to the prefix / placeholders `p/` as items (the JSON API does).
     public init(prefix: String = "", delimiter: String? = "/", maxResults: Int = 1000, pageToken: String? = nil,
-                includeTrailingDelimiter: Bool = false) {
+                includeTrailingDelimiter: Bool = false, namesOnly: Bool = false) {
         self.prefix = prefix
         self.delimiter = delimiter
         self.maxResults = maxResults
         self.pageToken = pageToken
         self.includeTrailingDelimiter = includeTrailingDelimiter
+        self.namesOnly = namesOnly
     }
 }
 
@@ -64,10 +70,19 @@ public struct ListPage: Sendable, Equatable {
     public var prefixes: [String]
     public var items: [ObjectInfo]
     public var nextPageToken: String?
-    public init(prefixes: [String] = [], items: [ObjectInfo] = [], nextPageToken: String? = nil) {
+    /// Items given by their full names only, without metadata (only when the request said
+    /// `namesOnly`): the caller reads an item's metadata when it needs it.
+    public var names: [String]
+    /// The store left metadata out (`namesOnly`): the listed directory's own placeholder was not
+    /// looked for, so its absence from `items` proves nothing.
+    public var metadataSkipped: Bool
+    public init(prefixes: [String] = [], items: [ObjectInfo] = [], nextPageToken: String? = nil,
+                names: [String] = [], metadataSkipped: Bool = false) {
         self.prefixes = prefixes
         self.items = items
         self.nextPageToken = nextPageToken
+        self.names = names
+        self.metadataSkipped = metadataSkipped
     }
 }
 
@@ -116,11 +131,25 @@ public protocol ObjectStore: Sendable {
     /// the caller to read the rest another way.
     func stream(_ name: String, generation: Int64, range: Range<Int64>,
                 deliver: @escaping @Sendable (Data) throws -> Void) async throws
+    /// Whether access rules would let this user create `name` with `metadata` (its content type;
+    /// no bytes yet), asked without writing anything another client could see. nil: the store
+    /// has no such rules to ask (Cloud Storage's IAM and the embedded bucket: a write's refusal
+    /// arrives with the write). Rules that look at the content (its size, its bytes) cannot be
+    /// answered here: `.allowed` promises nothing about them. A wrapper must forward it.
+    func probeCreate(_ name: String, metadata: WritableMetadata) async throws -> CreateAnswer?
+}
+
+/// What a store's access rules say about creating an object, before any byte is sent.
+public enum CreateAnswer: Sendable, Equatable {
+    case allowed
+    /// The rules refuse it; the server's words.
+    case refused(message: String)
 }
 
 extension ObjectStore {
     public var isLocal: Bool { false }
     public func openLocal(_ name: String, generation: Int64) async throws -> Int32? { nil }
+    public func probeCreate(_ name: String, metadata: WritableMetadata) async throws -> CreateAnswer? { nil }
     /// One `read`, delivered whole.
     public func stream(_ name: String, generation: Int64, range: Range<Int64>,
                        deliver: @escaping @Sendable (Data) throws -> Void) async throws {

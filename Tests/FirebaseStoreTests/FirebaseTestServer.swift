@@ -16,7 +16,8 @@ import StorageModel
 ///   none, which bumps metageneration and `updated`), PATCH merging custom keys with null deleting,
 ///   custom metadata within the GCS limits, Range downloads (suffix ranges too) with
 ///   `x-goog-generation` and `x-goog-hash`, multipart, media and resumable uploads (offsets
-///   checked; rules checked at finalize with the Authorization of the start; a download token
+///   checked; rules checked at finalize with the Authorization of the start, and in the
+///   production flavour at the start too, as the Python server does; a download token
 ///   minted; tokens in the reserved key `firebaseStorageDownloadTokens` moved into the download
 ///   tokens), delete, no preconditions (ignored), no copy.
 /// - Auth (`/identitytoolkit.googleapis.com/v1/accounts:…`, `/securetoken.googleapis.com/v1/token`,
@@ -194,6 +195,8 @@ final class FirebaseTestServer: @unchecked Sendable {
     var recorded: [Recorded] { read { $0.requests } }
     func clearRecorded() { configure { $0.requests = []; $0.maxMetadataGetsInFlight = 0 } }
     func object(_ name: String) -> Object? { read { $0.objects[name] } }
+    /// Resumable upload sessions started and neither finalized nor cancelled.
+    var openSessions: Int { read { $0.sessions.values.filter { $0.finished == nil }.count } }
     var objectNames: [String] { read { $0.objects.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) } } }
 
     // MARK: admin hooks (no rules, no request)
@@ -648,6 +651,11 @@ extension FirebaseTestServer {
                 return .error(400, "X-Goog-Upload-Command: start expected")
             }
             let j = (try? JSONSerialization.jsonObject(with: body) as? [String: Any]) ?? [:]
+            // Production checks the write rule at the start, with the resource it declares (the
+            // emulator only at finalize); both check again at finalize, with the bytes.
+            if flavour == .production, !allowed(objects[name] == nil ? .create : .update, name, uid) {
+                return denied("WRITE")
+            }
             let id = UUID().uuidString.lowercased()
             sessions[id] = Session(name: name, resource: j, contentType: headers.first(name: "X-Goog-Upload-Header-Content-Type"),
                                    total: headers.first(name: "X-Goog-Upload-Header-Content-Length").flatMap { Int($0) },

@@ -144,6 +144,23 @@ public final class MemoryStore: ObjectStore, @unchecked Sendable {
         return hold
     }
 
+    /// Access rules for new objects, as Firebase's Security Rules: `probeCreate` asks them (with
+    /// the 1 byte `FirebaseStore`'s probe declares, counted as "probe") and `write` enforces
+    /// them with the real size (403 → `unauthorized`). nil (the default): no rules, and
+    /// `probeCreate` answers nil at no cost, as the Cloud Storage and embedded stores do.
+    public func setWriteRules(_ rules: (@Sendable (_ name: String, _ contentType: String?, _ size: Int64) -> Bool)?) {
+        withLock { writeRules = rules }
+    }
+    private var writeRules: (@Sendable (String, String?, Int64) -> Bool)?
+
+    public func probeCreate(_ name: String, metadata: WritableMetadata) async throws -> CreateAnswer? {
+        try withLock {
+            guard let rules = writeRules else { return nil }
+            try enter("probe")
+            return rules(name, metadata.contentType, 1) ? .allowed : .refused(message: "Permission denied.")
+        }
+    }
+
     public func failNext(_ op: String, times: Int = 1, with error: StorageError) {
         withLock { faults[op, default: []] += Array(repeating: error, count: times) }
     }
@@ -322,6 +339,9 @@ public final class MemoryStore: ObjectStore, @unchecked Sendable {
             try StoragePath.validateObjectName(name)
             try CustomMetadataLimits.check(metadata.customMetadata)
             guard preconditions.hold(for: objects[name]?.info) else { throw StorageError.preconditionFailed(path: name) }
+            if let rules = writeRules, !rules(name, metadata.contentType, Int64(data.count)) {
+                throw StorageError.unauthorized(path: name, message: "Permission denied.")
+            }
             return commitLocked(name, data: data, metadata: metadata)
         }
     }

@@ -387,7 +387,8 @@ def test_firebase_mount_tools_within_the_rules(fb, mounts, tmp_path):
 
 def listed_not_readable(fb, mounts, wait):
     """The rules let every signed-in user list everything, and read only their own: another
-    user's file shows in `ls` (with a log line) and using it is EACCES."""
+    user's file shows in `ls`; its stat (`ls -l`) and reading it are EACCES, logged (a listing
+    reads names only, as a directory with read but no search permission shows its names)."""
     seed(fb)
     fb.login_email()
     mnt = mounts.mount(SRC, "--metadata-ttl", "1")
@@ -395,6 +396,8 @@ def listed_not_readable(fb, mounts, wait):
     assert "users" in os.listdir(mnt)
     assert "someone-else" in os.listdir(os.path.join(mnt, "users"))  # by listings
     assert os.listdir(other) == ["private.txt"]
+    p = sh(["ls", "-l", other], check=False)
+    assert p.returncode != 0 and "Permission denied" in p.stderr.decode() and "private.txt" in p.stdout.decode(), p
     log = open(mounts.log_path(mnt)).read()
     assert re.search(r"users/someone-else/private\.txt.*Permission denied. No READ permission", log), log[-3000:]
     time.sleep(wait)
@@ -603,3 +606,110 @@ def test_firebase_library_example_runs_the_guides_samples(fb):
     # Outside the user's folder the rules refuse, and the example says so and fails.
     p = subprocess.run([example, f"gs://{BUCKET}", "shared"], capture_output=True, timeout=60)
     assert p.returncode == 1 and "Permission denied" in p.stderr.decode(errors="replace"), p.stderr
+
+
+# --- refusals a shell sees, listings that cost what they show ----------------------------------
+
+def lost_entries(mounts, mnt):
+    """lost+found's data files (not their sidecars), name -> content."""
+    lf = os.path.join(mounts.cache_dir(mnt), "lost+found")
+    if not os.path.isdir(lf):
+        return {}
+    return {n: open(os.path.join(lf, n), "rb").read() for n in os.listdir(lf) if not n.endswith(".json")}
+
+
+def test_firebase_create_refused_by_path_fails_at_open(fb, mounts, tmp_path):
+    """Production checks the write rule at the start of a resumable upload: the first create in
+    a read-only directory asks once and fails at open(2); nothing is written, nothing kept."""
+    fb.server.flavor = "production"
+    seed(fb)
+    fb.login_email()
+    reqlog = tmp_path / "requests.log"
+    mnt = mounts.mount(SRC, "--request-log", reqlog)
+    shared = os.path.join(mnt, "shared")
+    p = sh(["bash", "-c", f"echo x > {shared}/new.txt"], check=False)
+    assert p.returncode != 0 and "Permission denied" in p.stderr.decode(), p
+    p = sh(["bash", "-c", f"echo y > {shared}/other.txt"], check=False)
+    assert p.returncode != 0 and "Permission denied" in p.stderr.decode(), p
+    rc, err = errno_of(["touch", f"{shared}/third.txt"])
+    assert rc != 0 and "Permission denied" in err, err
+    for name in ("new.txt", "other.txt", "third.txt"):
+        assert fb.server.get_object(BUCKET, f"shared/{name}") is None
+    assert not os.path.exists(f"{shared}/new.txt")
+    assert lost_entries(mounts, mnt) == {}
+    lines = reqlog.read_text().splitlines()
+    # one question for the directory (and text/plain), none per file, no upload
+    assert [l for l in lines if l.startswith("probe ")] == ["probe shared/new.txt"], lines
+    assert not [l for l in lines if l.startswith("write ")], lines
+    # where the rules allow writing, the create asks once and goes on
+    sh(["bash", "-c", f"echo z > {mnt}/{fb.home('new.txt')}"])
+    assert fb.server.get_object(BUCKET, fb.home("new.txt")).data == b"z\n"
+    log = open(mounts.log_path(mnt)).read()
+    assert re.search(r"create of 'shared/new\.txt' refused by the bucket's rules: Permission denied", log), log[-3000:]
+    with fb.server.lock:
+        assert not [s for s in fb.server.uploads.values() if s["final"] is None], "a probe's session was left open"
+
+
+def test_firebase_refusal_at_close_keeps_one_non_empty_entry(fb, mounts, tmp_path):
+    """Rules on the size refuse only with the bytes: the refusal arrives at fsync/close, logged,
+    and lost+found holds one entry for the file, its last content. The emulator checks a path
+    rule at the upload too: a shell's `>` there leaves one entry, not an empty one beside it."""
+    fb.server.set_rules({"version": 2, "rules": RULES["rules"] + [
+        {"match": "limited/{rest=**}", "allow": {"read": "auth", "write": "auth && size<1000"}}]})
+    seed(fb)
+    fb.server.put_object(BUCKET, "limited/keep.txt", b"k")
+    fb.login_email()
+    mnt = mounts.mount(SRC)
+    big = os.path.join(mnt, "limited", "big.bin")
+    fd = os.open(big, os.O_WRONLY | os.O_CREAT, 0o644)
+    os.write(fd, b"a" * 2000)
+    with pytest.raises(PermissionError):
+        os.fsync(fd)
+    os.write(fd, b"b" * 500)
+    with pytest.raises(PermissionError):
+        os.close(fd)
+    assert fb.server.get_object(BUCKET, "limited/big.bin") is None
+    kept = lost_entries(mounts, mnt)
+    assert list(kept.values()) == [b"a" * 2000 + b"b" * 500], {k: len(v) for k, v in kept.items()}
+    log = open(mounts.log_path(mnt)).read()
+    assert re.search(r"upload of 'limited/big\.bin' refused: .*Permission denied", log), log[-3000:]
+    # a small file there is fine
+    sh(["bash", "-c", f"echo ok > {mnt}/limited/small.txt"])
+    assert fb.server.get_object(BUCKET, "limited/small.txt").data == b"ok\n"
+
+    # the emulator (this server's default flavour) says yes to the probe; the shell's first close
+    # (of the empty file) and its last are both refused: one entry, with the data
+    p = sh(["bash", "-c", f"echo x > {mnt}/shared/new.txt"], check=False)
+    kept = lost_entries(mounts, mnt)
+    assert len(kept) == 2 and b"x\n" in kept.values() and b"" not in kept.values(), kept
+    assert fb.server.get_object(BUCKET, "shared/new.txt") is None
+
+
+def test_firebase_plain_ls_costs_list_requests_only(fb, mounts, tmp_path):
+    """v0 lists names only: a names-only `ls` asks for no metadata; `ls -l` GETs each object
+    (v0's price), once."""
+    fb.login_email()
+    n = 300
+    for i in range(n):
+        fb.server.put_object(BUCKET, fb.home(f"many/f{i:04d}.txt"), b"x")
+    reqlog = tmp_path / "requests.log"
+    mnt = mounts.mount(SRC, "--request-log", reqlog)
+    many = os.path.join(mnt, fb.home("many"))
+    os.stat(many)  # the directory's own lookup, before counting
+    reqlog.write_text("")
+    fb.server.reset_stats()
+    names = sh(["ls", many]).stdout.decode().split()
+    assert len(names) == n
+    # what reached the server (the store's own GETs of a listing never reach the request log)
+    stats = fb.server.snapshot_stats()
+    assert stats["list"] >= 1 and stats["get"] == 0 and stats["media"] == 0, stats
+    lines = reqlog.read_text().splitlines()
+    assert lines and all(l.startswith("list ") for l in lines), lines[:20]
+    reqlog.write_text("")
+    fb.server.reset_stats()
+    out = sh(["ls", "-l", many]).stdout.decode().splitlines()
+    assert len([l for l in out if l.startswith("-") and " 1 " in l]) == n, out[:5]
+    stats = fb.server.snapshot_stats()
+    assert stats["get"] == n, stats
+    gets = [l for l in reqlog.read_text().splitlines() if l.startswith("get ")]
+    assert len(gets) == n and len(set(gets)) == n, (len(gets), len(set(gets)))

@@ -19,14 +19,17 @@ extension BucketFileSystem {
         var token: String? = nil
         var dirs: [String] = []
         // In the bucket's order, so the cache's FIFO keeps the end of a listing it cannot hold.
-        var files: [(name: String, info: ObjectInfo)] = []
+        // A file listed by name only (nil info) has its metadata read when something asks for it
+        // (a stat: `shownInfo`), so a names-only `ls` costs list requests only.
+        var files: [(name: String, info: ObjectInfo?)] = []
         var placeholder: ObjectInfo? = nil
+        var placeholderUnread = false
         var subdirectoryPlaceholders: [String: ObjectInfo] = [:]
         do {
             repeat {
                 let page = try await store.list(ListRequest(prefix: prefix, delimiter: "/",
                                                             maxResults: config.listPageSize, pageToken: token,
-                                                            includeTrailingDelimiter: true))
+                                                            includeTrailingDelimiter: true, namesOnly: true))
                 for p in page.prefixes {
                     if let name = names.visibleName(p, relativeTo: prefix, isPrefix: true) { dirs.append(name) }
                 }
@@ -41,6 +44,10 @@ extension BucketFileSystem {
                     }
                     if let name = names.visibleName(item.name, relativeTo: prefix, isPrefix: false) { files.append((name, item)) }
                 }
+                for full in page.names {
+                    if let name = names.visibleName(full, relativeTo: prefix, isPrefix: false) { files.append((name, nil)) }
+                }
+                if page.metadataSkipped { placeholderUnread = true }
                 token = page.nextPageToken
             } while token != nil
         } catch {
@@ -57,7 +64,12 @@ extension BucketFileSystem {
                 releaseFreedMemory()
             }
         }
-        let listing = superblock.applyListing(dir, prefix: prefix, dirs: dirs, files: files, placeholder: placeholder,
+        if !placeholderUnread, files.contains(where: { $0.info == nil }) {
+            // Pages of both kinds: keep the bucket's order for the walk-ahead.
+            files.sort { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) }
+        }
+        let listing = superblock.applyListing(dir, prefix: prefix, dirs: dirs, files: files,
+                                              placeholder: placeholderUnread ? .unread : .read(placeholder),
                                               subdirectoryPlaceholders: subdirectoryPlaceholders,
                                               at: now, since: since, into: handle)
         for name in listing.hiddenFiles.keys {
@@ -165,7 +177,32 @@ extension BucketFileSystem {
     func shownInfo(_ n: Node) async throws(Errno) -> ObjectInfo? {
         let (lacks, info) = superblock.cachedInfo(n)
         if !lacks { return info }
-        return try await refreshed(n, force: true)?.info
+        // A file listed by name only (firebase://): the next ones listed are likely stat'ed next
+        // (`ls -l`), so their metadata is read at the same time (`Superblock.statAhead`).
+        let ahead = superblock.statAhead(after: n)
+        async let aheadDone: Void = readInfo(of: ahead)
+        let box = try await refreshed(n, force: true)
+        await aheadDone
+        return box?.info
+    }
+
+    /// Reads the metadata of files listed by name only, at once, for a stat-ahead; what fails is
+    /// left for the file's own stat.
+    private func readInfo(of nodes: [Node]) async {
+        guard !nodes.isEmpty else { return }
+        await withTaskGroup(of: Void.self) { group in
+            for c in nodes {
+                group.addTask { [self] in
+                    let (path, since) = (superblock.path(of: c), superblock.readBegins())
+                    do {
+                        let info = try await store.getMetadata(path)
+                        _ = superblock.setReadInfo(c, info, since: since)
+                    } catch StorageError.objectNotFound {
+                        _ = superblock.markGone(c, since: since)
+                    } catch {}
+                }
+            }
+        }
     }
 }
 

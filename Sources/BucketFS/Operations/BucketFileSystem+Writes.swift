@@ -135,8 +135,10 @@ extension BucketFileSystem {
             let fh = try await open(ino: e.ino, flags: OpenFlags(flags.rawValue | O_TRUNC))
             return (superblock.lookedUp(e, shown: nil), fh)
         }
+        let metadata = newObjectMetadata(mode: mode)
+        try await mayCreate(path, in: superblock.path(of: p), metadata)
         // Its mode and owner go into its upload (no request of their own).
-        let staged = try staging.makeStage(origin: .createdHere, metadata: newObjectMetadata(mode: mode), dirty: true, object: path)
+        let staged = try staging.makeStage(origin: .createdHere, metadata: metadata, dirty: true, object: path)
         let (entry, fh, replaced) = superblock.created(path, in: p, name: name, staged: staged, writeOnly: flags.isWriteOnly)
         if let replaced {
             // The name's earlier local content is replaced by the new file (once an upload of it
@@ -149,6 +151,30 @@ extension BucketFileSystem {
             }
         }
         return (entry, fh)
+    }
+
+    /// EACCES when the store's access rules refuse creating `path` (docs/SEMANTICS.md §3, "Refused
+    /// creates"): the first create of a content type in a directory asks the store, the answer
+    /// is kept (`CreateAnswers`). A store without rules costs nothing; a probe that fails says
+    /// nothing, and the upload at close is the judge, as it always is for rules on the content.
+    func mayCreate(_ path: String, in directory: String, _ metadata: WritableMetadata) async throws(Errno) {
+        var meta = metadata
+        if meta.contentType == nil { meta.contentType = ContentTypes.guess(path) }
+        let key = CreateAnswers.Key(directory: directory, contentType: meta.contentType ?? "")
+        var answer = createAnswers.answer(key)
+        if answer == nil {
+            do {
+                answer = try await store.probeCreate(path, metadata: meta)
+            } catch {
+                logger.debug("create of '\(path)': asking the rules failed (\(error)); the upload will tell")
+                return
+            }
+            if let answer { createAnswers.note(key, answer) }
+        }
+        if case .refused(let message)? = answer {
+            logger.info("create of '\(path)' refused by the bucket's rules: \(message) (EACCES at open; the answer for '\(directory)/' and \(key.contentType) is kept \(Int(createAnswers.ttl)) s)")
+            throw .EACCES
+        }
     }
 
     public func setattr(ino: UInt64, fh: UInt64?, changes: SetAttributes) async throws(Errno) -> (FileAttributes, Double) {

@@ -2,6 +2,14 @@ import Foundation
 import FuseKit
 import StorageModel
 
+/// What a listing said of the listed directory's own placeholder `dir/`.
+enum ListedPlaceholder {
+    /// Looked for: the placeholder, or nil when there is none.
+    case read(ObjectInfo?)
+    /// Not looked for (a names-only listing): what is cached of it stays.
+    case unread
+}
+
 /// The superblock's listings and directory handles: what a listing or a lookup brought, bound to
 /// nodes and cached; the snapshots open directories answer readdir from.
 extension Superblock {
@@ -23,8 +31,8 @@ extension Superblock {
     /// larger than the whole cache) and every file's metadata, and the directory's placeholder.
     /// With `handle`, that directory handle's snapshot is taken from it at once, before anything
     /// can be evicted. Returns the listing (fresh even with a TTL of 0, for the caller that asked).
-    func applyListing(_ dir: Node, prefix: String, dirs: [String], files: [(name: String, info: ObjectInfo)],
-                      placeholder: ObjectInfo?, subdirectoryPlaceholders: [String: ObjectInfo] = [:],
+    func applyListing(_ dir: Node, prefix: String, dirs: [String], files: [(name: String, info: ObjectInfo?)],
+                      placeholder: ListedPlaceholder, subdirectoryPlaceholders: [String: ObjectInfo] = [:],
                       at t: Double, since: UInt64 = .max, into handle: DirHandle?) -> Listing {
         locked {
             // Directories that hold files created here and not uploaded yet exist before the
@@ -33,7 +41,7 @@ extension Superblock {
             let dirs = dirs + pendingDirs.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
             var children: [String: UInt64] = [:]
             children.reserveCapacity(dirs.count + files.count)
-            var hidden: [String: ObjectInfo] = [:]
+            var hidden: [String: ObjectInfo?] = [:]
             for name in dirs {
                 let n = nodeLocked(path: prefix + name, type: .directory)
                 children[name] = n.ino
@@ -44,11 +52,11 @@ extension Superblock {
             }
             for (name, info) in files {
                 if children[name] != nil {
-                    hidden[name] = info
+                    hidden[name] = .some(info)
                     continue
                 }
                 // The object's name is the node's path: a new node shares that string.
-                let n = nodeLocked(path: info.name, type: .regular)
+                let n = nodeLocked(path: info?.name ?? prefix + name, type: .regular)
                 n.presence = .present
                 children[name] = n.ino
             }
@@ -69,15 +77,33 @@ extension Superblock {
                 dropListingLocked(dir)
             }
             for (name, info) in files {
-                guard let ino = children[name], let n = table[ino], n.type == .regular else { continue }
+                // Listed by name only: what is cached of it stays, within its own TTL.
+                guard let info, let ino = children[name], let n = table[ino], n.type == .regular else { continue }
                 keepListedInfoLocked(n, info, expiry: t + ttl, since: since)
             }
-            if dir.ino != Self.rootIno, dir.infoSeq <= since {
-                setInfoLocked(dir, placeholder, expiry: t + ttl)
+            if dir.ino != Self.rootIno, dir.infoSeq <= since, case .read(let ph) = placeholder {
+                setInfoLocked(dir, ph, expiry: t + ttl)
             }
             if let handle { snapshotLocked(handle, listing) }
             trimCacheLocked()
             return listing
+        }
+    }
+
+    /// The files after `n` in its directory's fresh listing whose metadata is not cached (listed
+    /// by name only), for a stat of `n` to read along with its own: as many as the listing's
+    /// `statAhead`, which then grows (up to `Listing.maxStatAhead`).
+    func statAhead(after n: Node) -> [Node] {
+        locked {
+            guard n.type == .regular, let dir = table.parent(of: n), let l = dir.listing, l.expiry > now,
+                  let i = l.fileIndex(n.name) else { return [] }
+            var out: [Node] = []
+            for name in l.fileOrder[(i + 1)...] where out.count < l.statAhead {
+                guard let c = childLocked(l, name), lacksFileInfoLocked(c) else { continue }
+                out.append(c)
+            }
+            dir.listing?.statAhead = min(Listing.maxStatAhead, l.statAhead * 4 + 15)
+            return out
         }
     }
 
@@ -133,6 +159,8 @@ extension Superblock {
 
     /// Takes `h`'s snapshot from `dir`'s cached listing when it is fresh and every child's
     /// metadata is cached too (an evicted child would have nothing to show); false otherwise.
+    /// A names-only listing (firebase://) is listed again too: a list request per page, where
+    /// showing it from the cache would cost the kernel a lookup, and a GET, per file.
     func snapshotFromCache(_ dir: Node, into h: DirHandle) -> Bool {
         locked {
             guard let l = dir.listing, l.expiry > now,
@@ -152,7 +180,8 @@ extension Superblock {
                 let e = entries[i]
                 // A directory whose placeholder is not known yet: its name only, and the kernel's
                 // lookup reads the placeholder before its attributes are shown.
-                let known = e.box != nil || !placeholderUnknownLocked(e.node)
+                // Likewise a file listed by name only: the kernel's lookup reads its metadata.
+                let known = e.box != nil || !(placeholderUnknownLocked(e.node) || lacksFileInfoLocked(e.node))
                 out.append(DirectoryEntry(name: e.name, offset: UInt64(i + 1),
                                           entry: stat.entry(e.node, info: e.node.info ?? e.box?.info, now: now),
                                           attributesKnown: known))

@@ -157,10 +157,10 @@ extension Superblock {
     /// After the directory `name` left `p`, a file of the same name that it hid (the directory
     /// wins) shows at once.
     private func uncoverLocked(_ p: Node, _ name: String) {
-        guard let info = p.listing?.hiddenFiles.removeValue(forKey: name) else { return }
-        let f = nodeLocked(path: info.name, type: .regular)
+        guard let hidden = p.listing?.hiddenFiles.removeValue(forKey: name) else { return }
+        let f = nodeLocked(path: hidden?.name ?? p.childPrefix + name, type: .regular)
         f.presence = .present
-        setInfoLocked(f, info, expiry: now + ttl)
+        if let info = hidden { setInfoLocked(f, info, expiry: now + ttl) }
         cache.addChild(p, name, f.ino)
     }
 }

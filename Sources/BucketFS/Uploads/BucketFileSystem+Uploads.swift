@@ -199,19 +199,29 @@ extension BucketFileSystem {
     }
 
     /// Copies a stage into lost+found; the file is then `givenUp(e)` and shows the bucket's state
-    /// again. The caller holds `s.uploadLock`. Returns where the data is; when not even a copy
-    /// could be made, the stage file itself stays (unsaved, found again at the next mount).
+    /// again. The caller holds `s.uploadLock`. One entry per file, never an empty one: empty
+    /// content keeps nothing (nothing is lost), and content given up again (written after an
+    /// earlier refusal, as a shell's `>` does: its first close, of the empty file, comes before
+    /// the write) replaces the entry of the earlier version. Returns where the data is; when not
+    /// even a copy could be made, the stage file itself stays (unsaved, found again at the next
+    /// mount).
     @discardableResult
     private func giveUp(_ n: Node, _ s: StagedFile, _ e: Errno, reason: String) -> String {
         let path = superblock.path(of: n)
-        guard let kept = staging.keepLost(s, object: path, reason: reason) else {
-            return "\(s.path) (the stage file: copying it to lost+found failed)"
+        let (size, previous) = superblock.withStage(s) { ($0.size, $0.keptAs) }
+        var kept: String? = nil
+        if size > 0 {
+            guard let k = staging.keepLost(s, object: path, reason: reason) else {
+                return "\(s.path) (the stage file: copying it to lost+found failed)"
+            }
+            kept = k
+            if let previous, previous != k { staging.dropLost(previous) }
         }
         // The data is safe in lost+found: a crash from here on must not keep it twice.
         staging.forgetRecord(s)
-        superblock.withStage(s) { $0.giveUp(e) }
+        superblock.withStage(s) { $0.giveUp(e, keptAs: kept) }
         superblock.expire(n, parentListing: true)
-        return kept
+        return kept ?? previous.map { "\($0) (an earlier version; this one is empty)" } ?? "nowhere: the file is empty"
     }
 
     /// Background attempts after a failed upload of unsaved content, unless they are under way

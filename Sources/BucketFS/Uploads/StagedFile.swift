@@ -14,7 +14,7 @@ import StorageModel
 ///     giveUp(errno) (data in lost+found) ──▶ givenUp      delete() (any state) ──▶ deleted
 ///
 /// Guarded by the superblock's lock (GUARDED_BY(Superblock.lock)): `origin`, `state`, `size`,
-/// `metadata`, `openHandles`, `pins`, `retryTask`. The sidecar's `recorded` has a lock of its own
+/// `metadata`, `openHandles`, `pins`, `retryTask`, `keptAs`. The sidecar's `recorded` has a lock of its own
 /// (`sidecarLock`, StagingArea.swift), taken with no other NSLock held. `fd`'s bytes are written
 /// with no lock (a handle's own content).
 ///
@@ -30,6 +30,9 @@ final class StagedFile: @unchecked Sendable {
     /// Writable metadata the upload carries (xattrs and mtime set before close go here).
     var metadata: WritableMetadata
     var openHandles = 0
+    /// The lost+found entry holding this content's last version given up (nil: none). A later
+    /// version given up replaces it: one entry per file (docs/SEMANTICS.md §5).
+    private(set) var keptAs: String?
     /// Operations between handing this content out and giving it to a handle (an open for
     /// writing) or back (a truncate): it stays meanwhile (`Superblock.installStage`).
     var pins = 0
@@ -104,8 +107,9 @@ final class StagedFile: @unchecked Sendable {
 
     /// The data is safe in lost+found (or could not be): every later flush, fsync and close of
     /// this content reports `e`.
-    func giveUp(_ e: Errno) {
+    func giveUp(_ e: Errno, keptAs entry: String?) {
         state = .givenUp(e)
+        if let entry { keptAs = entry }
     }
 
     /// Background attempts start after a failed attempt of dirty content, unless they are under

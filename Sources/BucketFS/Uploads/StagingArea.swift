@@ -177,6 +177,13 @@ public final class StagingArea: @unchecked Sendable {
         keep(fd: s.fd, length: s.size, object: object, reason: reason)
     }
 
+    /// Removes a lost+found entry (and its sidecar) that a newer one of the same file replaced.
+    func dropLost(_ entry: String) {
+        guard entry.hasPrefix(lostAndFound + "/") else { return }
+        unlink(entry)
+        unlink(entry + ".json")
+    }
+
     private func keep(fd: Int32, length: Int64, object: String, reason: String) -> String? {
         _ = try? PrivateFiles.makeDirectory(lostAndFound)
         let dest = "\(lostAndFound)/\(Self.escape(object)).\(Int64(now() * 1000))"
