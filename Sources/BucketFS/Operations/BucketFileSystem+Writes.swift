@@ -159,7 +159,7 @@ extension BucketFileSystem {
     /// nothing, and the upload at close is the judge, as it always is for rules on the content.
     func mayCreate(_ path: String, in directory: String, _ metadata: WritableMetadata) async throws(Errno) {
         var meta = metadata
-        if meta.contentType == nil { meta.contentType = ContentTypes.guess(path) }
+        if meta.contentType == nil { meta.contentType = config.contentTypes.type(for: path) }
         let key = CreateAnswers.Key(directory: directory, contentType: meta.contentType ?? "")
         var answer = createAnswers.answer(key)
         if answer == nil {
