@@ -22,9 +22,18 @@ actor FirebaseAuthorization: TransportAuthorization {
 
     nonisolated var refreshesStreams: Bool { true }
 
+    /// Within `timeout`, whatever the Auth server does (a refresh that takes longer goes on, for
+    /// the next caller): a request never waits past its own deadline for a token.
     func authorization(timeout: Duration) async throws -> String? {
-        if let refreshing { await refreshing.value }
-        return "Firebase " + (try await source.idToken(afterUnauthorized: false))
+        let source = self.source, refreshing = self.refreshing
+        // A little under the attempt's own limit, so that the error says what was waited for.
+        let token = try await Bounded.run(timeout * 9 / 10, late: {
+            .timeout(message: "no Firebase ID token within \(timeout): Firebase Auth did not answer the token refresh")
+        }) {
+            if let refreshing { await refreshing.value }
+            return try await source.idToken(afterUnauthorized: false)
+        }
+        return "Firebase " + token
     }
 
     func unauthorized(sent: String?) async {

@@ -397,9 +397,9 @@ package final class GCSTransport: Sendable {
             if e == .invalidURL || e == .emptyHost || e == .emptyScheme {
                 return .invalidArgument(message: "bad endpoint URL: \(e.shortDescription)")
             }
-            return .unknown(status: 0, message: "connection error: \(e.shortDescription)")
+            return .unknown(status: 0, message: "connection error: \(ConnectionErrors.describe(e))")
         }
-        return .unknown(status: 0, message: "connection error: \(error)")
+        return .unknown(status: 0, message: "connection error: \(ConnectionErrors.describe(error))")
     }
 
     /// The `error.message` of a JSON API error body, if any.

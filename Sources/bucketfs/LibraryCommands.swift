@@ -191,10 +191,14 @@ struct Put: AsyncParsableCommand {
                 return
             }
             let result: StorageMetadata
-            if file == "-" {
-                result = try await t.ref.putData(FileHandle.standardInput.readDataToEndOfFile(), metadata: m, preconditions: pre)
-            } else {
-                result = try await t.ref.putFile(from: file, metadata: m, preconditions: pre)
+            do {
+                if file == "-" {
+                    result = try await t.ref.putData(FileHandle.standardInput.readDataToEndOfFile(), metadata: m, preconditions: pre)
+                } else {
+                    result = try await t.ref.putFile(from: file, metadata: m, preconditions: pre)
+                }
+            } catch StorageError.preconditionFailed(let path) where noClobber {
+                throw Self.exists(path)
             }
             print("\(result.fullPath)\tgeneration \(result.generation)\t\(result.size) bytes")
         }
@@ -203,6 +207,12 @@ struct Put: AsyncParsableCommand {
 
 extension Put {
     /// Uploads a local tree, a few files at a time.
+    /// What `--no-clobber` says when the object is there: its precondition (ifGenerationMatch=0)
+    /// failed, so the upload wrote nothing.
+    static func exists(_ path: String) -> ValidationErrorText {
+        ValidationErrorText("\(path) already exists; nothing was written (--no-clobber)")
+    }
+
     func putTree(_ t: Target, metadata: StorageMetadata, preconditions: Preconditions) async throws {
         let root = URL(fileURLWithPath: file).standardizedFileURL.path
         guard let walker = FileManager.default.enumerator(atPath: root) else { throw ValidationErrorText("cannot read \(root)") }
@@ -218,7 +228,11 @@ extension Put {
             for (rel, size) in zip(files, sizes).sorted(by: { $0.0 < $1.0 }) {
                 if running >= 4, let done = try await group.next() { progress.fileDone(bytes: done); running -= 1 }
                 group.addTask {
-                    _ = try await t.ref.child(rel).putFile(from: root + "/" + rel, metadata: metadata, preconditions: preconditions)
+                    do {
+                        _ = try await t.ref.child(rel).putFile(from: root + "/" + rel, metadata: metadata, preconditions: preconditions)
+                    } catch StorageError.preconditionFailed(let path) where preconditions == .doesNotExist {
+                        throw Self.exists(path)
+                    }
                     return size
                 }
                 running += 1
