@@ -112,7 +112,7 @@ enum SourceCheck {
         guard access.login != nil else { return }
         let tokens = access.tokens
         do {
-            _ = try await Bounded.run(limit, late: { .timeout(message: "no answer within \(limit)") }) {
+            _ = try await Bounded.run(limit, late: { .timeout(message: "no answer") }) {
                 try await tokens.idToken(afterUnauthorized: false)
             }
         } catch {
@@ -137,7 +137,9 @@ enum SourceCheck {
         switch e {
         case .timeout(let m):
             if let refusal = connectProblem(auth) { return SourceProblem("cannot reach Firebase Auth at \(auth): \(refusal). \(fix)") }
-            return SourceProblem("Firebase Auth at \(auth) did not answer within \(probeTimeout) (\(m)). \(fix)")
+            // `m` names the call that timed out when the Auth client saw it; the bound's own says only "no answer".
+            let what = m.hasPrefix("Firebase Auth") ? " (\(m))" : ""
+            return SourceProblem("Firebase Auth at \(auth) did not answer within \(probeTimeout)\(what). \(fix)")
         case .unknown(0, let m), .retryLimitExceeded(let m):
             // The Auth client's message names the host: "Firebase Auth (securetoken) at URL did not answer …".
             return SourceProblem(m.hasPrefix("Firebase Auth") ? "\(m). \(fix)" : "cannot reach Firebase Auth at \(auth): \(m). \(fix)")
