@@ -34,6 +34,6 @@ enum V0Errors {
             return "\(message) — the bucket's Security Rules are rules_version = '1', under which every list is refused: put rules_version = '2'; as the first line of storage.rules, allow list (or read) where listing should work, and deploy them (firebase deploy --only storage)"
         }
         // The server did not say which rules version it runs: the hint holds for both.
-        return "\(message) (no rule allows listing this path: it needs an allow list or allow read rule matching it, in rules that start with rules_version = '2';)"
+        return "\(message) (no rule allows listing this path: that needs an allow list or allow read rule matching it, in rules that start with rules_version = '2'; — under rules_version = '1' every list is refused)"
     }
 }
