@@ -25,7 +25,7 @@ import Testing
         return Int(UInt16(bigEndian: a.sin_port))
     }
 
-    @Test func anAuthServerThatIsDownIsNamedWithinASecond() async throws {
+    @Test func anAuthServerThatIsDownIsNamedAtOnce() async throws {
         let dead = "http://127.0.0.1:\(try Self.deadPort())"
         let client = FirebaseAuthClient(endpoints: try FirebaseEndpoints.resolve(storage: dead, auth: dead, environment: [:]),
                                         apiKey: "k", logger: quiet)
@@ -36,7 +36,9 @@ import Testing
             }
             let took = ContinuousClock.now - start
             let m = e.map { "\($0)" } ?? "no error"
-            #expect(took < .seconds(2), "\(what) took \(took)")
+            // Three quick attempts (0.6 s of pauses); the bound is the mount check's 5 s. A client
+            // that keeps trying to connect until its request deadline takes 20 s per attempt.
+            #expect(took < .seconds(5), "\(what) took \(took)")
             #expect(m.contains("Firebase Auth (\(service)) at \(dead)/\(service).googleapis.com did not answer the \(what)"), "\(m)")
             #expect(m.contains("Connection refused"), "\(m)")
             #expect(!m.contains("HTTP 0") && !m.contains("errno"), "\(m)")
