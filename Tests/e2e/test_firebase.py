@@ -664,3 +664,25 @@ def test_firebase_help_texts():
     assert "--auth-endpoint" in whoami
     assert "bucketfs mount firebase://" in run("mount", "--help").stdout.decode()
     assert "running mounts" in run("logout", "--help").stdout.decode()
+
+
+def test_firebase_public_and_own_folder_as_two_mounts(fb, mounts, tmp_path):
+    """Rules that let no one list the root: the root's mount is refused with the prefix to mount
+    instead, and `public/` and `users/UID/` are reached as two mounts side by side (FIREBASE.md)."""
+    fb.server.set_rules({"version": 2, "rules": [
+        {"match": "users/{uid}/{rest=**}", "allow": {"read,write": "owner"}},
+        {"match": "public/{rest=**}", "allow": {"read": "auth"}},
+    ]})
+    fb.server.put_object(BUCKET, "public/hello.txt", b"hello\n", "text/plain")
+    fb.server.put_object(BUCKET, fb.home("mine.txt"), b"mine\n", "text/plain")
+    fb.login_email()
+    root = tmp_path / "root"
+    root.mkdir()
+    p = subprocess.run([BIN, "mount", SRC, str(root)], capture_output=True, timeout=60)
+    err = p.stderr.decode()
+    assert p.returncode == 1 and f"Or mount a prefix the rules let you list, e.g. {SRC}/{fb.home()}" in err, err
+    mine = mounts.mount(f"{SRC}/{fb.home()}")
+    public = mounts.mount(f"{SRC}/public")
+    assert open(f"{mine}/mine.txt").read() == "mine\n"
+    assert open(f"{public}/hello.txt").read() == "hello\n"
+    assert "hello.txt" in run("ls", f"{SRC}/public").stdout.decode()
