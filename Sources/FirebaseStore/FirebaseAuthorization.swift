@@ -36,9 +36,12 @@ actor FirebaseAuthorization: TransportAuthorization {
         return "Firebase " + token
     }
 
-    func unauthorized(sent: String?) async {
+    /// Starts the one refresh for a refused token and waits for it, at most `within` (the call's
+    /// time left): an Auth server that does not answer holds no request past its deadline; the
+    /// refresh goes on for the next request, whose `authorization` waits for it within its own time.
+    func unauthorized(sent: String?, within: Duration = .seconds(60)) async {
         if let refreshing {
-            await refreshing.value
+            await Self.wait(for: refreshing, within: within)
             return
         }
         if let sent, refused.contains(sent) { return }
@@ -49,8 +52,16 @@ actor FirebaseAuthorization: TransportAuthorization {
         let source = self.source
         let task = Task<Void, Never> { _ = try? await source.idToken(afterUnauthorized: true) }
         refreshing = task
-        await task.value
-        refreshing = nil
+        Task { await task.value; self.refreshed(task) }
+        await Self.wait(for: task, within: within)
+    }
+
+    private func refreshed(_ task: Task<Void, Never>) {
+        if refreshing == task { refreshing = nil }
+    }
+
+    private static func wait(for task: Task<Void, Never>, within: Duration) async {
+        _ = try? await Bounded.run(max(within, .zero), late: { .timeout(message: "token refresh") }) { await task.value }
     }
 
     nonisolated func unauthenticated(_ message: String) -> StorageError {

@@ -56,15 +56,37 @@ import Testing
 
     /// A token refresh that takes 10 s holds no request past its own deadline (2 s here).
     @Test func aRequestWaitsForNoTokenPastItsDeadline() async throws {
-        try await withFirebase(deadline: .seconds(2), tokenLifetime: 2) { f in
+        // Pauses of at least 250 ms between attempts: the first attempt's failure is the last.
+        var slowRetries = fastTuning
+        slowRetries.initialBackoff = .milliseconds(500)
+        try await withFirebase(deadline: .seconds(2), tuning: slowRetries, tokenLifetime: 4) { f in
             _ = try await f.store.write("o", from: .data(Data("x".utf8)), metadata: .init(), preconditions: .none)
-            try await Task.sleep(for: .milliseconds(1600))  // past the refresh time (a quarter before expiry)
+            // Past the refresh time (a quarter of the lifetime before expiry), the token still valid.
+            try await Task.sleep(for: .milliseconds(3200))
             f.server.configure { $0.refreshLatency = .seconds(10) }
             let start = ContinuousClock.now
             let e = await storageError { _ = try await f.store.getMetadata("o") }
             let took = ContinuousClock.now - start
             #expect(took < .seconds(4), "waited \(took) for a token")
             #expect(e.map { "\($0)" }?.contains("Firebase Auth did not answer the token refresh") == true, "got: \(e.map { "\($0)" } ?? "none")")
+        }
+    }
+
+    /// A 401 asks for a fresh token; a refresh that takes 10 s holds the request no longer than
+    /// its deadline (2 s) either.
+    @Test func aFourOhOneWaitsForNoRefreshPastItsDeadline() async throws {
+        try await withFirebase(deadline: .seconds(2)) { f in
+            _ = try await f.store.write("o", from: .data(Data("x".utf8)), metadata: .init(), preconditions: .none)
+            f.server.configure { $0.refreshLatency = .seconds(10); $0.unauthorizedNext = 1 }
+            let start = ContinuousClock.now
+            let e = await storageError { _ = try await f.store.getMetadata("o") }
+            let took = ContinuousClock.now - start
+            #expect(took < .seconds(4), "waited \(took) for a refresh after a 401")
+            #expect(e != nil)
+            // The refresh went on: once it is done, requests work with its token.
+            f.server.configure { $0.refreshLatency = .zero }
+            try await Task.sleep(for: .seconds(9))
+            #expect(try await f.store.getMetadata("o").size == 1)
         }
     }
 
