@@ -22,14 +22,26 @@ actor FirebaseAuthorization: TransportAuthorization {
 
     nonisolated var refreshesStreams: Bool { true }
 
+    /// Within `timeout`, whatever the Auth server does (a refresh that takes longer goes on, for
+    /// the next caller): a request never waits past its own deadline for a token.
     func authorization(timeout: Duration) async throws -> String? {
-        if let refreshing { await refreshing.value }
-        return "Firebase " + (try await source.idToken(afterUnauthorized: false))
+        let source = self.source, refreshing = self.refreshing
+        // A little under the attempt's own limit, so that the error says what was waited for.
+        let token = try await Bounded.run(timeout * 9 / 10, late: {
+            .timeout(message: "no Firebase ID token within \(timeout): Firebase Auth did not answer the token refresh")
+        }) {
+            if let refreshing { await refreshing.value }
+            return try await source.idToken(afterUnauthorized: false)
+        }
+        return "Firebase " + token
     }
 
-    func unauthorized(sent: String?) async {
+    /// Starts the one refresh for a refused token and waits for it, at most `within` (the call's
+    /// time left): an Auth server that does not answer holds no request past its deadline; the
+    /// refresh goes on for the next request, whose `authorization` waits for it within its own time.
+    func unauthorized(sent: String?, within: Duration = .seconds(60)) async {
         if let refreshing {
-            await refreshing.value
+            await Self.wait(for: refreshing, within: within)
             return
         }
         if let sent, refused.contains(sent) { return }
@@ -40,8 +52,16 @@ actor FirebaseAuthorization: TransportAuthorization {
         let source = self.source
         let task = Task<Void, Never> { _ = try? await source.idToken(afterUnauthorized: true) }
         refreshing = task
-        await task.value
-        refreshing = nil
+        Task { await task.value; self.refreshed(task) }
+        await Self.wait(for: task, within: within)
+    }
+
+    private func refreshed(_ task: Task<Void, Never>) {
+        if refreshing == task { refreshing = nil }
+    }
+
+    private static func wait(for task: Task<Void, Never>, within: Duration) async {
+        _ = try? await Bounded.run(max(within, .zero), late: { .timeout(message: "token refresh") }) { await task.value }
     }
 
     nonisolated func unauthenticated(_ message: String) -> StorageError {

@@ -31,6 +31,15 @@ public struct FirebaseEndpoints: Sendable, Equatable {
          base.appendingPathComponent("securetoken.googleapis.com"))
     }
 
+    /// The Auth emulator's base URL these endpoints use (what `--auth-endpoint` takes), or nil for
+    /// production's Auth hosts.
+    public var authBase: URL? {
+        guard identityToolkit != Self.production.identityToolkit else { return nil }
+        var base = identityToolkit.deletingLastPathComponent().absoluteString
+        while base.hasSuffix("/") { base.removeLast() }
+        return URL(string: base)
+    }
+
     /// --endpoint / --auth-endpoint (full URLs) win over FIREBASE_STORAGE_EMULATOR_HOST /
     /// FIREBASE_AUTH_EMULATOR_HOST (host:port, no scheme), which win over production.
     /// `auth` is the Auth emulator's base URL (`http://HOST:PORT`), as `connectAuthEmulator` takes it.

@@ -35,3 +35,23 @@ public struct FirebaseLogin: Codable, Sendable, Equatable, CustomStringConvertib
                                 "storageEndpoint": storageEndpoint as Any])
     }
 }
+
+extension FirebaseLogin {
+    /// The `bucketfs login` line that signs this user in again to the same place: the API key, the
+    /// way they signed in (email, custom token or anonymous; all three when unknown) and the
+    /// endpoints when they are not production's (an emulator), so that copying it never signs in
+    /// to production by mistake.
+    public static func command(bucket: String, apiKey: String?, email: String?, provider: String?,
+                               endpoints: FirebaseEndpoints) -> String {
+        var s = "bucketfs login firebase://\(bucket) --api-key \(apiKey ?? "KEY")"
+        switch provider {
+        case "password"?: s += " --email \(email ?? "ADDRESS")"
+        case "custom"?: s += " --custom-token-file FILE"
+        case "anonymous"?: s += " --anonymous"
+        default: s += " (--email ADDRESS | --custom-token-file FILE | --anonymous)"
+        }
+        if let auth = endpoints.authBase { s += " --auth-endpoint \(auth.absoluteString)" }
+        if endpoints.storage != FirebaseEndpoints.production.storage { s += " --endpoint \(endpoints.storage.absoluteString)" }
+        return s
+    }
+}

@@ -35,6 +35,17 @@ public enum FirebaseLoginFile {
         }
     }
 
+    /// What a session of `login` reads when the server refuses its refresh token: the refresh
+    /// token of the bucket's login file, if that is a login of the same user (same uid and API
+    /// key) made since — after a `bucketfs login` of the same user, a running mount goes on.
+    public static func newerLogin(of login: FirebaseLogin, environment: [String: String]) -> @Sendable () -> String? {
+        let bucket = login.bucket, uid = login.uid, key = login.apiKey
+        return {
+            guard let l = try? load(bucket: bucket, environment: environment), l.uid == uid, l.apiKey == key else { return nil }
+            return l.refreshToken
+        }
+    }
+
     /// Writes atomically with mode 0600 (directory 0700).
     public static func save(_ login: FirebaseLogin, environment: [String: String]) throws {
         let dir = directory(environment)

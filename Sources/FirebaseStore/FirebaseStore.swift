@@ -123,9 +123,9 @@ public final class FirebaseStore: ObjectStore, @unchecked Sendable {
         while s.hasSuffix("/") { s.removeLast() }
         return s
     }
-    var bucketURL: String { "\(storageBase)/v0/b/\(GCSJSONAPI.encode(bucket))/o" }
-    /// The object path as one percent-encoded segment (`/` → `%2F`).
-    func objectURL(_ name: String) -> String { "\(bucketURL)/\(GCSJSONAPI.encode(prefix + name))" }
+    var bucketURL: String { "\(storageBase)/v0/b/\(GCSJSONAPI.segment(bucket))/o" }
+    /// The object path as one percent-encoded segment (`/` → `%2F`; `..` → `%2E%2E`).
+    func objectURL(_ name: String) -> String { "\(bucketURL)/\(GCSJSONAPI.segment(prefix + name))" }
     /// A name as log lines and messages show it.
     func shown(_ fullName: String) -> String { "firebase://\(bucket)/\(fullName)" }
 

@@ -6,7 +6,11 @@ import StorageModel
 /// minutes before; a quarter of the lifetime for shorter-lived tokens), once more after a 401;
 /// concurrent callers share one refresh. A refresh refused for good (revoked, user disabled or
 /// deleted) is remembered: every later call fails at once with `StorageError.unauthenticated`
-/// saying "sign in again with bucketfs login firebase://BUCKET …", and that is logged once.
+/// saying "sign in again with bucketfs login firebase://BUCKET …" (the whole line, with the
+/// endpoints in use, so that copying it signs in to the same place), and that is logged once.
+/// A session refused that way revives without a restart when `newerLogin` (the login file of the
+/// same bucket, read again) gives a refresh token of the same user that was not refused yet: the
+/// next call refreshes with it.
 /// Transient trouble (no answer, 5xx) is thrown as a transient error, for the caller to retry.
 /// Tokens never reach a log line or an error message.
 public actor FirebaseTokenManager: FirebaseIDTokenSource, CustomStringConvertible {
@@ -20,28 +24,40 @@ public actor FirebaseTokenManager: FirebaseIDTokenSource, CustomStringConvertibl
     private var current: (token: String, expires: Date, refreshAt: Date)?
     private var inFlight: Task<FirebaseTokens, any Error>?
     private var refusal: StorageError?
+    /// The refresh token the server refused (a newer login must bring another one).
+    private var refusedToken: String?
+    /// A refresh token of a newer login of the same user, if there is one (read when refused).
+    private let newerLogin: (@Sendable () -> String?)?
+    /// Who signed in, for the sign-in-again line: email (if any) and provider.
+    private var user: (email: String?, provider: String)?
     /// Refreshes done (for logs and tests).
     public private(set) var refreshCount = 0
 
     public init(client: FirebaseAuthClient, refreshToken: String, bucket: String, logger: Logger,
-                refreshAhead: Duration = .seconds(300), now: @escaping @Sendable () -> Date = Date.init) {
+                refreshAhead: Duration = .seconds(300), now: @escaping @Sendable () -> Date = Date.init,
+                user: (email: String?, provider: String)? = nil, newerLogin: (@Sendable () -> String?)? = nil) {
         self.client = client
         self.refreshToken = refreshToken
         self.bucket = bucket
         self.logger = logger
         self.refreshAhead = refreshAhead
         self.now = now
+        self.user = user
+        self.newerLogin = newerLogin
     }
 
     /// Starts from tokens a sign-in just gave (no refresh until they near expiry).
     public init(client: FirebaseAuthClient, signedIn tokens: FirebaseTokens, bucket: String, logger: Logger,
-                refreshAhead: Duration = .seconds(300), now: @escaping @Sendable () -> Date = Date.init) {
+                refreshAhead: Duration = .seconds(300), now: @escaping @Sendable () -> Date = Date.init,
+                newerLogin: (@Sendable () -> String?)? = nil) {
         self.client = client
         self.refreshToken = tokens.refreshToken
         self.bucket = bucket
         self.logger = logger
         self.refreshAhead = refreshAhead
         self.now = now
+        self.user = (tokens.email, tokens.provider)
+        self.newerLogin = newerLogin
         self.current = (tokens.idToken, tokens.expiresAt, Self.refreshTime(tokens.expiresAt, from: now(), ahead: refreshAhead))
     }
 
@@ -53,8 +69,28 @@ public actor FirebaseTokenManager: FirebaseIDTokenSource, CustomStringConvertibl
     public var currentRefreshToken: String { refreshToken }
 
     public func idToken(afterUnauthorized: Bool) async throws -> String {
-        if let refusal { throw refusal }
+        if let refusal, !reviveFromNewerLogin() { throw refusal }
         if !afterUnauthorized, inFlight == nil, let c = current, now() < c.refreshAt { return c.token }
+        do {
+            return try await refreshed()
+        } catch let refused as Refused {
+            // A newer login may already be there (signed in again before this refresh was due).
+            guard reviveFromNewerLogin() else { throw refused.error }
+            do { return try await refreshed() } catch let again as Refused { throw again.error }
+        }
+    }
+
+    /// The line that signs in again to the same place (endpoints and user as this session's).
+    public var signInAgainLine: String {
+        FirebaseLogin.command(bucket: bucket, apiKey: client.apiKey, email: user?.email, provider: user?.provider,
+                              endpoints: client.endpoints)
+    }
+
+    private struct Refused: Error { let error: StorageError }
+
+    /// One refresh, shared by concurrent callers. A refusal of the refresh token itself is
+    /// remembered and thrown as `Refused`.
+    private func refreshed() async throws -> String {
         let task: Task<FirebaseTokens, any Error>
         if let t = inFlight {
             task = t
@@ -63,6 +99,7 @@ public actor FirebaseTokenManager: FirebaseIDTokenSource, CustomStringConvertibl
             task = Task { try await client.refresh(token) }
             inFlight = task
         }
+        let token = refreshToken
         do {
             let t = try await task.value
             if inFlight == task {
@@ -70,6 +107,7 @@ public actor FirebaseTokenManager: FirebaseIDTokenSource, CustomStringConvertibl
                 refreshCount += 1
                 current = (t.idToken, t.expiresAt, Self.refreshTime(t.expiresAt, from: now(), ahead: refreshAhead))
                 if !t.refreshToken.isEmpty { refreshToken = t.refreshToken }
+                user = (t.email ?? user?.email, t.provider)
                 logger.debug("Firebase: ID token for \(t.uid) refreshed; it expires at \(t.expiresAt)")
             }
             return t.idToken
@@ -78,16 +116,29 @@ public actor FirebaseTokenManager: FirebaseIDTokenSource, CustomStringConvertibl
             let e = error as? StorageError ?? .unknown(status: 0, message: "\(error)")
             if let m = Self.refusalMessage(e) {
                 // The refresh token itself was refused: no retry will help.
-                let refused = StorageError.unauthenticated(message: "\(m); sign in again with bucketfs login firebase://\(bucket) --api-key KEY (--email ADDRESS | --custom-token-file FILE | --anonymous)")
-                if refusal == nil {
+                let refused = StorageError.unauthenticated(message: "\(m); sign in again with \(signInAgainLine)")
+                if refusal == nil || refusedToken != token {
                     refusal = refused
+                    refusedToken = token
                     current = nil
-                    logger.error("firebase://\(bucket): \(refused)")
+                    let revives = newerLogin == nil ? "" : " (the new login is picked up at the next operation, without a restart)"
+                    logger.error("firebase://\(bucket): \(refused)\(revives)")
                 }
-                throw refused
+                throw Refused(error: refused)
             }
             throw e
         }
+    }
+
+    /// After a refusal: takes the refresh token of a newer login of the same user, if the login
+    /// file has one that was not refused yet. True when there is one to try.
+    private func reviveFromNewerLogin() -> Bool {
+        guard refusal != nil, let newerLogin, let fresh = newerLogin(), !fresh.isEmpty, fresh != refusedToken else { return false }
+        refreshToken = fresh
+        refusal = nil
+        current = nil
+        logger.notice("firebase://\(bucket): a newer login of the same user is in the login file; using it")
+        return true
     }
 
     /// The server's reason when it refused the refresh token itself (no retry will help).

@@ -31,8 +31,9 @@ enum V0Errors {
     /// A refused listing, with what to change in the bucket's Security Rules.
     static func listRefusal(_ message: String) -> String {
         if message.contains("rules_version") {
-            return "\(message) — the bucket's Security Rules are rules_version = \"1\", under which every listing is refused: put rules_version = '2'; as the first line of storage.rules, allow list (or read) where listing should work, and deploy them (firebase deploy --only storage)"
+            return "\(message) — the bucket's Security Rules are rules_version = '1', under which every list is refused: put rules_version = '2'; as the first line of storage.rules, allow list (or read) where listing should work, and deploy them (firebase deploy --only storage)"
         }
-        return "\(message) (listing needs Security Rules with rules_version = '2' and an allow list or allow read rule for this path)"
+        // The server did not say which rules version it runs: the hint holds for both.
+        return "\(message) (no rule allows listing this path: that needs an allow list or allow read rule matching it, in rules that start with rules_version = '2'; — under rules_version = '1' every list is refused)"
     }
 }

@@ -23,6 +23,14 @@ public enum GCSJSONAPI {
         return out
     }
 
+    /// A name as one URL path segment: `encode`d, and a name that is `.` or `..` as `%2E` / `%2E%2E`,
+    /// which no client or server may take as a dot-segment (`/o/..` would be resolved to the
+    /// bucket, `/b/../o` to another path). Every path segment of every URL goes through here.
+    public static func segment(_ s: String) -> String {
+        let e = encode(s)
+        return e == "." || e == ".." ? String(repeating: "%2E", count: e.count) : e
+    }
+
     /// `?k=v&…` for the items that have values (in order), or "" when none do.
     package static func query(_ items: [(String, String?)]) -> String {
         let parts = items.compactMap { k, v in v.map { "\(encode(k))=\(encode($0))" } }

@@ -127,9 +127,9 @@ public final class GCSStore: ObjectStore {
 
     // MARK: URLs
 
-    var bucketPath: String { "\(endpoint)/storage/v1/b/\(GCSJSONAPI.encode(bucket))/o" }
-    var uploadPath: String { "\(endpoint)/upload/storage/v1/b/\(GCSJSONAPI.encode(bucket))/o" }
-    func objectURL(_ name: String) -> String { "\(bucketPath)/\(GCSJSONAPI.encode(prefix + name))" }
+    var bucketPath: String { "\(endpoint)/storage/v1/b/\(GCSJSONAPI.segment(bucket))/o" }
+    var uploadPath: String { "\(endpoint)/upload/storage/v1/b/\(GCSJSONAPI.segment(bucket))/o" }
+    func objectURL(_ name: String) -> String { "\(bucketPath)/\(GCSJSONAPI.segment(prefix + name))" }
 
     static let jsonHeaders: HTTPHeaders = ["Content-Type": "application/json; charset=UTF-8"]
 
@@ -228,7 +228,7 @@ public final class GCSStore: ObjectStore {
 
     public func copy(from source: String, sourceGeneration: Int64?, to destination: String,
                      metadata: WritableMetadata?, preconditions: Preconditions) async throws -> ObjectInfo {
-        let base = "\(objectURL(source))/rewriteTo/b/\(GCSJSONAPI.encode(bucket))/o/\(GCSJSONAPI.encode(prefix + destination))"
+        let base = "\(objectURL(source))/rewriteTo/b/\(GCSJSONAPI.segment(bucket))/o/\(GCSJSONAPI.segment(prefix + destination))"
         let body = metadata.map { ByteBuffer(data: GCSJSONAPI.resourceBody(name: nil, $0)) }
         let idempotent = RetryPolicy.isGuarded(preconditions)
         var token: String? = nil

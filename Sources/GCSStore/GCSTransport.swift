@@ -133,7 +133,7 @@ package final class GCSTransport: Sendable {
             case .failed(.unauthenticated(let m), _, 401?, _, let sent) where auth.canRefresh && !refreshedAfter401:
                 // A 401 means the request did nothing: fetch a fresh token and try once more.
                 refreshedAfter401 = true
-                await auth.unauthorized(sent: sent)
+                await auth.unauthorized(sent: sent, within: end - ContinuousClock.now)
                 logger.debug("\(dialect.label) \(what) \(path): 401 (\(m)); refreshing the access token")
                 continue
             case .failed(.unauthenticated(let m), _, _, _, _):
@@ -312,7 +312,7 @@ package final class GCSTransport: Sendable {
                     // As `send` does: one fresh token, once, before any byte came.
                     guard auth.canRefresh, !refreshedAfter401, !started.value else { throw auth.unauthenticated(m) }
                     refreshedAfter401 = true
-                    await auth.unauthorized(sent: f.sentAuthorization)
+                    await auth.unauthorized(sent: f.sentAuthorization, within: end - ContinuousClock.now)
                     logger.debug("\(dialect.label) \(what) \(path): 401 (\(m)); refreshing the access token")
                     continue
                 }
@@ -397,9 +397,9 @@ package final class GCSTransport: Sendable {
             if e == .invalidURL || e == .emptyHost || e == .emptyScheme {
                 return .invalidArgument(message: "bad endpoint URL: \(e.shortDescription)")
             }
-            return .unknown(status: 0, message: "connection error: \(e.shortDescription)")
+            return .unknown(status: 0, message: "connection error: \(ConnectionErrors.describe(e))")
         }
-        return .unknown(status: 0, message: "connection error: \(error)")
+        return .unknown(status: 0, message: "connection error: \(ConnectionErrors.describe(error))")
     }
 
     /// The `error.message` of a JSON API error body, if any.

@@ -13,7 +13,8 @@ package protocol TransportAuthorization: Sendable {
     var refreshesStreams: Bool { get }
     /// After a 401 to a request sent with `sent` (the header value, never logged): the next
     /// `authorization` must come from a fresh token. Concurrent calls for one token share one refresh.
-    func unauthorized(sent: String?) async
+    /// Returns within `within` (the call's time left), whether or not the refresh has ended.
+    func unauthorized(sent: String?, within: Duration) async
     /// The error that ends a call refused with 401 for good: `message` is the server's, plus what to do.
     func unauthenticated(_ message: String) -> StorageError
 }
@@ -32,7 +33,7 @@ struct GCSAuthorization: TransportAuthorization {
     /// A stream answered 401 fails at once, as it always has for gs://.
     var refreshesStreams: Bool { false }
 
-    func unauthorized(sent: String?) async { await tokens.invalidate() }
+    func unauthorized(sent: String?, within: Duration) async { await tokens.invalidate() }
 
     func unauthenticated(_ message: String) -> StorageError {
         .unauthenticated(message: "\(message) (credentials: \(credentials); see --key-file, --token, --anonymous)")

@@ -62,7 +62,8 @@ public enum StorageError: Error, Equatable, Sendable, CustomStringConvertible {
         case .conflict(let p, let m): return "conflict on \(p): \(m)"
         case .timeout(let m): return "timed out: \(m)"
         case .cancelled: return "cancelled"
-        case .unknown(let s, let m): return "HTTP \(s): \(m)"
+        // Status 0: no answer came (the message says why), so no "HTTP 0".
+        case .unknown(let s, let m): return s == 0 ? m : "HTTP \(s): \(m)"
         }
     }
 

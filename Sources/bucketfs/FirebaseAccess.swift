@@ -13,6 +13,10 @@ struct FirebaseAccess: Sendable {
     /// Who the requests are sent as, for messages: uid, email and provider (never a token).
     let identity: String
     let login: FirebaseLogin?
+    /// What set each endpoint, for messages: "FIREBASE_AUTH_EMULATOR_HOST=127.0.0.1:9099",
+    /// "--auth-endpoint http://…", "the login file (as bucketfs login was given it)", or production.
+    var authSetBy = ""
+    var storageSetBy = ""
 
     static let storageEmulatorVariable = "FIREBASE_STORAGE_EMULATOR_HOST"
     static let authEmulatorVariable = "FIREBASE_AUTH_EMULATOR_HOST"
@@ -46,14 +50,48 @@ struct FirebaseAccess: Sendable {
         }
         let endpoints = try endpointsFor(login: login, origin: origin, storageOption: gcs.endpoint,
                                          authOption: firebase.authEndpoint, environment: environment)
+        let setBy = settings(login: login, origin: origin, storageOption: gcs.endpoint, authOption: firebase.authEndpoint,
+                             environment: environment)
         if let fixed {
             return FirebaseAccess(bucket: bucket, endpoints: endpoints, tokens: FixedIDToken(fixed),
-                                  identity: "the ID token from --id-token / FIREBASE_ID_TOKEN", login: nil)
+                                  identity: "the ID token from --id-token / FIREBASE_ID_TOKEN", login: nil,
+                                  authSetBy: setBy.auth, storageSetBy: setBy.storage)
         }
         let l = login!
         let client = FirebaseAuthClient(endpoints: endpoints, apiKey: l.apiKey, logger: logger)
-        let manager = FirebaseTokenManager(client: client, refreshToken: l.refreshToken, bucket: bucket, logger: logger)
-        return FirebaseAccess(bucket: bucket, endpoints: endpoints, tokens: manager, identity: describe(l), login: l)
+        let manager = FirebaseTokenManager(client: client, refreshToken: l.refreshToken, bucket: bucket, logger: logger,
+                                           user: (l.email, l.provider),
+                                           newerLogin: FirebaseLoginFile.newerLogin(of: l, environment: environment))
+        return FirebaseAccess(bucket: bucket, endpoints: endpoints, tokens: manager, identity: describe(l), login: l,
+                              authSetBy: setBy.auth, storageSetBy: setBy.storage)
+    }
+
+    /// What set the endpoints `endpointsFor` picks, in the same order, as messages name it.
+    static func settings(login: FirebaseLogin?, origin: String?, storageOption: String?, authOption: String?,
+                         environment env: [String: String]) -> (auth: String, storage: String) {
+        let auth: String
+        if let a = authOption {
+            auth = "--auth-endpoint \(a)"
+        } else if let v = env[authEmulatorVariable], nonEmpty(v) {
+            auth = "\(authEmulatorVariable)=\(v)"
+        } else if let a = login?.authEndpoint {
+            auth = "the login file (bucketfs login was given \(a)); override it with \(authEmulatorVariable) or --auth-endpoint"
+        } else {
+            auth = "production's (for an emulator set \(authEmulatorVariable) or --auth-endpoint)"
+        }
+        let storage: String
+        if let e = storageOption {
+            storage = "--endpoint \(e)"
+        } else if let o = origin {
+            storage = "the v0 URL given (\(o))"
+        } else if let v = env[storageEmulatorVariable], nonEmpty(v) {
+            storage = "\(storageEmulatorVariable)=\(v)"
+        } else if let e = login?.storageEndpoint {
+            storage = "the login file (bucketfs login was given \(e)); override it with \(storageEmulatorVariable) or --endpoint"
+        } else {
+            storage = "production's (for an emulator set \(storageEmulatorVariable) or --endpoint)"
+        }
+        return (auth, storage)
     }
 
     /// "uid U (email E, signed in with password)".

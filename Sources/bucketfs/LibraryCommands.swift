@@ -201,10 +201,14 @@ struct Put: AsyncParsableCommand {
                 return
             }
             let result: StorageMetadata
-            if file == "-" {
-                result = try await t.ref.putData(FileHandle.standardInput.readDataToEndOfFile(), metadata: m, preconditions: pre)
-            } else {
-                result = try await t.ref.putFile(from: file, metadata: m, preconditions: pre)
+            do {
+                if file == "-" {
+                    result = try await t.ref.putData(FileHandle.standardInput.readDataToEndOfFile(), metadata: m, preconditions: pre)
+                } else {
+                    result = try await t.ref.putFile(from: file, metadata: m, preconditions: pre)
+                }
+            } catch StorageError.preconditionFailed(let path) where noClobber {
+                throw Self.exists(path)
             }
             print("\(result.fullPath)\tgeneration \(result.generation)\t\(result.size) bytes")
         }
@@ -213,6 +217,12 @@ struct Put: AsyncParsableCommand {
 
 extension Put {
     /// Uploads a local tree, a few files at a time.
+    /// What `--no-clobber` says when the object is there: its precondition (ifGenerationMatch=0)
+    /// failed, so the upload wrote nothing.
+    static func exists(_ path: String) -> ValidationErrorText {
+        ValidationErrorText("\(path) already exists; nothing was written (--no-clobber)")
+    }
+
     func putTree(_ t: Target, metadata: StorageMetadata, preconditions: Preconditions) async throws {
         let root = URL(fileURLWithPath: file).standardizedFileURL.path
         guard let walker = FileManager.default.enumerator(atPath: root) else { throw ValidationErrorText("cannot read \(root)") }
@@ -232,7 +242,11 @@ extension Put {
                     let ref = t.ref.child(rel)
                     var m = metadata
                     if m.contentType == nil { m.contentType = policy.type(for: ref.fullPath) }
-                    _ = try await ref.putFile(from: root + "/" + rel, metadata: m, preconditions: preconditions)
+                    do {
+                        _ = try await ref.putFile(from: root + "/" + rel, metadata: m, preconditions: preconditions)
+                    } catch StorageError.preconditionFailed(let path) where preconditions == .doesNotExist {
+                        throw Self.exists(path)
+                    }
                     return size
                 }
                 running += 1

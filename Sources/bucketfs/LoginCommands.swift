@@ -52,19 +52,28 @@ struct Login: AsyncParsableCommand {
             let endpoints = try FirebaseAccess.endpointsFor(login: nil, origin: nil, storageOption: endpoint,
                                                             authOption: authEndpoint, environment: env)
             let client = FirebaseAuthClient(endpoints: endpoints, apiKey: apiKey, logger: logger)
-            let tokens: FirebaseTokens
+            let signIn: @Sendable () async throws -> FirebaseTokens
             if let email {
                 let password = try PasswordInput.read(file: passwordFile, email: email)
-                tokens = try await client.signIn(email: email, password: password)
+                signIn = { try await client.signIn(email: email, password: password) }
             } else if let customTokenFile {
                 guard let data = FileManager.default.contents(atPath: customTokenFile) else {
                     throw ValidationErrorText("cannot read the custom token file \(customTokenFile)")
                 }
                 let token = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
                 guard !token.isEmpty else { throw ValidationErrorText("the custom token file \(customTokenFile) is empty") }
-                tokens = try await client.signIn(customToken: token)
+                signIn = { try await client.signIn(customToken: token) }
             } else {
-                tokens = try await client.signUpAnonymously()
+                signIn = { try await client.signUpAnonymously() }
+            }
+            // Within the bound of a mount's check, naming the Auth server if it does not answer.
+            let tokens: FirebaseTokens
+            do {
+                tokens = try await Bounded.run(SourceCheck.probeTimeout, late: { .timeout(message: "no answer") }, signIn)
+            } catch {
+                let setBy = FirebaseAccess.settings(login: nil, origin: nil, storageOption: endpoint, authOption: authEndpoint,
+                                                    environment: env).auth
+                throw SourceCheck.unreachableAuth(error, endpoints: endpoints, setBy: setBy) ?? error
             }
             let kept = FirebaseAccess.remembered(endpoints, authOption: authEndpoint, storageOption: endpoint, environment: env)
             let login = FirebaseLogin(bucket: bucket, apiKey: apiKey, uid: tokens.uid, email: tokens.email,
@@ -83,9 +92,14 @@ struct Login: AsyncParsableCommand {
     }
 }
 
-/// `bucketfs logout firebase://BUCKET`: deletes the login file.
+/// `bucketfs logout firebase://BUCKET`: deletes the login file. Running mounts keep the refresh
+/// token they hold in memory (nothing is revoked on the server), and say so.
 struct Logout: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Forget the login of a firebase:// bucket (deletes its login file).")
+    static let runningMounts = "running mounts of this bucket are not signed out: they keep the refresh token they hold "
+        + "and go on working until the server refuses it (revoked, password changed) or they are unmounted"
+    static let configuration = CommandConfiguration(
+        abstract: "Forget the login of a firebase:// bucket (deletes its login file).",
+        discussion: "Nothing is revoked on the server, and \(runningMounts).")
     @Argument(help: "firebase://BUCKET") var source: String
 
     func run() throws {
@@ -95,6 +109,7 @@ struct Logout: ParsableCommand {
             let path = FirebaseLoginFile.path(bucket: bucket, environment: env)
             if try FirebaseLoginFile.remove(bucket: bucket, environment: env) {
                 print("signed out of firebase://\(bucket) (removed \(path))")
+                print("note: \(Self.runningMounts)")
             } else {
                 print("not signed in to firebase://\(bucket) (no \(path))")
             }
@@ -109,7 +124,9 @@ struct Logout: ParsableCommand {
 struct Whoami: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Print who a firebase:// bucket is reached as, and when the ID token expires.")
     @Argument(help: "firebase://BUCKET") var source: String
-    @OptionGroup(title: "Cloud Storage") var gcs: GCSOptions
+    // Not the Cloud Storage group: its --key-file, --token and --anonymous are gs:// credentials.
+    @Option(help: "The Firebase Storage endpoint (else FIREBASE_STORAGE_EMULATOR_HOST; else what `bucketfs login` used).")
+    var endpoint: String?
     @OptionGroup(title: "Firebase") var firebase: FirebaseOptions
     @OptionGroup var log: LogOptions
 
@@ -118,9 +135,10 @@ struct Whoami: AsyncParsableCommand {
         let env = ProcessInfo.processInfo.environment
         do {
             let bucket = try firebaseBucket(source)
+            let gcs = try GCSOptions.parse(endpoint.map { ["--endpoint", $0] } ?? [])
             let access = try FirebaseAccess.resolve(bucket: bucket, origin: nil, gcs: gcs, firebase: firebase,
                                                     environment: env, logger: logger)
-            _ = try await access.tokens.idToken(afterUnauthorized: false)
+            try await SourceCheck.signIn(access)
             let expires = await access.tokens.expiresAt
             print("firebase://\(bucket)")
             if let l = access.login {

@@ -8,7 +8,14 @@ import StorageModel
 
 struct Mount: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Mount SOURCE (gs://BUCKET[/PREFIX], firebase://BUCKET[/PREFIX], file://DIR or DIR) at MOUNTPOINT. Returns once the mount answers.")
+        abstract: "Mount SOURCE (gs://BUCKET[/PREFIX], firebase://BUCKET[/PREFIX], file://DIR or DIR) at MOUNTPOINT. Returns once the mount answers.",
+        discussion: """
+            Examples:
+              bucketfs mount gs://my-bucket ~/bucket --key-file ~/key.json
+              bucketfs login firebase://my-app.firebasestorage.app --api-key KEY --email you@example.com
+              bucketfs mount firebase://my-app.firebasestorage.app/users/UID ~/storage
+              bucketfs mount ~/local-bucket ~/mnt
+            """)
 
     @Argument(help: "gs://BUCKET[/PREFIX], firebase://BUCKET[/PREFIX] (after bucketfs login), file://DIR or a directory (the embedded bucket, created if missing)")
     var source: String

@@ -60,9 +60,12 @@ enum SourceCheck {
         case .firebase(let bucket, let path, let origin):
             let access = try FirebaseAccess.resolve(bucket: bucket, origin: origin, gcs: gcs, firebase: firebase,
                                                     environment: ProcessInfo.processInfo.environment, logger: logger)
+            // Auth first, then storage, within one bound: whichever does not answer is named.
+            let end = ContinuousClock.now + probeTimeout
+            try await signIn(access)
             let store = openFirebaseStore(access, prefix: prefixMount ? path : "", logger: logger)
             do {
-                try await store.probe(timeout: probeTimeout)
+                try await store.probe(timeout: max(end - ContinuousClock.now, .milliseconds(500)))
             } catch {
                 // A library command may still read or write what the rules allow without a list.
                 if !mounting, case StorageError.unauthorized = error { return store }
@@ -102,6 +105,50 @@ enum SourceCheck {
                 throw explain(cause, bucket: bucket, endpoint: g.endpoint, identity: creds.identity)
             }
             return g
+        }
+    }
+
+    /// Gets an ID token within `limit` (a refresh of the login's; nothing for --id-token), so that
+    /// an Auth server that is down or refuses the login is named as such, not as storage.
+    static func signIn(_ access: FirebaseAccess, within limit: Duration = probeTimeout) async throws {
+        guard access.login != nil else { return }
+        let tokens = access.tokens
+        do {
+            _ = try await Bounded.run(limit, late: { .timeout(message: "no answer") }) {
+                try await tokens.idToken(afterUnauthorized: false)
+            }
+        } catch {
+            throw explainAuth(error, access: access)
+        }
+    }
+
+    /// A sign-in or token refresh that failed, in one line: the Auth server named with what set
+    /// it when it did not answer; the server's refusal and the line to sign in again when it refused.
+    static func explainAuth(_ error: any Error, access: FirebaseAccess) -> SourceProblem {
+        if let e = error as? StorageError, case .unauthenticated = e { return explainFirebase(e, access: access, listed: "") }
+        if let e = error as? StorageError, case .unauthorized = e { return explainFirebase(e, access: access, listed: "") }
+        return unreachableAuth(error, endpoints: access.endpoints, setBy: access.authSetBy) ?? SourceProblem("\(error)")
+    }
+
+    /// When Firebase Auth did not answer (or failed with a server error): one line naming it and
+    /// what set its address; nil for anything else (a refusal, a bad argument).
+    static func unreachableAuth(_ error: any Error, endpoints: FirebaseEndpoints, setBy: String) -> SourceProblem? {
+        let auth = endpoints.authBase?.absoluteString ?? endpoints.secureToken.absoluteString
+        let fix = "Is the Auth server (or emulator) running and the address right? It is set by \(setBy)"
+        guard let e = error as? StorageError else { return nil }
+        switch e {
+        case .timeout(let m):
+            if let refusal = connectProblem(auth) { return SourceProblem("cannot reach Firebase Auth at \(auth): \(refusal). \(fix)") }
+            // `m` names the call that timed out when the Auth client saw it; the bound's own says only "no answer".
+            let what = m.hasPrefix("Firebase Auth") ? " (\(m))" : ""
+            return SourceProblem("Firebase Auth at \(auth) did not answer within \(probeTimeout)\(what). \(fix)")
+        case .unknown(0, let m), .retryLimitExceeded(let m):
+            // The Auth client's message names the host: "Firebase Auth (securetoken) at URL did not answer …".
+            return SourceProblem(m.hasPrefix("Firebase Auth") ? "\(m). \(fix)" : "cannot reach Firebase Auth at \(auth): \(m). \(fix)")
+        case .unknown, .quotaExceeded:
+            return SourceProblem("Firebase Auth at \(auth) failed: \(e). \(fix)")
+        default:
+            return nil
         }
     }
 
@@ -178,7 +225,7 @@ enum SourceCheck {
         let bucket = access.bucket
         let endpoint = access.endpoints.storage.absoluteString
         let listedSource = "firebase://\(bucket)" + (prefix.isEmpty ? "" : "/\(prefix)")
-        let settings = "(--endpoint / FIREBASE_STORAGE_EMULATOR_HOST; Auth: --auth-endpoint / FIREBASE_AUTH_EMULATOR_HOST)"
+        let settings = "(Firebase Storage's endpoint is set by \(access.storageSetBy.isEmpty ? "--endpoint / FIREBASE_STORAGE_EMULATOR_HOST" : access.storageSetBy))"
         guard let e = error as? StorageError else { return SourceProblem("checking \(listedSource) at \(endpoint) failed: \(error)") }
         switch e {
         case .bucketNotFound, .objectNotFound:
@@ -186,9 +233,9 @@ enum SourceCheck {
                 + "(PROJECT.firebasestorage.app or PROJECT.appspot.com)")
         case .unauthorized(_, let m):
             // The store's message may already say what listing needs; say it once.
-            let needs = m.contains("rules_version") ? " Under rules_version = '1' every list is refused."
-                : " Listing needs rules_version = '2' and an `allow list` rule matching "
-                    + (prefix.isEmpty ? "the bucket's root" : "'\(prefix)'") + " (under rules_version = '1' every list is refused)."
+            let needs = m.contains("rules_version") ? ""
+                : " Listing needs an `allow list` rule matching " + (prefix.isEmpty ? "the bucket's root" : "'\(prefix)'")
+                    + ", in rules that start with rules_version = '2'; (under rules_version = '1' every list is refused)."
             let own = access.login.map { "users/\($0.uid)" }
             let other = own.map { $0 == prefix ? "" : " Or mount a prefix the rules let you list, e.g. firebase://\(bucket)/\($0)" }
                 ?? " Or mount a prefix the rules let you list"
@@ -200,11 +247,11 @@ enum SourceCheck {
                 : "; sign in again: \(FirebaseAccess.loginLine(bucket))"
             return SourceProblem("the sign-in was refused (\(access.identity)): \(m)\(again)")
         case .timeout:
-            return SourceProblem("\(endpoint) did not answer within \(probeTimeout) (a list of \(listedSource)): is it the "
-                + "Firebase Storage API (v0) or its emulator? Check \(settings) and the network")
+            return SourceProblem("Firebase Storage at \(endpoint) did not answer within \(probeTimeout) (a list of \(listedSource)): is it the "
+                + "Firebase Storage API (v0) or its emulator? Check the address \(settings) and the network")
         case .retryLimitExceeded(var m), .unknown(0, var m):
             if let r = m.range(of: #"gave up after \d+ attempts within [^:]*: "#, options: .regularExpression) { m = String(m[r.upperBound...]) }
-            return SourceProblem("cannot reach \(endpoint): \(m). Is the server running and the address right? \(settings)")
+            return SourceProblem("cannot reach \(endpoint) (Firebase Storage): \(m). Is the server running and the address right? \(settings)")
         case .invalidArgument(let m):
             return SourceProblem("\(endpoint) refused \(listedSource): \(m)")
         case .unknown(let status, let m):

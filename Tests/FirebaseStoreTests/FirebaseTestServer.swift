@@ -4,6 +4,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import StorageModel
+import TestSupport
 
 /// An in-process Cloud Storage for Firebase v0 API and Firebase Auth REST API on 127.0.0.1 (port
 /// 0), serving the protocol of Tests/FirebaseProtocol/cases.json (played against it by
@@ -297,7 +298,7 @@ final class FirebaseTestServer: @unchecked Sendable {
         lock.lock(); defer { lock.unlock() }
         record(method, uri, headers, body)
         let parts = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
-        let rawPath = String(parts[0])
+        let rawPath = DotSegments.remove(String(parts[0]))
         let q = Self.parseQuery(parts.count > 1 ? parts[1] : nil)
         var r: Response
         if rawPath.hasPrefix("/identitytoolkit.googleapis.com/") || rawPath.hasPrefix("/securetoken.googleapis.com/") {

@@ -4,6 +4,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import StorageModel
+import TestSupport
 
 /// An in-process Cloud Storage JSON API server on 127.0.0.1 (port 0) for tests: one bucket of
 /// in-memory objects, following the documented API (list pagination over items and prefixes,
@@ -281,7 +282,7 @@ final class GCSTestServer: @unchecked Sendable {
         requests.append(Recorded(method: method, uri: uri, headers: hd, bodyBytes: body.count, body: body.prefix(64 << 10)))
 
         let parts = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
-        let rawPath = String(parts[0])
+        let rawPath = DotSegments.remove(String(parts[0]))
         let q = Self.parseQuery(parts.count > 1 ? parts[1] : nil)
         let segs = rawPath.split(separator: "/", omittingEmptySubsequences: false).map { String($0).removingPercentEncoding ?? String($0) }
 

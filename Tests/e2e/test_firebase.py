@@ -713,3 +713,181 @@ def test_firebase_plain_ls_costs_list_requests_only(fb, mounts, tmp_path):
     assert stats["get"] == n, stats
     gets = [l for l in reqlog.read_text().splitlines() if l.startswith("get ")]
     assert len(gets) == n and len(set(gets)) == n, (len(gets), len(set(gets)))
+
+
+# --- outages, refused sessions, small things ----------------------------------------------------
+
+CHECK_BOUND = 5  # the mount check's bound (SourceCheck.probeTimeout; docs/SEMANTICS.md §3.1)
+STARTUP = 2      # a process starting and printing, on a busy machine
+
+
+def dead_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def well_formed(err):
+    depth = 0
+    for c in err:
+        depth += c == "("
+        depth -= c == ")"
+        assert depth >= 0, f"a ')' closes nothing: {err}"
+    assert depth == 0, f"a '(' is never closed: {err}"
+    assert "HTTP 0" not in err and "errno" not in err, err
+
+
+def timed(*args, env=None):
+    t = time.time()
+    p = subprocess.run([BIN, *map(str, args)], capture_output=True, env=env, timeout=120)
+    return p, time.time() - t
+
+
+def test_firebase_auth_down_fails_fast_naming_auth(fb, tmp_path):
+    """Auth refuses connections, storage answers: the mount's check and each command fail within
+    the check's bound (default timings), naming Firebase Auth and the variable that set it."""
+    fb.login_email()
+    port = dead_port()
+    env = {**os.environ, "FIREBASE_AUTH_EMULATOR_HOST": f"127.0.0.1:{port}"}
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    for args in (["mount", f"{SRC}/{fb.home()}", mnt], ["ls", f"{SRC}/{fb.home()}"], ["whoami", SRC],
+                 ["login", SRC, "--api-key", API_KEY, "--email", fb.email, "--password-file", fb.password_file]):
+        p, took = timed(*args, env=env)
+        err = p.stderr.decode()
+        assert p.returncode == 1 and took < CHECK_BOUND + STARTUP, (args[0], took, err)
+        assert "Firebase Auth" in err and f"127.0.0.1:{port}" in err and "Connection refused" in err, (args[0], err)
+        assert f"FIREBASE_AUTH_EMULATOR_HOST=127.0.0.1:{port}" in err, (args[0], err)
+        assert "Firebase Storage" not in err, f"storage blamed: {err}"
+        well_formed(err)
+    assert not os.path.ismount(mnt)
+    # An Auth server that takes the connection and never answers: the bound holds all the same.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        env["FIREBASE_AUTH_EMULATOR_HOST"] = f"127.0.0.1:{silent.getsockname()[1]}"
+        for args in (["mount", f"{SRC}/{fb.home()}", mnt], ["ls", f"{SRC}/{fb.home()}"], ["whoami", SRC]):
+            p, took = timed(*args, env=env)
+            err = p.stderr.decode()
+            assert p.returncode == 1 and took < CHECK_BOUND + STARTUP, (args[0], took, err)
+            assert "Firebase Auth" in err and "did not answer" in err and "FIREBASE_AUTH_EMULATOR_HOST" in err, err
+            well_formed(err)
+    assert not os.path.ismount(mnt)
+
+
+def test_firebase_storage_down_fails_fast_naming_storage(fb, tmp_path):
+    fb.login_email()
+    port = dead_port()
+    env = {**os.environ, "FIREBASE_STORAGE_EMULATOR_HOST": f"127.0.0.1:{port}"}
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    for args in (["mount", f"{SRC}/{fb.home()}", mnt], ["ls", f"{SRC}/{fb.home()}"], ["cat", f"{SRC}/{fb.home('a.txt')}"]):
+        p, took = timed(*args, env=env)
+        err = p.stderr.decode()
+        assert p.returncode == 1 and took < CHECK_BOUND + STARTUP, (args[0], took, err)
+        assert f"cannot reach http://127.0.0.1:{port} (Firebase Storage)" in err, (args[0], err)
+        assert f"FIREBASE_STORAGE_EMULATOR_HOST=127.0.0.1:{port}" in err, (args[0], err)
+        assert "Firebase Auth" not in err, err
+        well_formed(err)
+    assert not os.path.ismount(mnt)
+
+
+def test_firebase_refused_session_revives_after_a_new_login(fb, mounts, tmp_path):
+    """The server forgets the refresh token: operations fail with EACCES and the log gives the
+    whole line to sign in again, emulator endpoints included; once the user runs it (here: as
+    copied from the log, with no emulator variable set), the running mount works again."""
+    seed(fb)
+    fb.login_email()
+    mnt = mounts.mount(f"{SRC}/{fb.home()}", "--metadata-ttl", "0.5", "--failure-ttl", "0.5")
+    assert sh(["cat", f"{mnt}/a.txt"]).stdout == b"alpha\n"
+    fb.server.revoke(fb.uid)
+    fb.server.expire(fb.uid)
+    (tmp_path / "w").write_text("after\n")
+    rc, err = errno_of(["cp", str(tmp_path / "w"), f"{mnt}/refused.txt"])
+    assert rc != 0 and "Permission denied" in err, err
+    hostport = fb.server.hostport
+    line = (f"bucketfs login {SRC} --api-key {API_KEY} --email {fb.email} "
+            f"--auth-endpoint http://{hostport} --endpoint http://{hostport}")
+    wait_for(lambda: line in open(mounts.log_path(mnt)).read(), what="the sign-in-again line with the endpoints")
+    # Still refused while nobody signs in again.
+    time.sleep(0.6)
+    assert errno_of(["cp", str(tmp_path / "w"), f"{mnt}/refused.txt"])[0] != 0
+    # The logged line, as copied, signs in to the same server even without the emulator variables.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FIREBASE_")}
+    args = line.split()[1:] + ["--password-file", str(fb.password_file)]
+    run(*args, env=env)
+    kept = json.loads(fb.login_file.read_text())
+    assert kept["authEndpoint"] == f"http://{hostport}" and kept["storageEndpoint"] == f"http://{hostport}", kept
+
+    def works():
+        return errno_of(["cp", str(tmp_path / "w"), f"{mnt}/revived.txt"])[0] == 0
+    wait_for(works, timeout=10, what="the running mount to take the new login")
+    assert fb.server.get_object(BUCKET, fb.home("revived.txt")).data == b"after\n"
+    assert sh(["cat", f"{mnt}/a.txt"]).stdout == b"alpha\n"
+    assert "newer login" in open(mounts.log_path(mnt)).read()
+
+
+def test_firebase_logout_leaves_running_mounts_signed_in(fb, mounts, tmp_path):
+    """What `logout` says about running mounts is what they do: they keep their refresh token
+    and go on (through new ID tokens) until the server refuses it."""
+    seed(fb)
+    fb.login_email()
+    mnt = mounts.mount(f"{SRC}/{fb.home()}", "--metadata-ttl", "0.5", "--failure-ttl", "0.5")
+    out = run("logout", SRC).stdout.decode()
+    assert "running mounts of this bucket are not signed out" in out, out
+    assert not fb.login_file.exists()
+    before = fb.server.snapshot_stats()["refresh"]
+    fb.server.expire(fb.uid)
+    (tmp_path / "w").write_text("still here\n")
+    sh(["cp", str(tmp_path / "w"), f"{mnt}/after-logout.txt"])
+    assert fb.server.get_object(BUCKET, fb.home("after-logout.txt")).data == b"still here\n"
+    assert fb.server.snapshot_stats()["refresh"] > before, "no new ID token was fetched"
+    # Until the server refuses the refresh token: then EACCES, and no login file to revive from.
+    fb.server.revoke(fb.uid)
+    fb.server.expire(fb.uid)
+    time.sleep(0.6)
+    rc, err = errno_of(["cp", str(tmp_path / "w"), f"{mnt}/refused.txt"])
+    assert rc != 0 and "Permission denied" in err, err
+
+
+def test_firebase_put_no_clobber_says_the_object_exists(fb, tmp_path):
+    fb.login_email()
+    f = tmp_path / "x.txt"
+    f.write_text("one\n")
+    run("put", f, f"{SRC}/{fb.home('x.txt')}", "--no-clobber")
+    f.write_text("two\n")
+    p = run("put", f, f"{SRC}/{fb.home('x.txt')}", "--no-clobber", check=False)
+    err = p.stderr.decode()
+    assert p.returncode == 1 and "already exists; nothing was written" in err and "changed" not in err, err
+    assert fb.server.get_object(BUCKET, fb.home("x.txt")).data == b"one\n"
+
+
+def test_firebase_help_texts():
+    whoami = run("whoami", "--help").stdout.decode()
+    for refused in ("--key-file", "--token", "--anonymous"):
+        assert refused not in whoami, whoami
+    assert "--auth-endpoint" in whoami
+    assert "bucketfs mount firebase://" in run("mount", "--help").stdout.decode()
+    assert "running mounts" in run("logout", "--help").stdout.decode()
+
+
+def test_firebase_public_and_own_folder_as_two_mounts(fb, mounts, tmp_path):
+    """Rules that let no one list the root: the root's mount is refused with the prefix to mount
+    instead, and `public/` and `users/UID/` are reached as two mounts side by side (FIREBASE.md)."""
+    fb.server.set_rules({"version": 2, "rules": [
+        {"match": "users/{uid}/{rest=**}", "allow": {"read,write": "owner"}},
+        {"match": "public/{rest=**}", "allow": {"read": "auth"}},
+    ]})
+    fb.server.put_object(BUCKET, "public/hello.txt", b"hello\n", "text/plain")
+    fb.server.put_object(BUCKET, fb.home("mine.txt"), b"mine\n", "text/plain")
+    fb.login_email()
+    root = tmp_path / "root"
+    root.mkdir()
+    p = subprocess.run([BIN, "mount", SRC, str(root)], capture_output=True, timeout=60)
+    err = p.stderr.decode()
+    assert p.returncode == 1 and f"Or mount a prefix the rules let you list, e.g. {SRC}/{fb.home()}" in err, err
+    mine = mounts.mount(f"{SRC}/{fb.home()}")
+    public = mounts.mount(f"{SRC}/public")
+    assert open(f"{mine}/mine.txt").read() == "mine\n"
+    assert open(f"{public}/hello.txt").read() == "hello\n"
+    assert "hello.txt" in run("ls", f"{SRC}/public").stdout.decode()

@@ -1,0 +1,93 @@
+@testable import FirebaseStore
+import GCSStore
+import Foundation
+import Logging
+import StorageModel
+import Testing
+@testable import bucketfs
+
+/// The command line's side of Firebase outages and refusals: the check names the Auth server that
+/// does not answer and what set its address, within the mount check's bound; help texts list
+/// what the commands take; the rules' hints say each thing once and are true for both versions.
+@Suite struct FirebaseOutageCommandTests {
+    let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    static func deadPort() -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var a = sockaddr_in()
+        a.sin_family = sa_family_t(AF_INET)
+        a.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
+        _ = withUnsafeMutablePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        return Int(UInt16(bigEndian: a.sin_port))
+    }
+
+    @Test func anAuthServerThatIsDownIsNamedWithWhatSetIt() async throws {
+        let config = NSTemporaryDirectory() + "bucketfs-authdown-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: config) }
+        let port = Self.deadPort()
+        let env = ["XDG_CONFIG_HOME": config, "FIREBASE_AUTH_EMULATOR_HOST": "127.0.0.1:\(port)"]
+        try FirebaseLoginFile.save(FirebaseLogin(bucket: "b.appspot.com", apiKey: "k", uid: "u", email: "a@b.c", provider: "password",
+                                                 refreshToken: "r", authEndpoint: "http://127.0.0.1:\(port)"), environment: env)
+        let access = try FirebaseAccess.resolve(bucket: "b.appspot.com", origin: nil, gcs: try GCSOptions.parse([]),
+                                                firebase: try FirebaseOptions.parse([]), environment: env, logger: quiet)
+        let start = ContinuousClock.now
+        do {
+            try await SourceCheck.signIn(access)
+            Issue.record("signed in against a dead port")
+        } catch let p as SourceProblem {
+            let took = ContinuousClock.now - start
+            #expect(took < SourceCheck.probeTimeout, "took \(took)")
+            let m = p.description
+            #expect(m.contains("Firebase Auth (securetoken) at http://127.0.0.1:\(port)"), "\(m)")
+            #expect(m.contains("Connection refused") && m.contains("FIREBASE_AUTH_EMULATOR_HOST=127.0.0.1:\(port)"), "\(m)")
+            #expect(!m.contains("HTTP 0") && ConnectionErrors.balanced(m) == m, "\(m)")
+        }
+        // The same through the flag: the flag is named.
+        let viaFlag = try FirebaseAccess.resolve(bucket: "b.appspot.com", origin: nil, gcs: try GCSOptions.parse([]),
+                                                 firebase: try FirebaseOptions.parse(["--auth-endpoint", "http://127.0.0.1:\(port)"]),
+                                                 environment: ["XDG_CONFIG_HOME": config], logger: quiet)
+        do { try await SourceCheck.signIn(viaFlag) } catch {
+            #expect("\(error)".contains("--auth-endpoint http://127.0.0.1:\(port)"), "\(error)")
+        }
+    }
+
+    @Test func theStorageSideNamesWhatSetItsAddress() throws {
+        let access = FirebaseAccess(bucket: "b.appspot.com", endpoints: try FirebaseEndpoints.resolve(storage: "http://127.0.0.1:9", auth: nil, environment: [:]),
+                                    tokens: FixedIDToken("t"), identity: "someone", login: nil,
+                                    authSetBy: "production's", storageSetBy: "FIREBASE_STORAGE_EMULATOR_HOST=127.0.0.1:9")
+        let m = SourceCheck.explainFirebase(StorageError.unknown(status: 0, message: "connection to 127.0.0.1:9 failed: Connection refused"),
+                                            access: access, listed: "").description
+        #expect(m.contains("cannot reach http://127.0.0.1:9 (Firebase Storage)") && m.contains("FIREBASE_STORAGE_EMULATOR_HOST=127.0.0.1:9"), "\(m)")
+    }
+
+    @Test func listingHintsAreTrueForBothRulesVersionsAndSaidOnce() throws {
+        let access = FirebaseAccess(bucket: "b.appspot.com", endpoints: .production, tokens: FixedIDToken("t"), identity: "someone", login: nil)
+        func line(_ server: String) -> String {
+            let e = V0Errors.error(status: 403, message: server, path: "", bucket: "b.appspot.com")
+            return SourceCheck.explainFirebase(e, access: access, listed: "users/u").description
+        }
+        let v1 = line(#"Listing objects in a bucket is disallowed for rules_version = "1". Please update storage security rules to rules_version = "2" to use list."#)
+        #expect(v1.components(separatedBy: "every list is refused").count == 2, "once: \(v1)")
+        #expect(v1.contains("rules_version = '2'") && v1.contains("rules_version = '1'"), "\(v1)")
+        let v2 = line("Permission denied. No LIST permission.")
+        #expect(!v2.contains("needs rules_version") && !v2.contains("needs Security Rules with rules_version"), "\(v2)")
+        #expect(v2.contains("allow list") && v2.contains("rules_version = '2'"), "\(v2)")
+    }
+
+    @Test func helpTextsListWhatTheCommandsTake() {
+        let whoami = BucketFSCommand.helpMessage(for: Whoami.self)
+        for refused in ["--key-file", "--token", "--anonymous"] { #expect(!whoami.contains(refused), "whoami lists \(refused)") }
+        #expect(whoami.contains("--auth-endpoint") && whoami.contains("--endpoint"))
+        let mount = BucketFSCommand.helpMessage(for: Mount.self)
+        #expect(mount.contains("bucketfs mount firebase://"), "no firebase:// example")
+        #expect(BucketFSCommand.helpMessage(for: Logout.self).contains("running mounts"))
+    }
+
+    @Test func noClobberSaysTheObjectExists() {
+        let m = Put.exists("firebase://b/x.txt").description
+        #expect(m.contains("already exists") && m.contains("nothing was written") && !m.contains("changed"))
+    }
+}
