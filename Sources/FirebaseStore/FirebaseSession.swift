@@ -20,6 +20,22 @@ public struct FirebaseSession: Sendable {
     public let identity: String
     /// The login the tokens come from; nil when an ID token was given.
     public let login: FirebaseLogin?
+    /// What set each endpoint, for messages: "FIREBASE_AUTH_EMULATOR_HOST=127.0.0.1:9099",
+    /// "--auth-endpoint http://…", "the login file (…)", or production's.
+    public var authSetBy = ""
+    public var storageSetBy = ""
+
+    /// A session made by hand (tests; programs with their own token source).
+    public init(bucket: String, endpoints: FirebaseEndpoints, tokens: any FirebaseIDTokenSource, identity: String,
+                login: FirebaseLogin?, authSetBy: String = "", storageSetBy: String = "") {
+        self.bucket = bucket
+        self.endpoints = endpoints
+        self.tokens = tokens
+        self.identity = identity
+        self.login = login
+        self.authSetBy = authSetBy
+        self.storageSetBy = storageSetBy
+    }
 
     public static let storageEmulatorVariable = "FIREBASE_STORAGE_EMULATOR_HOST"
     public static let authEmulatorVariable = "FIREBASE_AUTH_EMULATOR_HOST"
@@ -52,14 +68,50 @@ public struct FirebaseSession: Sendable {
         }
         let endpoints = try endpointsFor(login: login, origin: origin, storageOption: storageEndpoint,
                                          authOption: authEndpoint, environment: environment)
+        let setBy = settings(login: login, origin: origin, storageOption: storageEndpoint, authOption: authEndpoint,
+                             environment: environment)
         if let fixed {
             return FirebaseSession(bucket: bucket, endpoints: endpoints, tokens: FixedIDToken(fixed),
-                                   identity: "the ID token from --id-token / \(idTokenVariable)", login: nil)
+                                   identity: "the ID token from --id-token / \(idTokenVariable)", login: nil,
+                                   authSetBy: setBy.auth, storageSetBy: setBy.storage)
         }
         let l = login!
         let client = FirebaseAuthClient(endpoints: endpoints, apiKey: l.apiKey, logger: logger)
-        let manager = FirebaseTokenManager(client: client, refreshToken: l.refreshToken, bucket: bucket, logger: logger)
-        return FirebaseSession(bucket: bucket, endpoints: endpoints, tokens: manager, identity: describe(l), login: l)
+        // A refresh token the server refuses is replaced by a newer login of the same user, read
+        // again from the login file, without a restart.
+        let manager = FirebaseTokenManager(client: client, refreshToken: l.refreshToken, bucket: bucket, logger: logger,
+                                           user: (l.email, l.provider),
+                                           newerLogin: FirebaseLoginFile.newerLogin(of: l, environment: environment))
+        return FirebaseSession(bucket: bucket, endpoints: endpoints, tokens: manager, identity: describe(l), login: l,
+                               authSetBy: setBy.auth, storageSetBy: setBy.storage)
+    }
+
+    /// What set the endpoints `endpointsFor` picks, in the same order, as messages name it.
+    public static func settings(login: FirebaseLogin?, origin: String?, storageOption: String?, authOption: String?,
+                                environment env: [String: String]) -> (auth: String, storage: String) {
+        let auth: String
+        if let a = authOption {
+            auth = "--auth-endpoint \(a)"
+        } else if let v = nonEmpty(env[authEmulatorVariable]) {
+            auth = "\(authEmulatorVariable)=\(v)"
+        } else if let a = login?.authEndpoint {
+            auth = "the login file (bucketfs login was given \(a)); override it with \(authEmulatorVariable) or --auth-endpoint"
+        } else {
+            auth = "production's (for an emulator set \(authEmulatorVariable) or --auth-endpoint)"
+        }
+        let storage: String
+        if let e = storageOption {
+            storage = "--endpoint \(e)"
+        } else if let o = origin {
+            storage = "the v0 URL given (\(o))"
+        } else if let v = nonEmpty(env[storageEmulatorVariable]) {
+            storage = "\(storageEmulatorVariable)=\(v)"
+        } else if let e = login?.storageEndpoint {
+            storage = "the login file (bucketfs login was given \(e)); override it with \(storageEmulatorVariable) or --endpoint"
+        } else {
+            storage = "production's (for an emulator set \(storageEmulatorVariable) or --endpoint)"
+        }
+        return (auth, storage)
     }
 
     /// The line a user without a login is told to run.

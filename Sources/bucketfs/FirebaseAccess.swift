@@ -3,28 +3,39 @@ import Foundation
 import Logging
 import StorageModel
 
-/// How a command reaches a `firebase://BUCKET`: the endpoints and where its ID tokens come from
-/// (`--id-token` / FIREBASE_ID_TOKEN, else the login `bucketfs login` kept). Without either it
-/// is a `SourceProblem` naming the `bucketfs login` line to run.
+/// How a command reaches a `firebase://BUCKET`: the command line's own refusals (Cloud Storage
+/// credentials given to a Firebase source), then `FirebaseSession`'s rules — whose ID tokens
+/// (`--id-token` / FIREBASE_ID_TOKEN, else the login `bucketfs login` kept), which endpoints —
+/// the same rules a program gets through `Storage.storage(url:)` (docs/LIBRARY.md). Every failure
+/// is a `SourceProblem` naming what to do.
 struct FirebaseAccess: Sendable {
-    let bucket: String
-    let endpoints: FirebaseEndpoints
-    let tokens: any FirebaseIDTokenSource
-    /// Who the requests are sent as, for messages: uid, email and provider (never a token).
-    let identity: String
-    let login: FirebaseLogin?
-    /// What set each endpoint, for messages: "FIREBASE_AUTH_EMULATOR_HOST=127.0.0.1:9099",
-    /// "--auth-endpoint http://…", "the login file (as bucketfs login was given it)", or production.
-    var authSetBy = ""
-    var storageSetBy = ""
+    let session: FirebaseSession
 
-    static let storageEmulatorVariable = "FIREBASE_STORAGE_EMULATOR_HOST"
-    static let authEmulatorVariable = "FIREBASE_AUTH_EMULATOR_HOST"
+    var bucket: String { session.bucket }
+    var endpoints: FirebaseEndpoints { session.endpoints }
+    var tokens: any FirebaseIDTokenSource { session.tokens }
+    /// Who the requests are sent as, for messages: uid, email and provider (never a token).
+    var identity: String { session.identity }
+    var login: FirebaseLogin? { session.login }
+    var authSetBy: String { session.authSetBy }
+    var storageSetBy: String { session.storageSetBy }
+
+    init(session: FirebaseSession) { self.session = session }
+
+    init(bucket: String, endpoints: FirebaseEndpoints, tokens: any FirebaseIDTokenSource, identity: String,
+         login: FirebaseLogin?, authSetBy: String = "", storageSetBy: String = "") {
+        session = FirebaseSession(bucket: bucket, endpoints: endpoints, tokens: tokens, identity: identity, login: login,
+                                  authSetBy: authSetBy, storageSetBy: storageSetBy)
+    }
+
+    /// "Firebase user UID (EMAIL, PROVIDER)".
+    static func describe(_ l: FirebaseLogin) -> String { FirebaseSession.describe(l) }
+
+    static let storageEmulatorVariable = FirebaseSession.storageEmulatorVariable
+    static let authEmulatorVariable = FirebaseSession.authEmulatorVariable
 
     /// The line a user without a login is told to run.
-    static func loginLine(_ bucket: String) -> String {
-        "bucketfs login firebase://\(bucket) --api-key KEY --email ADDRESS (or --custom-token-file FILE, or --anonymous)"
-    }
+    static func loginLine(_ bucket: String) -> String { FirebaseSession.loginLine(bucket) }
 
     static func resolve(bucket: String, origin: String?, gcs: GCSOptions, firebase: FirebaseOptions,
                         environment: [String: String], logger: Logger) throws -> FirebaseAccess {
@@ -36,81 +47,30 @@ struct FirebaseAccess: Sendable {
             throw SourceProblem("--key-file and --token are Cloud Storage credentials (gs://); firebase:// requests are "
                 + "made as a Firebase user (bucketfs login, or --id-token). To use a service account, mount gs://\(bucket)")
         }
-        let fixed = firebase.idToken ?? environment[SecretArguments.environmentName].flatMap { $0.isEmpty ? nil : $0 }
-        var login: FirebaseLogin?
-        if fixed == nil {
-            do {
-                login = try FirebaseLoginFile.load(bucket: bucket, environment: environment)
-            } catch {
-                throw SourceProblem("\(SourceCheck.reason(error))")
-            }
-            guard login != nil else {
-                throw SourceProblem("not signed in to firebase://\(bucket): run \(loginLine(bucket)), or pass --id-token")
-            }
+        do {
+            return FirebaseAccess(session: try FirebaseSession.resolve(
+                bucket: bucket, idToken: firebase.idToken, storageEndpoint: gcs.endpoint, authEndpoint: firebase.authEndpoint,
+                origin: origin, environment: environment, logger: logger))
+        } catch {
+            throw SourceProblem(SourceCheck.reason(error))
         }
-        let endpoints = try endpointsFor(login: login, origin: origin, storageOption: gcs.endpoint,
-                                         authOption: firebase.authEndpoint, environment: environment)
-        let setBy = settings(login: login, origin: origin, storageOption: gcs.endpoint, authOption: firebase.authEndpoint,
-                             environment: environment)
-        if let fixed {
-            return FirebaseAccess(bucket: bucket, endpoints: endpoints, tokens: FixedIDToken(fixed),
-                                  identity: "the ID token from --id-token / FIREBASE_ID_TOKEN", login: nil,
-                                  authSetBy: setBy.auth, storageSetBy: setBy.storage)
-        }
-        let l = login!
-        let client = FirebaseAuthClient(endpoints: endpoints, apiKey: l.apiKey, logger: logger)
-        let manager = FirebaseTokenManager(client: client, refreshToken: l.refreshToken, bucket: bucket, logger: logger,
-                                           user: (l.email, l.provider),
-                                           newerLogin: FirebaseLoginFile.newerLogin(of: l, environment: environment))
-        return FirebaseAccess(bucket: bucket, endpoints: endpoints, tokens: manager, identity: describe(l), login: l,
-                              authSetBy: setBy.auth, storageSetBy: setBy.storage)
     }
 
-    /// What set the endpoints `endpointsFor` picks, in the same order, as messages name it.
+    /// What set each endpoint, as messages name it (`FirebaseSession.settings`).
     static func settings(login: FirebaseLogin?, origin: String?, storageOption: String?, authOption: String?,
-                         environment env: [String: String]) -> (auth: String, storage: String) {
-        let auth: String
-        if let a = authOption {
-            auth = "--auth-endpoint \(a)"
-        } else if let v = env[authEmulatorVariable], nonEmpty(v) {
-            auth = "\(authEmulatorVariable)=\(v)"
-        } else if let a = login?.authEndpoint {
-            auth = "the login file (bucketfs login was given \(a)); override it with \(authEmulatorVariable) or --auth-endpoint"
-        } else {
-            auth = "production's (for an emulator set \(authEmulatorVariable) or --auth-endpoint)"
-        }
-        let storage: String
-        if let e = storageOption {
-            storage = "--endpoint \(e)"
-        } else if let o = origin {
-            storage = "the v0 URL given (\(o))"
-        } else if let v = env[storageEmulatorVariable], nonEmpty(v) {
-            storage = "\(storageEmulatorVariable)=\(v)"
-        } else if let e = login?.storageEndpoint {
-            storage = "the login file (bucketfs login was given \(e)); override it with \(storageEmulatorVariable) or --endpoint"
-        } else {
-            storage = "production's (for an emulator set \(storageEmulatorVariable) or --endpoint)"
-        }
-        return (auth, storage)
+                         environment: [String: String]) -> (auth: String, storage: String) {
+        FirebaseSession.settings(login: login, origin: origin, storageOption: storageOption, authOption: authOption,
+                                 environment: environment)
     }
 
-    /// "uid U (email E, signed in with password)".
-    static func describe(_ l: FirebaseLogin) -> String {
-        "Firebase user \(l.uid) (\(l.email.map { "\($0), " } ?? "")\(l.provider))"
-    }
-
-    /// Flags win over a v0 URL's own host, which wins over the emulator variables, which win over
-    /// what the login was made against (a refresh token only works where it was issued), which
-    /// wins over production.
+    /// The endpoints by `FirebaseSession`'s order; a malformed one is a `SourceProblem`.
     static func endpointsFor(login: FirebaseLogin?, origin: String?, storageOption: String?, authOption: String?,
                              environment: [String: String]) throws -> FirebaseEndpoints {
-        let env = environment
-        let storage = storageOption ?? origin ?? (nonEmpty(env[storageEmulatorVariable]) ? nil : login?.storageEndpoint)
-        let auth = authOption ?? (nonEmpty(env[authEmulatorVariable]) ? nil : login?.authEndpoint)
         do {
-            return try FirebaseEndpoints.resolve(storage: storage, auth: auth, environment: env)
+            return try FirebaseSession.endpointsFor(login: login, origin: origin, storageOption: storageOption,
+                                                    authOption: authOption, environment: environment)
         } catch {
-            throw SourceProblem("\(SourceCheck.reason(error))")
+            throw SourceProblem(SourceCheck.reason(error))
         }
     }
 
@@ -126,6 +86,4 @@ struct FirebaseAccess: Sendable {
         let storage = e.storage != p.storage ? e.storage.absoluteString : nil
         return (auth, storage)
     }
-
-    private static func nonEmpty(_ s: String?) -> Bool { !(s ?? "").isEmpty }
 }

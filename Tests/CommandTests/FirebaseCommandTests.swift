@@ -77,7 +77,7 @@ import Testing
     @Test func idTokenFromTheEnvironmentNeedsNoLogin() throws {
         var env = emptyConfig()
         env["FIREBASE_ID_TOKEN"] = "header.payload.sig"
-        let a = try FirebaseAccess.resolve(bucket: "b", origin: nil, gcs: try GCSOptions.parse([]), firebase: try FirebaseOptions.parse([]),
+        let a = try FirebaseAccess.resolve(bucket: "my-app.appspot.com", origin: nil, gcs: try GCSOptions.parse([]), firebase: try FirebaseOptions.parse([]),
                                            environment: env, logger: quiet)
         #expect(a.tokens is FixedIDToken && a.login == nil)
         #expect(!a.identity.contains("header.payload.sig"))
