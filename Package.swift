@@ -92,8 +92,11 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-            ]
+            ],
+            plugins: ["VersionStamp"]
         ),
+        // BuildInfo (the version from VERSION, the commit from git) for `bucketfs --version`.
+        .plugin(name: "VersionStamp", capability: .buildTool()),
         .testTarget(
             name: "StorageModelTests",
             dependencies: ["StorageModel", "ObjectStores", .product(name: "PropertyBased", package: "swift-property-based")]
