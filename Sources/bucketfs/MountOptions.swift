@@ -25,6 +25,8 @@ struct MountBehaviourOptions: ParsableArguments {
     var uploadConcurrency: Int = MountConfig.defaults.uploadConcurrency
     @Flag(help: "Stay in the foreground (logs go to standard error); for systemd units and debugging.")
     var foreground = false
+    @Flag(name: .customLong("allow-non-empty"), help: "Mount over a directory that has entries (hidden while mounted); refused without it.")
+    var allowNonEmpty = false
 }
 
 struct CachingOptions: ParsableArguments {

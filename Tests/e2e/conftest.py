@@ -3,6 +3,7 @@ unmounts (fusermount3 -uz), also when a test fails."""
 import json
 import os
 import subprocess
+import tempfile
 import time
 import uuid
 
@@ -12,6 +13,10 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "faults: fault-injection tests through Tests/e2e/faultproxy.py")
     config.addinivalue_line("markers", "one_server: a gs:// test run against gcp-storage-emulator only")
 
+
+# Mounts record their cache directories by source in the state directory (docs/OPERATING.md, "The
+# cache directory"): the tests' mounts record theirs in one of their own, not the machine's.
+os.environ.setdefault("XDG_STATE_HOME", tempfile.mkdtemp(prefix="bucketfs-test-state-"))
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
