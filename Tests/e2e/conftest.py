@@ -3,20 +3,25 @@ unmounts (fusermount3 -uz), also when a test fails."""
 import json
 import os
 import subprocess
-import tempfile
 import time
 import uuid
 
 import pytest
 
+@pytest.fixture(autouse=True, scope="session")
+def state_directory(tmp_path_factory):
+    """Mounts record their cache directories by source in the state directory (docs/OPERATING.md,
+    "The cache directory"): the tests' mounts record theirs in one of their own, under the
+    session's temporary directory, not the machine's."""
+    if "XDG_STATE_HOME" not in os.environ:
+        os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state"))
+    yield os.environ["XDG_STATE_HOME"]
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "faults: fault-injection tests through Tests/e2e/faultproxy.py")
     config.addinivalue_line("markers", "one_server: a gs:// test run against gcp-storage-emulator only")
 
-
-# Mounts record their cache directories by source in the state directory (docs/OPERATING.md, "The
-# cache directory"): the tests' mounts record theirs in one of their own, not the machine's.
-os.environ.setdefault("XDG_STATE_HOME", tempfile.mkdtemp(prefix="bucketfs-test-state-"))
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -246,9 +246,11 @@ def test_a_full_cache_directory_is_logged_counted_and_never_uploads_a_partial_fi
         assert s[("bucketfs_cache_dir_errors_total", frozenset({("errno", "ENOSPC")}))] >= 2, s
         # The cut stage files are gone: the room is back.
         assert not [n for n in os.listdir(tiny) if n.startswith("stage-")]
-        mounts.unmount(str(mnt))
     finally:
+        pid = daemon_pid(tmp_path / "mnt")
         subprocess.run(["fusermount3", "-uz", str(tmp_path / "mnt")], capture_output=True)
+        if pid:
+            wait_gone(pid)  # it holds the cache directory until it exits
         subprocess.run(["umount", str(tiny)], capture_output=True)
 
 
