@@ -106,6 +106,27 @@ import TestSupport
         #expect(left.count == 1 && left[0].hasPrefix("missing.txt."), "\(left)")
     }
 
+    @Test func aFileCutOffByAFullCacheIsNeverUploaded() async throws {
+        let h = Harness()
+        _ = h.store.put("old.txt", "the old content")
+        let ino = try await h.ino("old.txt")
+        let fh = try await h.fs.open(ino: ino, flags: OpenFlags(O_WRONLY | O_TRUNC))
+        _ = try await h.fs.write(ino: ino, fh: fh, offset: 0, data: Data("the first part".utf8))
+        // The next write finds the cache directory full (as pwrite's ENOSPC makes it).
+        let n = try #require(h.core.superblock.node(ino))
+        let s = try #require(h.core.superblock.stage(of: n))
+        h.core.stageWriteFailed(n, s, Errno(ENOSPC), at: 14)
+        // Whatever is written after, the file stays cut off: flush and close report the error.
+        _ = try await h.fs.write(ino: ino, fh: fh, offset: 14, data: Data(" and more".utf8))
+        await #expect(throws: Errno(ENOSPC)) { try await h.fs.flush(ino: ino, fh: fh) }
+        await #expect(throws: Errno(ENOSPC)) { try await h.fs.release(ino: ino, fh: fh) }
+        #expect(h.store.count("write") == 0, "a cut-off file was uploaded")
+        #expect(h.store.data("old.txt") == Data("the old content".utf8))
+        #expect(h.core.statistics().cacheErrors == ["ENOSPC": 1])
+        // Its stage file is gone (the room is back), and nothing is kept for a crash to find.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: h.cacheDirectory).filter { $0.hasPrefix("stage-") }.isEmpty)
+    }
+
     @Test func theLockFileNamesItsHolder() throws {
         let h = Harness()
         let held = try String(contentsOfFile: h.cacheDirectory + "/.lock", encoding: .utf8)
