@@ -6,7 +6,7 @@
 #   Scripts/soak-faults.sh [N]              # N passes (default 1); prints the table at the end
 #
 # Environment: BUCKETFS_BIN (default: the debug build, built here), EMULATOR_PORT (the emulator
-# this script starts if none answers there; default 9023), SOAK_ONLY (phase1,unmount,sigterm),
+# this script starts if none answers there; default 9023), SOAK_ONLY (phase1,unmount,sigterm,crash),
 # SOAK_TABLE (also write the final table to this file), SOAK_TMP (work directory, default a new
 # one under /tmp). Needs root (FUSE mounts, dropping the page cache).
 set -euo pipefail

@@ -95,6 +95,11 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     let refusalLog = WarnOnce()
     /// Write-back's background uploads, in the order files were closed (UploadQueue.swift).
     let uploads: UploadQueue
+    /// Failed upload attempts and cache-directory errors, for the metrics.
+    public let uploadCounters = UploadCounters()
+    /// Complete files an earlier run left unsaved, moved to lost+found by `init`; whether the
+    /// bucket has them already is `settleRecovered`'s question.
+    let recovered: [LostEntry]
 
     /// Takes the cache directory (refused when it is a symlink, someone else's, or in use by
     /// another mount) and moves what an earlier run left unsaved there into lost+found.
@@ -109,11 +114,12 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         posixWarnings.handler = { [logger] message in logger.warning("\(message)") }
         stat = StatMapper(config: config, mountTime: mountTime, warnings: posixWarnings)
         refusalLog.handler = { [logger] message in logger.warning("\(message)") }
-        staging = try StagingArea(directory: config.cacheDirectory, bucket: store.bucket, logger: logger, now: config.now)
+        staging = try StagingArea(directory: config.cacheDirectory, bucket: store.bucket, logger: logger, now: config.now,
+                                  counters: uploadCounters)
         failures = RecentFailures(ttl: config.failureTTL, now: config.now)
         createAnswers = CreateAnswers(ttl: config.createAnswerTTL, now: config.now)
         readPath = ReadPath(store: store, config: config, logger: logger)
-        staging.recoverOrphans()
+        recovered = staging.recoverOrphans()
         superblock = Superblock(config: config, stat: stat, counters: cacheCounters)
         uploads = UploadQueue(limit: config.uploadConcurrency)
         uploads.start { [weak self] n, s in await self?.uploadQueued(n, s) ?? false }
@@ -146,6 +152,8 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         let e = errno(for: error)
         switch e {
         case .ENOENT: logger.debug("\(op) \(path): not found")
+        // Interrupted by its caller (a signal, the kernel's interrupt): nothing went wrong.
+        case .EINTR: logger.debug("\(op) '\(path)' interrupted by its caller: \(error) → \(e)")
         default: logger.error("\(op) '\(path)' failed: \(error) → \(e)")
         }
         return e

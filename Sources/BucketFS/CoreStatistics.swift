@@ -49,12 +49,14 @@ public struct CoreStatistics: Sendable, Equatable {
     public var dirtyFiles = 0
     /// Bytes of content not yet in the bucket (the dirty files' sizes).
     public var pendingBytes: Int64 = 0
-    /// Write-back: files waiting for their upload, uploads under way, and queued uploads that
-    /// failed since the mount started (each then retried, and kept in lost+found if it never
-    /// succeeds).
+    /// Write-back: files waiting for their upload, and uploads under way.
     public var queuedUploads = 0
     public var uploadingFiles = 0
+    /// Upload attempts that failed since the mount started, in every mode (each then retried,
+    /// and kept in lost+found if it never succeeds).
     public var failedUploads = 0
+    /// Errors writing to the cache directory, by errno name (`ENOSPC`, `EDQUOT`, …).
+    public var cacheErrors: [String: Int] = [:]
     /// Files kept in `CACHE_DIR/lost+found/` for the user to recover.
     public var lostAndFoundEntries = 0
     public var hits: [CacheKind: Int] = [:]
@@ -71,7 +73,8 @@ extension BucketFileSystem {
         var s = CoreStatistics()
         superblock.statistics(into: &s)
         s.readAheadBytes = readBudget.inUse
-        (s.queuedUploads, s.uploadingFiles, s.failedUploads) = uploads.counts
+        (s.queuedUploads, s.uploadingFiles, _) = uploads.counts
+        (s.failedUploads, s.cacheErrors) = uploadCounters.snapshot
         // Each kept file has a JSON sidecar naming its object: count the data files (not the
         // sidecars, nor the hidden temporary file Foundation writes a sidecar through).
         let kept = (try? FileManager.default.contentsOfDirectory(atPath: staging.lostAndFound)) ?? []

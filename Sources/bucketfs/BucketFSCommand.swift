@@ -9,14 +9,14 @@ struct BucketFSCommand: AsyncParsableCommand {
         abstract: "Mount a Cloud Storage bucket (gs://), a Firebase bucket as a signed-in user (firebase://) or an embedded local bucket as a directory, with object metadata as extended attributes.",
         version: "bucketfs \(BuildInfo.version) (commit \(BuildInfo.commit))",
         subcommands: [Mount.self, Unmount.self, Login.self, Logout.self, Whoami.self, MakeBucket.self, Ls.self, Stat.self, Cat.self,
-                      Put.self, Rm.self, Meta.self]
+                      Put.self, Rm.self, Meta.self, Status.self, Recover.self]
     )
 
     /// `mount -t fuse.bucketfs SOURCE DIR -o opts` runs `bucketfs SOURCE DIR -o opts`
     /// (through mount.fuse3): rewrite that form to `bucketfs mount ...`.
     static func main() async {
         var args = Array(CommandLine.arguments.dropFirst())
-        let known = ["mount", "unmount", "login", "logout", "whoami", "mb", "ls", "stat", "cat", "put", "rm", "meta", "help", "-h", "--help", "--version"]
+        let known = ["mount", "unmount", "login", "logout", "whoami", "mb", "ls", "stat", "cat", "put", "rm", "meta", "status", "recover", "help", "-h", "--help", "--version"]
         if let first = args.first, !known.contains(first), args.count >= 2, !first.hasPrefix("-") {
             args = ["mount"] + MountHelper.translate(args)
         }
@@ -71,6 +71,7 @@ enum MountHelper {
                     let name = kv[0].replacingOccurrences(of: "_", with: "-")
                     switch name {
                     case "ro": out.append("--read-only")
+                    case "nonempty": out.append("--allow-non-empty")  // libfuse 2's name
                     case "rw", "dev", "suid", "nodev", "nosuid", "exec", "noexec", "auto", "noauto", "user", "nouser", "users",
                          "defaults", "nofail", "-netdev", "async", "atime", "noatime", "relatime", "nodiratime": break
                     case _ where name.hasPrefix("x-") || name.hasPrefix("comment="): break

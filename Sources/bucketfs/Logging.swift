@@ -102,3 +102,20 @@ struct JSONLogHandler: LogHandler {
         return out + "\""
     }
 }
+
+/// A failed mount's message (docs/OPERATING.md, "A mount that fails fast"): on standard error, the
+/// terminal, as one `bucketfs: …` line, or as one JSON object (level `critical`) when
+/// `--log-format json`, so a JSON consumer never reads a plain-text line.
+struct FailureReport {
+    let format: LogFormat
+
+    func say(_ message: String, level: Logger.Level = .critical) {
+        let line: String
+        switch format {
+        case .text: line = "bucketfs: \(level == .critical ? "" : "\(level): ")\(message)\n"
+        case .json: line = JSONLogHandler.line(time: Date(), level: level, label: "bucketfs", message: message,
+                                               source: "bucketfs", metadata: [:])
+        }
+        FileHandle.standardError.write(Data(line.utf8))
+    }
+}

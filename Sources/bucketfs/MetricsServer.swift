@@ -43,6 +43,7 @@ final class CoreMetricsCollector: @unchecked Sendable {
     private var seenHits: [CacheKind: Int] = [:]
     private var seenMisses: [CacheKind: Int] = [:]
     private var seenFailedUploads = 0
+    private var seenCacheErrors: [String: Int] = [:]
 
     init(core: BucketFileSystem) {
         self.core = core
@@ -70,6 +71,11 @@ final class CoreMetricsCollector: @unchecked Sendable {
             r.makeCounter(name: "bucketfs_uploads_failed_total", labels: [])
                 .increment(by: Int64(s.failedUploads - seenFailedUploads))
             seenFailedUploads = s.failedUploads
+            for (name, count) in s.cacheErrors {
+                r.makeCounter(name: "bucketfs_cache_dir_errors_total", labels: [("errno", name)])
+                    .increment(by: Int64(count - (seenCacheErrors[name] ?? 0)))
+                seenCacheErrors[name] = count
+            }
             for kind in CacheKind.allCases {
                 let h = s.hits[kind] ?? 0, m = s.misses[kind] ?? 0
                 r.makeCounter(name: "bucketfs_cache_hits_total", labels: [("cache", kind.rawValue)])

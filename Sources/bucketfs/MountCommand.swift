@@ -52,10 +52,12 @@ struct Mount: AsyncParsableCommand {
             ?? StagingArea.defaultDirectory(forMountPoint: mountpointPath)
     }
 
+    /// Where a failed mount's messages go: the terminal, as JSON with `--log-format json`.
+    var report: FailureReport { FailureReport(format: log.logFormat) }
+
     func run() async throws {
-        var isDir: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: mountpointPath, isDirectory: &isDir), isDir.boolValue else {
-            FileHandle.standardError.write(Data("bucketfs: mount point \(mountpointPath) is not a directory\n".utf8))
+        if let problem = MountPointCheck.problem(mountpointPath, allowNonEmpty: behaviour.allowNonEmpty) {
+            report.say(problem)
             throw ExitCode(1)
         }
         if !monitoring.sourceChecked {
@@ -67,11 +69,31 @@ struct Mount: AsyncParsableCommand {
 
     /// Re-runs this command with --foreground in a new session, then waits until the mount answers.
     func startBackground() throws {
-        do { try StagingArea.prepare(cacheDirectory) } catch {
-            FileHandle.standardError.write(Data("bucketfs: \(error)\n".utf8))
+        // A cache directory in use is refused here, on the terminal, before a process starts
+        // (whose refusal would only reach the log file the other mount may be writing).
+        if let refusal = CacheDirectoryLock.refusal(cacheDirectory) {
+            report.say(refusal)
             throw ExitCode(1)
         }
+        do { try StagingArea.prepare(cacheDirectory) } catch {
+            report.say("\(error)")
+            throw ExitCode(1)
+        }
+        if let problem = CacheDirectoryRoom.writeProblem(cacheDirectory) {
+            report.say(problem)
+            throw ExitCode(1)
+        }
+        if let warning = CacheDirectoryRoom.warning(cacheDirectory) { report.say(warning, level: .warning) }
+        if let display = try? Source.parse(source, splitLocal: false).display {
+            for line in CacheDirectoryRegistry.elsewhere(source: display, own: cacheDirectory) { report.say(line, level: .error) }
+        }
         let logPath = logFile ?? cacheDirectory + "/bucketfs.log"
+        let logFD = open(logPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+        guard logFD >= 0 else {
+            report.say("cannot write the log file \(logPath) (--log-file; by default CACHE_DIR/bucketfs.log): \(String(cString: strerror(errno)))")
+            throw ExitCode(1)
+        }
+        close(logFD)
         // A token given with --id-token or --token reaches the mount process through its
         // environment, never its arguments (its process title is readable by every user).
         let (rest, secrets) = SecretArguments.extract(effectiveArguments)
@@ -81,23 +103,28 @@ struct Mount: AsyncParsableCommand {
         let logStart = (try? FileManager.default.attributesOfItem(atPath: logPath)[.size] as? NSNumber)?.intValue ?? 0
         var environment = ProcessInfo.processInfo.environment
         environment.merge(secrets) { $1 }
+        // Mounts already at the mount point (another process may mount it meanwhile): only a new
+        // one is this mount's.
+        let point = MountPointCheck.resolved(mountpointPath)
+        let before = Set(MountPointCheck.mounts(at: point).map(\.id))
         let pid = try Daemon.spawn(executable: "/proc/self/exe", arguments: args, environment: environment, logPath: logPath)
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
-            if Daemon.isMounted(mountpointPath) {
+            if MountPointCheck.mounts(at: point).contains(where: { $0.type == "fuse.bucketfs" && !before.contains($0.id) }) {
                 var st = statvfs()
                 if statvfs(mountpointPath, &st) == 0 { return }
             }
             var status: Int32 = 0
             if waitpid(pid, &status, WNOHANG) == pid {
                 let tail = Daemon.tail(logPath, from: logStart)
-                FileHandle.standardError.write(Data("bucketfs: mount failed (see \(logPath)):\n\(tail)\n".utf8))
+                report.say("mount failed (see \(logPath)); its last lines follow")
+                FileHandle.standardError.write(Data((tail + "\n").utf8))
                 throw ExitCode(1)
             }
             usleep(50_000)
         }
         kill(pid, SIGTERM)
-        FileHandle.standardError.write(Data("bucketfs: the mount did not answer within 30 s (see \(logPath))\n".utf8))
+        report.say("the mount did not answer within 30 s (see \(logPath))")
         throw ExitCode(1)
     }
 
@@ -161,6 +188,16 @@ struct Mount: AsyncParsableCommand {
             logger.critical("\(error)")
             throw ExitCode(1)
         }
+        if let warning = CacheDirectoryRoom.warning(cacheDirectory) { logger.warning("\(warning)") }
+        // What an earlier run of this cache directory left, and what runs of this source left in
+        // other cache directories; then this one is recorded for later mounts and `recover`.
+        await core.settleRecovered(recoverCommand: "bucketfs recover \(cacheDirectory)")
+        for line in CacheDirectoryRegistry.elsewhere(source: parsed.display, own: cacheDirectory) { logger.error("\(line)") }
+        if let problem = CacheDirectoryRegistry.record(.init(source: parsed.display, cacheDirectory: cacheDirectory,
+                                                             mountPoint: mountpointPath)) {
+            logger.warning("\(problem)")
+        }
+        Recover.recordSource(parsed.display, in: cacheDirectory)
         let fs = try await startMetrics(core, logger: logger)
         var options = ["fsname=bucketfs:" + source, "subtype=bucketfs", "default_permissions"]
         if allowOther { options.append("allow_other") }
@@ -228,17 +265,6 @@ enum Daemon {
         try? h.seek(toOffset: UInt64(offset))
         let text = String(decoding: h.readDataToEndOfFile(), as: UTF8.self)
         return text.split(separator: "\n").suffix(lines).joined(separator: "\n")
-    }
-
-    /// Whether /proc/self/mountinfo lists a bucketfs mount at `path`.
-    static func isMounted(_ path: String) -> Bool {
-        guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return false }
-        let escaped = path.replacingOccurrences(of: " ", with: "\\040")
-        for line in text.split(separator: "\n") {
-            let f = line.split(separator: " ")
-            if f.count > 4, f[4] == escaped, line.contains(" - fuse.bucketfs ") { return true }
-        }
-        return false
     }
 }
 

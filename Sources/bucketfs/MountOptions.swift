@@ -27,6 +27,8 @@ struct MountBehaviourOptions: ParsableArguments {
     var foreground = false
     @Flag(name: .customLong("allow-shared-files"), help: SharedFiles.help)
     var allowSharedFiles = false
+    @Flag(name: .customLong("allow-non-empty"), help: "Mount over a directory that has entries (hidden while mounted); refused without it.")
+    var allowNonEmpty = false
 }
 
 struct CachingOptions: ParsableArguments {

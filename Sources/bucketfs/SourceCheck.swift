@@ -279,7 +279,7 @@ extension Mount {
             if let g = store as? GCSStore { try? await g.shutdown() }
             if let f = store as? FirebaseStore { try? await f.shutdown() }
         } catch {
-            FileHandle.standardError.write(Data("bucketfs: cannot mount \(source): \(error)\n".utf8))
+            report.say("cannot mount \(source): \(error)")
             throw ExitCode(1)
         }
     }

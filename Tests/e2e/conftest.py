@@ -8,6 +8,16 @@ import uuid
 
 import pytest
 
+@pytest.fixture(autouse=True, scope="session")
+def state_directory(tmp_path_factory):
+    """Mounts record their cache directories by source in the state directory (docs/OPERATING.md,
+    "The cache directory"): the tests' mounts record theirs in one of their own, under the
+    session's temporary directory, not the machine's."""
+    if "XDG_STATE_HOME" not in os.environ:
+        os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state"))
+    yield os.environ["XDG_STATE_HOME"]
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "faults: fault-injection tests through Tests/e2e/faultproxy.py")
     config.addinivalue_line("markers", "one_server: a gs:// test run against gcp-storage-emulator only")

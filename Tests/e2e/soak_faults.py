@@ -30,6 +30,16 @@ Phase 2, for unmount (fusermount3 -u) and for SIGTERM, each on a fresh mount of 
   …-after-last-attempt         the same fault; once the last attempt gave up (lost+found)
   …-fault-lifts-then-end       503 that lifts 70 s after EIO; the end comes 2 s after it lifts
 
+Phase 3 (crash), kill -9 of the mount process, each on a fresh mount of the same cache dir:
+  crash-during-write           a writer holds a file open, half written: the next mount keeps it in
+                               lost+found marked cut off (name ends in .cut-off, sidecar not
+                               complete), logged at error level
+  crash-during-close-uploaded  the upload lands, its answer is held: the next mount finds the bucket
+                               has the same md5, keeps nothing, logs no error
+  crash-then-other-cache-dir   the upload hangs: a mount of the same source with another cache dir
+                               names the old one and `bucketfs recover` at error level; recover
+                               puts the bytes in the bucket
+
 For every case: the worst time to EIO or success against its bound, the worst time from unmount
 or SIGTERM to the process's end against its bound, and where every byte of every write that
 failed ended up: in the bucket with exactly its bytes, or in CACHE_DIR/lost+found with exactly its
@@ -37,6 +47,7 @@ bytes and an error-level log line naming that path. A case fails if any written 
 (or only in a stage file left behind after the process ended), or a bound is exceeded.
 """
 import argparse
+import json
 import os
 import re
 import signal
@@ -59,6 +70,16 @@ PAUSES = [min(BACKOFF_MAX, 2.0 ** i) for i in range(RETRIES)]  # 1, 2, 4, 8, 16
 SIZE = 5 << 20       # one multipart upload
 UPLOAD = r"^/upload/storage/v1/b/[^/]+/o$"
 MEDIA = r"(^|&)alt=media(&|$)"
+WRITER = r"""
+import os, sys, time
+fd = os.open(os.environ["DST"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+data = open(os.environ["SRC"], "rb").read()
+off = 0
+while off < len(data):
+    off += os.write(fd, data[off:off + (1 << 17)])
+print("ready", flush=True)
+time.sleep(600)
+"""
 
 
 def now():
@@ -151,6 +172,7 @@ class Soak:
                             "--endpoint", self.proxy.endpoint, "--anonymous"], capture_output=True, text=True, timeout=60)
         if p.returncode != 0:
             raise SystemExit(f"mount failed: {p.stderr}")
+        self.mount_stderr = p.stderr
         self.mnt = mnt
         self.pid = daemon_pid(mnt)
         return mnt
@@ -420,6 +442,130 @@ class Soak:
     def case_download_reset_always(self):
         self._download("download-reset-always", "reset-dl.bin", "reset_mid_body", None, False, bytes=256 << 10)
 
+    # --- phase 3: kill -9 --------------------------------------------------------------------
+
+    def crash(self):
+        """kill -9 of the mount's process, then its dead mount cleared; returns nothing."""
+        os.kill(self.pid, signal.SIGKILL)
+        t0 = now()
+        while proc_alive(self.pid) and now() - t0 < 30:
+            time.sleep(0.05)
+        subprocess.run(["fusermount3", "-uz", self.mnt], capture_output=True, timeout=30)
+
+    def lost_entries(self, cache=None):
+        d = os.path.join(cache or self.cache, "lost+found")
+        return sorted(n for n in os.listdir(d) if not n.endswith(".json")) if os.path.isdir(d) else []
+
+    def phase3(self):
+        for case in (self.crash_during_write, self.crash_during_close_uploaded, self.crash_then_other_cache_dir):
+            drop_caches()
+            self.mount()
+            case()
+            self.proxy.clear()
+            self.proxy.release()
+
+    def crash_during_write(self):
+        o = Outcome("crash-during-write")
+        data = os.urandom(SIZE)
+        src = os.path.join(self.tmp, "part-src")
+        with open(src, "wb") as f:
+            f.write(data)
+        w = subprocess.Popen([sys.executable, "-c", WRITER], env={**os.environ, "SRC": src, "DST": f"{self.mnt}/part.bin"},
+                             stdout=subprocess.PIPE)
+        w.stdout.readline()
+        before = set(self.lost_entries())
+        self.crash()
+        w.kill()
+        w.wait()
+        self.mount()
+        new = [n for n in self.lost_entries() if n not in before]
+        cut = [n for n in new if n.startswith("part.bin.") and n.endswith(".cut-off")]
+        if len(cut) != 1:
+            o.problems.append(f"lost+found holds {new}, not one part.bin….cut-off")
+        else:
+            path = os.path.join(self.cache, "lost+found", cut[0])
+            side = json.load(open(path + ".json"))
+            if side.get("complete") is not False or side.get("closed") is not False:
+                o.problems.append(f"the sidecar does not say cut off: {side}")
+            if open(path, "rb").read() != data:
+                o.problems.append("the cut-off file does not hold what was written")
+            if not self.logged(path):
+                o.problems.append("no error line names the cut-off file")
+            o.where.append("lost+found (cut off)")
+        if self.get("part.bin") is not None:
+            o.problems.append("a cut-off file reached the bucket")
+        self.end("unmount")
+        self.record(o)
+
+    def crash_during_close_uploaded(self):
+        o = Outcome("crash-during-close-uploaded")
+        data = os.urandom(SIZE)
+        rule = self.upload_rule("closed.bin", "stall_after_headers")
+        src = os.path.join(self.tmp, "closed-src")
+        with open(src, "wb") as f:
+            f.write(data)
+        cp = subprocess.Popen(["cp", src, f"{self.mnt}/closed.bin"], stderr=subprocess.PIPE)
+        t0 = now()
+        while now() - t0 < OP and (rule.fired == 0 or self.get("closed.bin") != data):
+            time.sleep(0.2)
+        before = set(self.lost_entries())
+        self.crash()
+        cp.kill()
+        cp.wait()
+        self.proxy.clear()
+        self.proxy.release()
+        self.mount()
+        new = [n for n in self.lost_entries() if n not in before]
+        if self.get("closed.bin") != data:
+            o.problems.append("the upload did not land before the crash (the case did not happen)")
+        if new:
+            o.problems.append(f"a copy the bucket already has was kept: {new}")
+        if self.log_error_naming("closed.bin"):
+            o.problems.append("an error was logged for a file the bucket has")
+        o.where.append("bucket")
+        self.end("unmount")
+        self.record(o)
+
+    def crash_then_other_cache_dir(self):
+        o = Outcome("crash-then-other-cache-dir")
+        data = os.urandom(SIZE)
+        self.upload_rule("other.bin", "hang")
+        src = os.path.join(self.tmp, "other-src")
+        with open(src, "wb") as f:
+            f.write(data)
+        cp = subprocess.Popen(["cp", src, f"{self.mnt}/other.bin"], stderr=subprocess.PIPE)
+        time.sleep(3)
+        self.crash()
+        cp.kill()
+        cp.wait()
+        self.proxy.clear()
+        self.proxy.release()
+        old, self.cache = self.cache, os.path.join(self.tmp, f"other-cache-{self.mounts}")
+        try:
+            out = self.mount()
+            if not (self.mount_stderr and old in self.mount_stderr and f"bucketfs recover {old}" in self.mount_stderr):
+                o.problems.append(f"the mount with another cache dir did not name {old}: {self.mount_stderr!r}")
+            self.end("unmount")
+        finally:
+            self.cache = old
+        t0 = now()
+        r = subprocess.run([self.bin, "recover", old, "--endpoint", "http://" + self.a.upstream, "--anonymous"],
+                           capture_output=True, text=True, timeout=OP + SLACK)
+        o.t_op, o.op_result, o.op_bound = now() - t0, "ok" if r.returncode == 0 else f"rc {r.returncode}", OP
+        if r.returncode != 0 or "uploaded: 'other.bin'" not in r.stdout:
+            o.problems.append(f"recover: {r.stdout[-300:]} {r.stderr[-300:]}")
+        self.check_bytes(o, "other.bin", data, ended=True)
+        self.record(o)
+
+    def log_error_naming(self, text):
+        try:
+            for line in open(self.log, errors="replace"):
+                if text in line and re.search(r"\b(error|critical)\b", line, re.I):
+                    return line
+        except OSError:
+            pass
+        return None
+
     def phase2(self, how):
         for case in (self.end_right_after_eio, self.end_hung_attempt_in_flight, self.end_attempt_in_flight,
                      self.end_waiting_for_next_attempt,
@@ -488,6 +634,8 @@ class Soak:
             for how in ("unmount", "sigterm"):
                 if not only or how in only:
                     self.phase2(how)
+            if not only or "crash" in only:
+                self.phase3()
         self.proxy.stop()
         return self.table()
 
@@ -538,11 +686,14 @@ def main(argv=None):
     ap.add_argument("--bucket", default=os.environ.get("BUCKETFS_EMULATOR_BUCKET", "bucketfs-test"))
     ap.add_argument("--bin", default=os.environ.get("BUCKETFS_BIN", "bucketfs"))
     ap.add_argument("--tmp", required=True)
-    ap.add_argument("--only", help="comma-separated: phase1, unmount, sigterm")
+    ap.add_argument("--only", help="comma-separated: phase1, unmount, sigterm, crash")
     ap.add_argument("--table", help="also write the final table (markdown) to this file")
     a = ap.parse_args(argv)
     if not a.upstream:
         ap.error("no emulator: give --upstream or set BUCKETFS_EMULATOR")
+    # Mounts record their cache directories (docs/OPERATING.md, "The cache directory"): here, not
+    # in the machine's state directory.
+    os.environ.setdefault("XDG_STATE_HOME", os.path.join(a.tmp, "state"))
     return 0 if Soak(a).run() else 1
 
 

@@ -50,7 +50,9 @@ extension BucketFileSystem {
             let data = try await readPath.fetch(path, generation: info.generation, off..<min(info.size, off + chunk))
             let w = data.withUnsafeBytes { pwrite(staged.fd, $0.baseAddress, data.count, off_t(off)) }
             if w != data.count {
-                throw StorageError.unknown(status: 0, message: "cannot write the stage file \(staged.path): \(Errno(Glibc.errno))")
+                let e = Errno(Glibc.errno)
+                uploadCounters.cacheError(e)
+                throw StorageError.unknown(status: 0, message: "cannot write the stage file \(staged.path) in the cache directory (--cache-dir): \(e)")
             }
             if let (expected, got) = check.add(data, at: off) {
                 throw StorageError.nonMatchingChecksum(path: "\(path) generation \(info.generation) (the bytes read)",
@@ -79,9 +81,12 @@ extension BucketFileSystem {
         staging.recordIfNeeded(s) { sidecarTarget(n, s) }
     }
 
-    /// What `s`'s sidecar names: `n`'s path and the generation the content is based on, now.
-    func sidecarTarget(_ n: Node, _ s: StagedFile) -> (object: String, baseGeneration: Int64) {
-        superblock.withStage(of: n, stage: s) { s, file in (file.path, s.origin.ifGenerationMatch) }!
+    /// What `s`'s sidecar records: `n`'s path, the generation the content is based on, its size
+    /// and metadata, now.
+    func sidecarTarget(_ n: Node, _ s: StagedFile) -> SidecarTarget {
+        superblock.withStage(of: n, stage: s) { s, file in
+            SidecarTarget(object: file.path, baseGeneration: s.origin.ifGenerationMatch, size: s.size, metadata: s.metadata)
+        }!
     }
 
     public func write(ino: UInt64, fh: UInt64, offset: UInt64, data: Data) async throws(Errno) -> Int {
@@ -106,13 +111,31 @@ extension BucketFileSystem {
               let s = h.stage else { throw .EBADF }
         markDirty(n, s)
         let w = pwrite(s.fd, bytes.baseAddress, bytes.count, off_t(offset))
-        if w < 0 { throw Errno(Glibc.errno) }
+        if w < 0 {
+            let e = Errno(Glibc.errno)
+            stageWriteFailed(n, s, e, at: offset)
+            throw e
+        }
         superblock.withStage(of: n, stage: s) { s, _ in
             s.markDirty()
             s.size = max(s.size, Int64(offset) + Int64(w))
             touchMtime(s)
         }
         return w
+    }
+
+    /// A write to a stage file failed (ENOSPC, EDQUOT, EIO: the cache directory's disk): counted,
+    /// logged once with the paths and the option, and the content is cut off (`StagedFile.cut`):
+    /// never uploaded as if complete. The object keeps what the bucket has (a new file is not
+    /// created), every later flush, fsync and close reports the error, and the stage file goes at
+    /// the last close, giving its room back (docs/SEMANTICS.md §5).
+    func stageWriteFailed(_ n: Node, _ s: StagedFile, _ e: Errno, at offset: UInt64) {
+        uploadCounters.cacheError(e)
+        guard superblock.withStage(s, { $0.cut(e) }) else { return }
+        staging.forgetRecord(s)
+        superblock.expire(n, parentListing: true)
+        let path = superblock.path(of: n)
+        logger.error("cannot write '\(path)' at offset \(offset) to its stage file \(s.path) in the cache directory \(staging.directory) (--cache-dir): \(e); its content is cut off and will not be uploaded: '\(path)' keeps what the bucket has (a new file is not created); make room in the cache directory, then write the file again")
     }
 
     /// New content means a new mtime: an mtime key carried over from the object read (gsutil's

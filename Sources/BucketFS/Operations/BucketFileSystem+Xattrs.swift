@@ -143,7 +143,7 @@ extension BucketFileSystem {
             return (s, s.markDirty())
         }
         guard let (s, sidecar) = rode ?? nil else { return false }
-        if sidecar { staging.recordIfNeeded(s) { sidecarTarget(n, s) } }
+        if sidecar { staging.recordIfNeeded(s, content: false) { sidecarTarget(n, s) } }
         return true
     }
 

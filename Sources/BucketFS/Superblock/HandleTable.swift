@@ -46,6 +46,9 @@ struct HandleTable {
     /// Whether a handle open for writing keeps `s` (its close will upload it).
     func isOpenForWriting(_ s: StagedFile) -> Bool { files.values.contains { $0.writable && $0.stage === s } }
 
+    /// How many handles open for writing keep `s`.
+    func writers(of s: StagedFile) -> Int { files.values.filter { $0.writable && $0.stage === s }.count }
+
     /// The streams of the open file handles.
     var streams: [ReadStream] { files.values.compactMap(\.stream) }
 }

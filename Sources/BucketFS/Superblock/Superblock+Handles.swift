@@ -51,6 +51,9 @@ extension Superblock {
     /// Whether a handle open for writing keeps `s` (its close will upload it).
     func isOpenForWriting(_ s: StagedFile) -> Bool { locked { handles.isOpenForWriting(s) } }
 
+    /// How many handles open for writing keep `s`.
+    func writers(of s: StagedFile) -> Int { locked { handles.writers(of: s) } }
+
     /// Closes a file handle (release); nil when there is none.
     func closeFile(_ fh: UInt64) -> Handle? { locked { handles.removeFile(fh) } }
 

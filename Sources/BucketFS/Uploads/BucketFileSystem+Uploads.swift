@@ -36,6 +36,13 @@ import StorageModel
 ///   fsync still uploads at once, and shutdown's last attempt covers every queued file.
 extension BucketFileSystem {
     public func flush(ino: UInt64, fh: UInt64) async throws(Errno) {
+        // close(2) of the writer's last handle: the sidecar says closed (with the size and
+        // metadata) before the upload starts, so a crash during it leaves content known to be
+        // complete (a write after this marks it not closed again, before its bytes land).
+        if let h = superblock.handle(fh), h.writable, let s = h.stage, superblock.writers(of: s) == 1,
+           let n = superblock.node(ino) {
+            staging.recordClosed(s) { sidecarTarget(n, s) }
+        }
         if config.writeBack {
             // What the bucket said last about this content still reaches every close.
             guard let n = superblock.node(ino),
@@ -53,6 +60,11 @@ extension BucketFileSystem {
         guard let h = superblock.closeFile(fh) else { return }
         h.stream?.close()
         guard let n = superblock.node(ino) else { return }
+        // The writer's last handle: its sidecar says closed (with the size and metadata) before
+        // the upload starts, so a crash during it leaves content known to be complete.
+        if h.writable, let kept = h.stage, !superblock.isOpenForWriting(kept) {
+            staging.recordClosed(kept) { sidecarTarget(n, kept) }
+        }
         var uploadError: Errno? = nil
         // A file whose upload just failed is in the background attempts' hands: uploading it
         // again here, right after close reported the failure, would make close's answer untrue.
@@ -178,7 +190,11 @@ extension BucketFileSystem {
             superblock.withStage(s) { $0.failed(restoring: started) }
             Glibc.fsync(s.fd)
             let e = errno(for: error)
-            if case StorageError.preconditionFailed = error {
+            if e != .EINTR { uploadCounters.attemptFailed() }
+            if e == .EINTR {
+                // Its caller was interrupted (a signal): nothing went wrong, and the data stays.
+                logger.debug("upload of '\(path)' interrupted by its caller (\(error)); the data stays staged (\(s.path))")
+            } else if case StorageError.preconditionFailed = error {
                 let kept = giveUp(n, s, e, reason: "lost a race: the object changed since it was opened (generation \(origin.ifGenerationMatch))")
                 logger.error("upload of '\(path)' lost a race: the object changed since it was opened (generation \(origin.ifGenerationMatch)); your data is kept in \(kept)")
             } else if Self.isRefusal(e) {
@@ -207,11 +223,13 @@ extension BucketFileSystem {
     /// mount).
     @discardableResult
     private func giveUp(_ n: Node, _ s: StagedFile, _ e: Errno, reason: String) -> String {
-        let path = superblock.path(of: n)
+        let target = sidecarTarget(n, s)
+        let record = StageRecord(bucket: store.bucket, object: target.object, baseGeneration: target.baseGeneration,
+                                 closed: !superblock.isOpenForWriting(s), size: target.size, metadata: target.metadata)
         let (size, previous) = superblock.withStage(s) { ($0.size, $0.keptAs) }
         var kept: String? = nil
         if size > 0 {
-            guard let k = staging.keepLost(s, object: path, reason: reason) else {
+            guard let k = staging.keepLost(s, record: record, reason: reason) else {
                 return "\(s.path) (the stage file: copying it to lost+found failed)"
             }
             kept = k

@@ -26,6 +26,9 @@ final class StagedFile: @unchecked Sendable {
     /// What the content was made from: the upload's precondition.
     private(set) var origin: StageOrigin
     private(set) var state: UploadState
+    /// A write to the stage file failed (the cache directory's disk is full, or failed): the
+    /// content is incomplete and never uploaded (`cut`).
+    private(set) var cutOff: Errno?
     var size: Int64
     /// Writable metadata the upload carries (xattrs and mtime set before close go here).
     var metadata: WritableMetadata
@@ -39,6 +42,8 @@ final class StagedFile: @unchecked Sendable {
     /// A sidecar names this stage's object (written before it first became dirty).
     /// GUARDED_BY(sidecarLock)
     var recorded = false
+    /// That sidecar says the writer closed the file (`StageRecord.closed`). GUARDED_BY(sidecarLock)
+    var recordedClosed = false
     /// Orders the writes of this stage's sidecar (StagingArea.swift): the last one names the
     /// object's current path. Taken with no other NSLock held (the `uploadLock` may be), and
     /// only the superblock's lock (to read the path) under it.
@@ -76,8 +81,18 @@ final class StagedFile: @unchecked Sendable {
         case .waitingToRetry, .dirty:
             break
         case .clean, .givenUp:
-            state = .dirty
+            if cutOff == nil { state = .dirty }
         }
+        return true
+    }
+
+    /// A write to the stage file failed with `e`: the content is cut off; it is given up (not
+    /// uploaded, every later flush, fsync and close reports `e`) and stays so whatever is written
+    /// after. True the first time.
+    func cut(_ e: Errno) -> Bool {
+        guard cutOff == nil else { return false }
+        cutOff = e
+        if state != .deleted { state = .givenUp(e) }
         return true
     }
 

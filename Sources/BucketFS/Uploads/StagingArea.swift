@@ -20,6 +20,7 @@ public final class StagingArea: @unchecked Sendable {
     private let logger: Logger
     private let now: @Sendable () -> Double
     private var lockFD: Int32 = -1
+    let counters: UploadCounters
 
     var lostAndFound: String { directory + "/lost+found" }
 
@@ -79,19 +80,15 @@ public final class StagingArea: @unchecked Sendable {
     }
 
     /// Prepares the directory and takes its lock.
-    init(directory: String, bucket: String, logger: Logger, now: @escaping @Sendable () -> Double) throws(CacheDirectoryError) {
+    init(directory: String, bucket: String, logger: Logger, now: @escaping @Sendable () -> Double,
+         counters: UploadCounters = UploadCounters()) throws(CacheDirectoryError) {
+        self.counters = counters
         self.directory = directory
         self.bucket = bucket
         self.logger = logger
         self.now = now
         try Self.prepare(directory)
-        let fd = PrivateFiles.open(directory + "/.lock", O_RDWR)
-        guard fd >= 0 else { throw CacheDirectoryError(description: "cannot open \(directory)/.lock: \(Errno(Glibc.errno))") }
-        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
-            Glibc.close(fd)
-            throw CacheDirectoryError(description: "the cache directory \(directory) is in use by another running bucketfs mount; give this mount its own --cache-dir")
-        }
-        lockFD = fd
+        lockFD = try CacheDirectoryLock.take(directory)
     }
 
     deinit { if lockFD >= 0 { Glibc.close(lockFD) } }
@@ -103,55 +100,74 @@ public final class StagingArea: @unchecked Sendable {
         var template = Array((directory + "/stage-XXXXXX").utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         if fd < 0 {
-            logger.error("cannot create a staging file in \(directory): \(Errno(Glibc.errno))")
-            throw .EIO
+            let e = Errno(Glibc.errno)
+            counters.cacheError(e)
+            logger.error("cannot create a stage file in the cache directory \(directory) (--cache-dir): \(e)")
+            throw e.rawValue == ENOSPC || e.rawValue == EDQUOT ? e : .EIO
         }
         PrivateFiles.restrict(fd)
         let path = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
         let s = StagedFile(fd: fd, path: path, origin: origin, dirty: dirty, size: 0, metadata: metadata)
-        if dirty { record(s) { (object, origin.ifGenerationMatch) } }
+        if dirty { record(s) { SidecarTarget(object: object, baseGeneration: origin.ifGenerationMatch, size: 0, metadata: metadata) } }
         return s
     }
 
-    /// Writes (or rewrites) the sidecar that says which object a stage file holds: `current`
-    /// reads (under the superblock's lock) the object's path and the generation the content is
-    /// based on as they are now, so that of two writes the last names the current path. Under
-    /// the stage's `sidecarLock`, never under the superblock's lock. Written and renamed into
-    /// place with plain calls and no fsync: the stage file it describes is not synced either (both
-    /// outlive a crash of this process, in the page cache, which is what recovery covers), and
-    /// every create pays for this (FileManager's atomic write synced: a large part of a create's time).
-    func record(_ s: StagedFile, current: () -> (object: String, baseGeneration: Int64)) {
-        s.sidecarLock.withLock { writeSidecarLocked(s, current()) }
+    /// Writes (or rewrites) the sidecar that says which object a stage file holds (a
+    /// `StageRecord`, not closed): `current` reads (under the superblock's lock) the object's
+    /// path, the generation the content is based on, its size and metadata as they are now, so
+    /// that of two writes the last names the current path. Under the stage's `sidecarLock`, never
+    /// under the superblock's lock. Written and renamed into place with plain calls and no fsync:
+    /// the stage file it describes is not synced either (both outlive a crash of this process, in
+    /// the page cache, which is what recovery covers), and every create pays for this
+    /// (FileManager's atomic write synced: a large part of a create's time).
+    func record(_ s: StagedFile, current: () -> SidecarTarget) {
+        s.sidecarLock.withLock { writeSidecarLocked(s, current(), closed: false) }
     }
 
-    /// Writes the sidecar before a stage first becomes dirty (nothing when it has one).
-    func recordIfNeeded(_ s: StagedFile, current: () -> (object: String, baseGeneration: Int64)) {
-        s.sidecarLock.withLock { if !s.recorded { writeSidecarLocked(s, current()) } }
+    /// Writes the sidecar before a stage first becomes dirty (nothing when it has one), and again
+    /// when it said closed: as not closed before new content (`content`), with the new metadata
+    /// otherwise (an xattr or time set after close).
+    func recordIfNeeded(_ s: StagedFile, content: Bool = true, current: () -> SidecarTarget) {
+        s.sidecarLock.withLock {
+            if !s.recorded || s.recordedClosed { writeSidecarLocked(s, current(), closed: s.recordedClosed && !content) }
+        }
     }
 
     /// Writes the sidecar again when the stage has one (its object was renamed).
-    func rerecord(_ s: StagedFile, current: () -> (object: String, baseGeneration: Int64)) {
-        s.sidecarLock.withLock { if s.recorded { writeSidecarLocked(s, current()) } }
+    func rerecord(_ s: StagedFile, current: () -> SidecarTarget) {
+        s.sidecarLock.withLock { if s.recorded { writeSidecarLocked(s, current(), closed: s.recordedClosed) } }
     }
 
-    private func writeSidecarLocked(_ s: StagedFile, _ target: (object: String, baseGeneration: Int64)) {
-        let o: [String: Any] = ["bucket": bucket, "object": target.object, "baseGeneration": target.baseGeneration,
-                                "created": RFC3339.format(Date(timeIntervalSince1970: now()))]
+    /// The writer closed the file (its last handle open for writing), before its upload: the
+    /// sidecar says so, with the size and metadata at close (when it has one: clean content has none).
+    func recordClosed(_ s: StagedFile, current: () -> SidecarTarget) {
+        s.sidecarLock.withLock { if s.recorded && !s.recordedClosed { writeSidecarLocked(s, current(), closed: true) } }
+    }
+
+    private func writeSidecarLocked(_ s: StagedFile, _ target: SidecarTarget, closed: Bool) {
+        let record = StageRecord(bucket: bucket, object: target.object, baseGeneration: target.baseGeneration,
+                                 closed: closed, size: closed ? target.size : nil, metadata: target.metadata)
+        var o = record.json
+        o["created"] = RFC3339.format(Date(timeIntervalSince1970: now()))
         guard let d = try? JSONSerialization.data(withJSONObject: o, options: [.sortedKeys]) else { return }
         let tmp = s.path + ".json.tmp"
         let fd = PrivateFiles.open(tmp, O_WRONLY | O_TRUNC)
         guard fd >= 0 else {
-            logger.error("cannot write \(tmp): \(Errno(Glibc.errno))")
+            logger.error("cannot write \(tmp) in the cache directory (--cache-dir): \(Errno(Glibc.errno))")
             return
         }
         let written = d.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, d.count) }
+        let e = Errno(Glibc.errno)
         Glibc.close(fd)
         guard written == d.count, Glibc.rename(tmp, s.path + ".json") == 0 else {
-            logger.error("cannot write \(s.path).json: \(Errno(Glibc.errno))")
+            let why = written == d.count ? Errno(Glibc.errno) : e
+            counters.cacheError(why)
+            logger.error("cannot write \(s.path).json in the cache directory (--cache-dir): \(why)")
             unlink(tmp)
             return
         }
         s.recorded = true
+        s.recordedClosed = closed
     }
 
     /// Closes and deletes a stage file and its sidecar (once; later calls do nothing).
@@ -166,15 +182,17 @@ public final class StagingArea: @unchecked Sendable {
         s.sidecarLock.withLock {
             unlink(s.path + ".json")
             s.recorded = false
+            s.recordedClosed = false
         }
     }
 
     // MARK: lost+found
 
     /// Copies a stage's content into lost+found, under a name that says which object it was, with
-    /// a JSON sidecar (bucket, object, why). Returns the path, or nil when even that failed.
-    func keepLost(_ s: StagedFile, object: String, reason: String) -> String? {
-        keep(fd: s.fd, length: s.size, object: object, reason: reason)
+    /// a JSON sidecar (its `StageRecord`, why, complete or not, bytes and md5). Returns the path,
+    /// or nil when even that failed.
+    func keepLost(_ s: StagedFile, record: StageRecord, reason: String) -> String? {
+        keep(fd: s.fd, length: s.size, record: record, complete: record.closed, reason: reason)?.path
     }
 
     /// Removes a lost+found entry (and its sidecar) that a newer one of the same file replaced.
@@ -184,9 +202,12 @@ public final class StagingArea: @unchecked Sendable {
         unlink(entry + ".json")
     }
 
-    private func keep(fd: Int32, length: Int64, object: String, reason: String) -> String? {
+    /// A cut-off entry (`complete` false: the writer never closed it) has a name ending in
+    /// `.cut-off`, so that no one takes it for a whole file.
+    private func keep(fd: Int32, length: Int64, record: StageRecord, complete: Bool, reason: String) -> LostEntry? {
+        let object = record.object
         _ = try? PrivateFiles.makeDirectory(lostAndFound)
-        let dest = "\(lostAndFound)/\(Self.escape(object)).\(Int64(now() * 1000))"
+        let dest = "\(lostAndFound)/\(Self.escape(object)).\(Int64(now() * 1000))" + (complete ? "" : LostEntry.cutOffSuffix)
         // Both files are written under temporary names beside lost+found and renamed in, sidecar
         // first: lost+found only ever holds complete entries.
         let tmp = "\(directory)/.keep-\(UUID().uuidString)"
@@ -197,13 +218,16 @@ public final class StagingArea: @unchecked Sendable {
         }
         var buf = [UInt8](repeating: 0, count: 1 << 20)
         var off: Int64 = 0
+        var md5 = MD5Sum()
         while off < length {
             let want = Int(min(Int64(buf.count), length - off))
             let r = buf.withUnsafeMutableBytes { pread(fd, $0.baseAddress, want, off_t(off)) }
             if r <= 0 { break }
             let w = buf.withUnsafeBytes { pwrite(out, $0.baseAddress, r, off_t(off)) }
+            buf.withUnsafeBytes { md5.add(UnsafeRawBufferPointer(rebasing: $0[0..<r])) }
             if w != r {
-                logger.critical("cannot write \(tmp) to keep the data of '\(object)': \(Errno(Glibc.errno))")
+                counters.cacheError(Errno(Glibc.errno))
+                logger.critical("cannot write \(tmp) (--cache-dir) to keep the data of '\(object)': \(Errno(Glibc.errno))")
                 Glibc.close(out)
                 unlink(tmp)
                 return nil
@@ -212,8 +236,12 @@ public final class StagingArea: @unchecked Sendable {
         }
         Glibc.fsync(out)
         Glibc.close(out)
-        let side: [String: Any] = ["bucket": bucket, "object": object, "bytes": off, "reason": reason,
-                                   "kept": RFC3339.format(Date(timeIntervalSince1970: now()))]
+        var side = record.json
+        side["bytes"] = off
+        side["md5"] = md5.base64()
+        side["complete"] = complete
+        side["reason"] = reason
+        side["kept"] = RFC3339.format(Date(timeIntervalSince1970: now()))
         if let d = try? JSONSerialization.data(withJSONObject: side, options: [.sortedKeys, .prettyPrinted]) {
             let sideTmp = tmp + ".json"
             let sfd = PrivateFiles.open(sideTmp, O_WRONLY | O_EXCL)
@@ -225,24 +253,28 @@ public final class StagingArea: @unchecked Sendable {
         }
         guard Glibc.rename(tmp, dest) == 0 else {
             logger.critical("cannot move \(tmp) into \(dest) (the data of '\(object)' stays at \(tmp)): \(Errno(Glibc.errno))")
-            return tmp
+            return LostEntry(path: tmp, record: record, complete: complete, reason: reason, bytes: off, md5: md5.base64())
         }
-        return dest
+        return LostEntry(path: dest, record: record, complete: complete, reason: reason, bytes: off, md5: md5.base64())
     }
 
     /// Stage files left by an earlier run that ended without unmounting (a crash, `kill -9`):
-    /// each dirty one moves to lost+found under its object's name and is logged; clean ones go.
-    func recoverOrphans() {
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
+    /// each dirty one moves to lost+found under its object's name; clean ones go. One its writer
+    /// never closed (or wrote after closing, or that is not the size it had at close) is cut off:
+    /// kept as such and logged at error level at once. The complete ones are returned, unlogged:
+    /// the caller checks whether the bucket has them already (`BucketFileSystem.settleRecovered`).
+    func recoverOrphans() -> [LostEntry] {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return [] }
         // A copy into lost+found cut short by the crash: its stage file is still here and is kept again.
         for name in names where name.hasPrefix(".keep-") { unlink(directory + "/" + name) }
+        var complete: [LostEntry] = []
         for name in names.sorted() where name.hasPrefix("stage-") && !name.contains(".") {
             let path = directory + "/" + name
             let sidecar = path + ".json"
             defer { unlink(path); unlink(sidecar); unlink(sidecar + ".tmp") }
             guard let d = FileManager.default.contents(atPath: sidecar),
                   let o = try? JSONSerialization.jsonObject(with: d) as? [String: Any],
-                  let object = o["object"] as? String else {
+                  let record = StageRecord(json: o) else {
                 continue  // never dirty: nothing of the user's is in it
             }
             let fd = open(path, O_RDONLY | O_CLOEXEC)
@@ -250,11 +282,19 @@ public final class StagingArea: @unchecked Sendable {
             defer { Glibc.close(fd) }
             var st = Glibc.stat()
             fstat(fd, &st)
-            if let kept = keep(fd: fd, length: Int64(st.st_size), object: object,
-                               reason: "unsaved data found at mount time: an earlier mount of this cache directory ended without uploading it (crash or kill)") {
-                logger.error("recovered unsaved data of '\(object)' (\(st.st_size) bytes) from an earlier mount that did not finish uploading it: kept in \(kept)")
+            let size = Int64(st.st_size)
+            let whole = record.closed && record.size == size
+            let reason = whole
+                ? "unsaved data found at mount time: the file was closed (\(size) bytes), and the mount ended (crash or kill) before its upload was known to succeed"
+                : "CUT OFF: the mount ended (crash or kill) while the file was open for writing; it holds what was written until then (\(size) bytes\(record.size.map { ", \($0) at close" } ?? "")), not necessarily the whole file"
+            guard let kept = keep(fd: fd, length: size, record: record, complete: whole, reason: reason) else { continue }
+            if whole {
+                complete.append(kept)
+            } else {
+                logger.error("found a cut-off file of '\(record.object)' (\(size) bytes, never closed) left by an earlier mount that ended while it was being written: kept in \(kept.path); it is not a complete copy")
             }
         }
+        return complete
     }
 
     /// An object name as one file name: `%` and `/` escaped; long names cut, with a checksum of
