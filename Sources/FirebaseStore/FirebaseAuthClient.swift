@@ -22,11 +22,15 @@ public struct FirebaseAuthClient: Sendable {
     /// Time one exchange may take.
     var timeout: Duration = .seconds(20)
 
-    public init(endpoints: FirebaseEndpoints, apiKey: String, logger: Logger) {
+    private let settings: ClientSettings
+
+    /// `trust`: the certificates trusted for an https Auth endpoint (the system store by default).
+    public init(endpoints: FirebaseEndpoints, apiKey: String, logger: Logger, trust: TrustRoots = .system) {
         self.endpoints = endpoints
         self.apiKey = apiKey
         self.logger = logger
-        self.client = HTTPClient.shared
+        self.settings = ClientSettings(trust: trust)
+        self.client = AuthClients.client(for: settings)
     }
 
     public func signIn(email: String, password: String) async throws -> FirebaseTokens {
@@ -119,6 +123,9 @@ public struct FirebaseAuthClient: Sendable {
             status = Int(resp.status.code)
             data = Data(buffer: try await resp.body.collect(upTo: 1 << 20))
         } catch {
+            if TLSFailure.isHandshakeFailure(error) {
+                throw await TLSFailure.explain(error, url: shown, tls: settings.tls, trust: settings.trust)
+            }
             let e = GCSTransport.map(error)
             if case .unknown(status: 0, let m) = e {
                 throw StorageError.unknown(status: 0, message: "Firebase Auth \(what): cannot reach \(shown): \(m)")
@@ -148,5 +155,26 @@ public struct FirebaseAuthClient: Sendable {
         }
         let s = String(decoding: data.prefix(300), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         return s.isEmpty ? nil : s
+    }
+}
+
+/// One HTTP client per trust setting for Auth calls, kept for the life of the process like
+/// `HTTPClient.shared` (a sign-in or token refresh is rare; its client is never shut down). Unlike
+/// `HTTPClient.shared`, a failed connection attempt fails the call at once (a refused certificate
+/// is reported, not waited on until the timeout).
+private enum AuthClients {
+    private static let lock = NSLock()
+    nonisolated(unsafe) private static var clients: [TrustRoots: HTTPClient] = [:]
+
+    static func client(for settings: ClientSettings) -> HTTPClient {
+        lock.lock()
+        defer { lock.unlock() }
+        if let c = clients[settings.trust] { return c }
+        var config = HTTPClient.Configuration()
+        config.tlsConfiguration = settings.tls
+        config.connectionPool.retryConnectionEstablishment = false
+        let c = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: config)
+        clients[settings.trust] = c
+        return c
     }
 }

@@ -58,6 +58,8 @@ public final class FirebaseStore: ObjectStore, @unchecked Sendable {
         public var temporaryDirectory: String? = nil
         /// Names per list request of a walk (a listing without a delimiter), 1…1000.
         public var walkPageSize: Int = 1000
+        /// The certificates trusted for https endpoints (the system store by default).
+        public var trust: TrustRoots = .system
         public init() {}
     }
 
@@ -76,20 +78,16 @@ public final class FirebaseStore: ObjectStore, @unchecked Sendable {
         self.maxConnections = max(1, maxConnections)
         self.logger = logger
 
-        var config = HTTPClient.Configuration()
-        config.timeout = .init(connect: .seconds(10), read: .nanoseconds(GCSTransport.nanos(t.idleTimeout)))
-        config.connectionPool = .init(idleTimeout: .seconds(30),
-                                      concurrentHTTP1ConnectionsPerHostSoftLimit: self.maxConnections)
-        config.decompression = .disabled
-        config.redirectConfiguration = .disallow
-        config.http1_1ConnectionDebugInitializer = GCSStore.socketReads(upTo: t.receiveBuffer)
+        let settings = ClientSettings(trust: t.trust)
+        let config = settings.configuration(idleTimeout: t.idleTimeout, maxConnections: self.maxConnections,
+                                            receiveBuffer: t.receiveBuffer)
         let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: config)
         self.client = client
         let policy = RetryPolicy(deadline: deadline, requestTimeout: requestTimeout,
                                  initialBackoff: t.initialBackoff, maxBackoff: t.maxBackoff, sleeper: t.sleeper)
         self.transport = GCSTransport(client: client, auth: FirebaseAuthorization(source: tokens, bucket: bucket),
                                       policy: policy, logger: logger, bucket: bucket,
-                                      dialect: V0Errors.dialect(bucket: bucket))
+                                      dialect: V0Errors.dialect(bucket: bucket), settings: settings)
         logger.debug("Firebase store firebase://\(bucket)/\(self.prefix) at \(endpoints.storage.absoluteString)")
     }
 

@@ -46,6 +46,8 @@ public final class GCSStore: ObjectStore {
         /// What one socket read takes in at most (NIO's default: 64 KiB). Each connection keeps one
         /// such buffer for its reads; only the pages a read fills become resident.
         public var receiveBuffer: Int = 512 << 10
+        /// The certificates trusted for https endpoints (the system store by default).
+        public var trust: TrustRoots = .system
         public init() {}
     }
 
@@ -64,13 +66,9 @@ public final class GCSStore: ObjectStore {
         self.tuning = t
         self.logger = logger
 
-        var config = HTTPClient.Configuration()
-        config.timeout = .init(connect: .seconds(10), read: .nanoseconds(GCSTransport.nanos(tuning.idleTimeout)))
-        config.connectionPool = .init(idleTimeout: .seconds(30),
-                                      concurrentHTTP1ConnectionsPerHostSoftLimit: max(1, tuning.maxConnectionsPerHost))
-        config.decompression = .disabled
-        config.redirectConfiguration = .disallow
-        config.http1_1ConnectionDebugInitializer = Self.socketReads(upTo: tuning.receiveBuffer)
+        let settings = ClientSettings(trust: tuning.trust)
+        let config = settings.configuration(idleTimeout: tuning.idleTimeout, maxConnections: tuning.maxConnectionsPerHost,
+                                            receiveBuffer: tuning.receiveBuffer)
         let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: config)
         self.client = client
         let fetch = Self.tokenFetcher(credentials, client: client, environment: environment, logger: logger)
@@ -79,7 +77,7 @@ public final class GCSStore: ObjectStore {
                                  initialBackoff: tuning.initialBackoff, maxBackoff: tuning.maxBackoff, sleeper: tuning.sleeper)
         self.tokens = tokens
         self.transport = GCSTransport(client: client, auth: GCSAuthorization(tokens: tokens, credentials: credentials),
-                                      policy: policy, logger: logger, bucket: bucket)
+                                      policy: policy, logger: logger, bucket: bucket, settings: settings)
         logger.debug("GCS store gs://\(bucket)/\(self.prefix) at \(self.endpoint), credentials: \(credentials)")
     }
 

@@ -91,11 +91,15 @@ package final class GCSTransport: Sendable {
     package let logger: Logger
     package let bucket: String
     package let dialect: HTTPDialect
+    /// The trust in effect, to explain a refused certificate.
+    package let settings: ClientSettings
     /// Largest response body accepted in memory (downloads are ranged by callers).
     let maxResponseBytes = 1 << 31
 
     package init(client: HTTPClient, auth: any TransportAuthorization, policy: RetryPolicy,
-                 logger: Logger, bucket: String, dialect: HTTPDialect? = nil) {
+                 logger: Logger, bucket: String, dialect: HTTPDialect? = nil,
+                 settings: ClientSettings = ClientSettings(trust: .system)) {
+        self.settings = settings
         self.client = client
         self.auth = auth
         self.policy = policy
@@ -283,7 +287,7 @@ package final class GCSTransport: Sendable {
                            retryAfter: resp.headers.first(name: "Retry-After").flatMap(Self.retryAfter),
                            sentAuthorization: req.headers.first(name: "Authorization"))
         } catch {
-            let e = Task.isCancelled ? .cancelled : Self.map(error)
+            let e = Task.isCancelled ? .cancelled : await failure(error, url: r.url)
             logger.debug("\(dialect.label) \(r.method) \(Self.shortURL(r.url)) failed: \(e)")
             return .failed(e, retryable: idempotent && e.isTransient, status: nil, retryAfter: nil)
         }
@@ -359,10 +363,16 @@ package final class GCSTransport: Sendable {
             f.sentAuthorization = sent
             throw f
         } catch {
-            let e = Task.isCancelled ? .cancelled : Self.map(error)
+            let e = Task.isCancelled ? .cancelled : await failure(error, url: r.url)
             logger.debug("\(dialect.label) \(r.method) \(Self.shortURL(r.url)) (streamed) failed: \(e)")
             throw StreamFailure(error: e)
         }
+    }
+
+    /// `map`, with a refused TLS handshake explained (`StorageError.tls`, never transient).
+    private func failure(_ error: any Error, url: String) async -> StorageError {
+        guard TLSFailure.isHandshakeFailure(error) else { return Self.map(error) }
+        return await TLSFailure.explain(error, url: url, tls: settings.tls, trust: settings.trust)
     }
 
     /// A Retry-After value: seconds, or an HTTP date.
@@ -389,6 +399,9 @@ package final class GCSTransport: Sendable {
     package static func map(_ error: any Error) -> StorageError {
         if let e = error as? StorageError { return e }
         if error is CancellationError { return .cancelled }
+        if TLSFailure.isHandshakeFailure(error) {
+            return .tls(message: "the TLS handshake failed: \(error). If a private CA signed the server's certificate, pass it with --ca-file")
+        }
         if let e = error as? HTTPClientError {
             if e == .cancelled || e == .requestStreamCancelled { return .cancelled }
             let timeouts: [HTTPClientError] = [.readTimeout, .writeTimeout, .connectTimeout, .deadlineExceeded,

@@ -51,7 +51,8 @@ struct FirebaseAccess: Sendable {
                                   identity: "the ID token from --id-token / FIREBASE_ID_TOKEN", login: nil)
         }
         let l = login!
-        let client = FirebaseAuthClient(endpoints: endpoints, apiKey: l.apiKey, logger: logger)
+        let client = FirebaseAuthClient(endpoints: endpoints, apiKey: l.apiKey, logger: logger,
+                                        trust: try gcs.trustRoots(environment: environment))
         let manager = FirebaseTokenManager(client: client, refreshToken: l.refreshToken, bucket: bucket, logger: logger)
         return FirebaseAccess(bucket: bucket, endpoints: endpoints, tokens: manager, identity: describe(l), login: l)
     }

@@ -58,7 +58,9 @@ enum SourceCheck {
         case .firebase(let bucket, let path, let origin):
             let access = try FirebaseAccess.resolve(bucket: bucket, origin: origin, gcs: gcs, firebase: firebase,
                                                     environment: ProcessInfo.processInfo.environment, logger: logger)
-            let store = openFirebaseStore(access, prefix: prefixMount ? path : "", logger: logger)
+            var tuning = GCSStore.Tuning()
+            tuning.trust = try gcs.trustRoots()
+            let store = openFirebaseStore(access, prefix: prefixMount ? path : "", logger: logger, tuning: tuning)
             do {
                 try await store.probe(timeout: probeTimeout)
             } catch {
@@ -153,6 +155,8 @@ enum SourceCheck {
                 + "or use other credentials (--key-file, --token)")
         case .unauthenticated(let m):
             return SourceProblem("the credentials were refused (\(identity)): \(m)")
+        case .tls(let m):
+            return SourceProblem(m)
         case .timeout:
             return SourceProblem("\(endpoint) did not answer within \(probeTimeout) (a list of gs://\(bucket)): "
                 + "is it the Cloud Storage JSON API? Check --endpoint / STORAGE_EMULATOR_HOST and the network")
@@ -197,6 +201,8 @@ enum SourceCheck {
                 : access.login == nil ? "; pass a fresh ID token, or sign in: \(FirebaseAccess.loginLine(bucket))"
                 : "; sign in again: \(FirebaseAccess.loginLine(bucket))"
             return SourceProblem("the sign-in was refused (\(access.identity)): \(m)\(again)")
+        case .tls(let m):
+            return SourceProblem(m)
         case .timeout:
             return SourceProblem("\(endpoint) did not answer within \(probeTimeout) (a list of \(listedSource)): is it the "
                 + "Firebase Storage API (v0) or its emulator? Check \(settings) and the network")
