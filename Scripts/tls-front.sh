@@ -118,7 +118,7 @@ pid $PIDFILE;
 error_log $DIR/error.log warn;
 events { worker_connections 4096; }
 http {
-  log_format proto '\$remote_addr \$server_port "\$request" \$status \$body_bytes_sent \$server_protocol \$connection \$request_time';
+  log_format proto '\$remote_addr \$server_port "\$request" \$status \$body_bytes_sent \$server_protocol \$pid:\$connection \$request_time';
   access_log $DIR/access.log proto;
   client_body_temp_path $DIR/tmp/body;
   proxy_temp_path $DIR/tmp/proxy;

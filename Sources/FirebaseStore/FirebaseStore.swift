@@ -26,7 +26,7 @@ import StorageModel
 /// - Every call is retried on 402, 408, 429, 5xx, resets and stalls, within the deadline (v0 writes
 ///   are last-writer-wins, so repeating one does what the first would have); a 401 refreshes the
 ///   ID token once.
-public final class FirebaseStore: ObjectStore, @unchecked Sendable {
+public final class FirebaseStore: ObjectStore, ConnectionCounting, @unchecked Sendable {
     public let bucket: String
     /// "" or `PREFIX/`.
     public let prefix: String
@@ -60,6 +60,8 @@ public final class FirebaseStore: ObjectStore, @unchecked Sendable {
         public var walkPageSize: Int = 1000
         /// The certificates trusted for https endpoints (the system store by default).
         public var trust: TrustRoots = .system
+        /// HTTP/2 or HTTP/1.1 over https (`--http-version`).
+        public var httpVersion: HTTPVersionChoice = .auto
         public init() {}
     }
 
@@ -78,7 +80,7 @@ public final class FirebaseStore: ObjectStore, @unchecked Sendable {
         self.maxConnections = max(1, maxConnections)
         self.logger = logger
 
-        let settings = ClientSettings(trust: t.trust)
+        let settings = ClientSettings(trust: t.trust, httpVersion: t.httpVersion)
         let config = settings.configuration(idleTimeout: t.idleTimeout, maxConnections: self.maxConnections,
                                             receiveBuffer: t.receiveBuffer)
         let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: config)
@@ -90,6 +92,9 @@ public final class FirebaseStore: ObjectStore, @unchecked Sendable {
                                       dialect: V0Errors.dialect(bucket: bucket), settings: settings)
         logger.debug("Firebase store firebase://\(bucket)/\(self.prefix) at \(endpoints.storage.absoluteString)")
     }
+
+    /// The connections and TLS handshakes made so far.
+    public var connections: ConnectionCounter.Snapshot { transport.settings.counter.snapshot }
 
     /// Closes the connection pool, after the last request. Later calls do nothing.
     public func shutdown() async throws {

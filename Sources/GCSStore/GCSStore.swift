@@ -14,7 +14,7 @@ import StorageModel
 ///   precondition) are retried on 408, 429, 5xx, resets and timeouts with jittered exponential backoff;
 ///   every call ends within its deadline (`retryLimitExceeded` or `timeout`). Resumable uploads resume
 ///   from what the server persisted; their deadline restarts whenever the server has persisted more.
-public final class GCSStore: ObjectStore {
+public final class GCSStore: ObjectStore, ConnectionCounting {
     public let bucket: String
     /// "" or `PREFIX/`.
     public let prefix: String
@@ -48,6 +48,8 @@ public final class GCSStore: ObjectStore {
         public var receiveBuffer: Int = 512 << 10
         /// The certificates trusted for https endpoints (the system store by default).
         public var trust: TrustRoots = .system
+        /// HTTP/2 or HTTP/1.1 over https (`--http-version`).
+        public var httpVersion: HTTPVersionChoice = .auto
         public init() {}
     }
 
@@ -66,7 +68,7 @@ public final class GCSStore: ObjectStore {
         self.tuning = t
         self.logger = logger
 
-        let settings = ClientSettings(trust: tuning.trust)
+        let settings = ClientSettings(trust: tuning.trust, httpVersion: tuning.httpVersion)
         let config = settings.configuration(idleTimeout: tuning.idleTimeout, maxConnections: tuning.maxConnectionsPerHost,
                                             receiveBuffer: tuning.receiveBuffer)
         let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: config)
@@ -108,6 +110,9 @@ public final class GCSStore: ObjectStore {
         // the HTTP client's debug check).
         if closed.set() { client.shutdown { _ in } }
     }
+
+    /// The connections and TLS handshakes made so far.
+    public var connections: ConnectionCounter.Snapshot { transport.settings.counter.snapshot }
 
     /// Number of access tokens fetched so far (service account / metadata server).
     public var tokenFetchCount: Int {

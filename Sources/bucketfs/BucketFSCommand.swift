@@ -59,12 +59,17 @@ struct GCSOptions: ParsableArguments {
             help: ArgumentHelp("Also trust the CA certificates in this PEM file for https endpoints (storage, Auth, token): a private endpoint, a TLS-inspecting proxy. Default: the system store only (SSL_CERT_FILE / SSL_CERT_DIR replace it when set).",
                                valueName: "PEM"))
     var caFile: String?
+    @Option(name: .customLong("http-version"),
+            help: "HTTP over https: auto (HTTP/2 or HTTP/1.1, as the server chooses by ALPN), 1.1 (up to --max-connections connections per host), 2 (one connection per host, requests as streams on it). Plain http:// endpoints always speak HTTP/1.1.")
+    var httpVersion: HTTPVersionChoice = .auto
 
     /// The trust roots of `--ca-file` and SSL_CERT_FILE / SSL_CERT_DIR, every file checked now.
     func trustRoots(environment: [String: String] = ProcessInfo.processInfo.environment) throws(SourceProblem) -> TrustRoots {
         try checkedTrust(caFile: caFile, environment: environment)
     }
 }
+
+extension HTTPVersionChoice: ExpressibleByArgument {}
 
 /// The trust roots of a `--ca-file` and the environment, every file read now: a file that cannot
 /// be used is a `SourceProblem` naming it, before any request.

@@ -60,6 +60,7 @@ enum SourceCheck {
                                                     environment: ProcessInfo.processInfo.environment, logger: logger)
             var tuning = GCSStore.Tuning()
             tuning.trust = try gcs.trustRoots()
+            tuning.httpVersion = gcs.httpVersion
             let store = openFirebaseStore(access, prefix: prefixMount ? path : "", logger: logger, tuning: tuning)
             do {
                 try await store.probe(timeout: probeTimeout)

@@ -110,8 +110,12 @@ import Testing
             let data = Data("over TLS".utf8)
             let info = try await store.write("a", from: .data(data), metadata: .init(), preconditions: .none)
             #expect(try await store.read("a", generation: info.generation, range: nil) == data)
-            // Requests share connections: a handful at most, never one per request.
-            #expect(server.read { $0.connectionsAccepted } <= 2)
+            // Requests share connections: a handful at most, never one per request; the store
+            // counts each, and its handshake.
+            let accepted = server.read { $0.connectionsAccepted }
+            #expect(accepted <= 2)
+            let counted = store.connections
+            #expect(counted.total == accepted && counted.http1 == accepted && counted.tlsHandshakes == accepted, "\(counted)")
         }
     }
 

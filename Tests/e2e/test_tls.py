@@ -69,12 +69,13 @@ class Front:
     def url(self, protocol):
         return {"h2": self.h2, "h1": self.h1}[protocol]
 
-    def requests(self, url):
-        """(request line, protocol) of every request nginx logged on `url`'s port."""
+    def requests(self, url, connections=False):
+        """(request line, protocol[, connection]) of every request nginx logged on `url`'s port."""
         port = url.rsplit(":", 1)[1]
         with open(self.access_log) as f:
-            return [(m.group(2), m.group(3)) for m in
-                    (re.match(r'^\S+ (\d+) "([^"]*)" \d+ \d+ (\S+)', line) for line in f) if m and m.group(1) == port]
+            found = [m for m in (re.match(r'^\S+ (\d+) "([^"]*)" \d+ \d+ (\S+) (\S+)', line) for line in f)
+                     if m and m.group(1) == port]
+        return [(m.group(2), m.group(3), m.group(4)) if connections else (m.group(2), m.group(3)) for m in found]
 
     def stop(self):
         subprocess.run([FRONT, "stop"], capture_output=True, env=self.env, timeout=60)
@@ -172,6 +173,47 @@ def test_gs_fault_behind_tls_front(fronts, mounts, tmp_path):
         assert time.monotonic() - t < 15
         assert cut.fired == 1 and busy.fired == 1, (cut.fired, busy.fired)
         _all_by(front, front.h2, "HTTP/2.0")
+
+
+@pytest.mark.parametrize("choice,protocol", [("1.1", "HTTP/1.1"), ("2", "HTTP/2.0")])
+def test_http_version_and_connections_counted(choice, protocol, fronts, mounts, tmp_path):
+    """`--http-version` decides the protocol on a port that offers both; the mount reuses its
+    connections (40 reads, a listing and a stat each: a handful of connections, not one per
+    request), and says how many it made in its metrics and in its last log lines."""
+    emu = server("emulator")
+    front = fronts(emu.hostport)
+    prefix = f"conn-{uuid.uuid4().hex[:10]}"
+    bucket = emu.bucket()
+    files = {f"f{i:02d}.txt": os.urandom(1000 + i) for i in range(40)}
+    for name, data in files.items():
+        bucket.blob(f"{prefix}/{name}").upload_from_string(data)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        metrics_port = s.getsockname()[1]
+    mnt = mounts.mount(f"gs://{emu.bucket_name}/{prefix}", "--endpoint", front.h2, "--anonymous", "--ca-file", front.ca,
+                       "--http-version", choice, "--metrics-address", f"127.0.0.1:{metrics_port}",
+                       "--read-ahead-mb", "0")
+    assert len(sh(["ls", "-l", mnt]).stdout.decode().splitlines()) == 41
+    for name, data in files.items():
+        assert sh(["cat", f"{mnt}/{name}"]).stdout == data
+    reqs = [r for r in front.requests(front.h2, connections=True) if prefix in r[0]]
+    assert len(reqs) >= 40 and {r[1] for r in reqs} == {protocol}, reqs[:5]
+    seen = {r[2] for r in reqs}
+    assert len(seen) <= 4, f"{len(reqs)} requests came on {len(seen)} connections"
+    import urllib.request
+    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
+    counted = sum(int(float(v)) for v in re.findall(r'^bucketfs_store_connections_total\{[^}]*\} (\S+)$', text, re.M))
+    handshakes = sum(int(float(v)) for v in re.findall(r'^bucketfs_store_tls_handshakes_total(?:\{[^}]*\})? (\S+)$', text, re.M))
+    assert 1 <= counted <= 4 and handshakes == counted, text
+    mounts.unmount(mnt)
+    deadline = time.time() + 20  # the process logs it as it exits, after the unmount
+    while "exiting" not in open(mounts.log_path(mnt)).read() and time.time() < deadline:
+        time.sleep(0.1)
+    log = open(mounts.log_path(mnt)).read()
+    m = re.search(r"connections made: (\d+) connections? \(HTTP/1\.1: (\d+), HTTP/2: (\d+)\), (\d+) TLS handshake", log)
+    assert m, log[-2000:]
+    total, h1, h2, tls = map(int, m.groups())
+    assert total == counted and tls == counted and (h2 if choice == "2" else h1) == total, m.group(0)
 
 
 # --- firebase:// ---------------------------------------------------------------------------
