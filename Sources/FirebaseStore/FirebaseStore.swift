@@ -36,6 +36,8 @@ public final class FirebaseStore: ObjectStore, ConnectionCounting, @unchecked Se
     public let maxConnections: Int
     let transport: GCSTransport
     let client: HTTPClient
+    /// The client for object data, when the settings give it one of its own.
+    let mediaClient: HTTPClient?
     let logger: Logger
     let once = OnceLog()
     private let closed = OnceFlag()
@@ -85,11 +87,17 @@ public final class FirebaseStore: ObjectStore, ConnectionCounting, @unchecked Se
                                             receiveBuffer: t.receiveBuffer)
         let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: config)
         self.client = client
+        let media = settings.splitsMedia && endpoints.storage.scheme?.lowercased() == "https"
+            ? HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup,
+                         configuration: settings.mediaConfiguration(idleTimeout: t.idleTimeout, maxConnections: self.maxConnections,
+                                                                    receiveBuffer: t.receiveBuffer))
+            : nil
+        self.mediaClient = media
         let policy = RetryPolicy(deadline: deadline, requestTimeout: requestTimeout,
                                  initialBackoff: t.initialBackoff, maxBackoff: t.maxBackoff, sleeper: t.sleeper)
         self.transport = GCSTransport(client: client, auth: FirebaseAuthorization(source: tokens, bucket: bucket),
                                       policy: policy, logger: logger, bucket: bucket,
-                                      dialect: V0Errors.dialect(bucket: bucket), settings: settings)
+                                      dialect: V0Errors.dialect(bucket: bucket), settings: settings, mediaClient: media)
         logger.debug("Firebase store firebase://\(bucket)/\(self.prefix) at \(endpoints.storage.absoluteString)")
     }
 
@@ -100,10 +108,11 @@ public final class FirebaseStore: ObjectStore, ConnectionCounting, @unchecked Se
     public func shutdown() async throws {
         guard closed.set() else { return }
         try await client.shutdown()
+        try await mediaClient?.shutdown()
     }
 
     deinit {
-        if closed.set() { client.shutdown { _ in } }
+        if closed.set() { client.shutdown { _ in }; mediaClient?.shutdown { _ in } }
     }
 
     /// Lists at most one name under the store's prefix, within `timeout` whatever the endpoint

@@ -5,7 +5,9 @@ import NIOSSL
 
 /// `--http-version`: which HTTP a store speaks over https (plain http:// is always HTTP/1.1).
 public enum HTTPVersionChoice: String, Sendable, CaseIterable {
-    /// HTTP/2 or HTTP/1.1 as the server chooses by ALPN (both offered).
+    /// Object data (downloads, streamed uploads) over HTTP/1.1, on up to `--max-connections`
+    /// connections; everything else (listings, metadata, small writes) over HTTP/2 when the server
+    /// offers it, as streams on one connection (docs/BENCHMARKS.md, `Scripts/bench-tls.sh`).
     case auto
     /// HTTP/1.1 only: up to `--max-connections` connections per host.
     case http1_1 = "1.1"
@@ -40,6 +42,20 @@ package struct ClientSettings: Sendable {
         case .http2: c.applicationProtocols = ["h2"]
         }
         tls = c
+    }
+
+    /// Whether object data goes on a client of its own (HTTP/1.1), apart from the rest (the
+    /// stores do so for https endpoints only: over plain http everything is HTTP/1.1 anyway).
+    package var splitsMedia: Bool { httpVersion == .auto }
+
+    /// The configuration of the client for object data when `splitsMedia`: HTTP/1.1 only.
+    package func mediaConfiguration(idleTimeout: Duration, maxConnections: Int, receiveBuffer: Int) -> HTTPClient.Configuration {
+        var config = configuration(idleTimeout: idleTimeout, maxConnections: maxConnections, receiveBuffer: receiveBuffer)
+        var t = tls
+        t.applicationProtocols = ["http/1.1"]
+        config.tlsConfiguration = t
+        config.httpVersion = .http1Only
+        return config
     }
 
     /// The client configuration: at most `maxConnections` HTTP/1.1 connections per host (under

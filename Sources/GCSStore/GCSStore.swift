@@ -24,6 +24,8 @@ public final class GCSStore: ObjectStore, ConnectionCounting {
     let transport: GCSTransport
     let tokens: TokenProvider
     let client: HTTPClient
+    /// The client for object data, when the settings give it one of its own.
+    let mediaClient: HTTPClient?
     let logger: Logger
     private let closed = OnceFlag()
 
@@ -73,13 +75,19 @@ public final class GCSStore: ObjectStore, ConnectionCounting {
                                             receiveBuffer: tuning.receiveBuffer)
         let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: config)
         self.client = client
+        let media = settings.splitsMedia && self.endpoint.lowercased().hasPrefix("https:")
+            ? HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup,
+                         configuration: settings.mediaConfiguration(idleTimeout: tuning.idleTimeout, maxConnections: tuning.maxConnectionsPerHost,
+                                                                    receiveBuffer: tuning.receiveBuffer))
+            : nil
+        self.mediaClient = media
         let fetch = Self.tokenFetcher(credentials, client: client, environment: environment, logger: logger)
         let tokens = TokenProvider(source: credentials, fetch: fetch)
         let policy = RetryPolicy(deadline: deadline, requestTimeout: requestTimeout,
                                  initialBackoff: tuning.initialBackoff, maxBackoff: tuning.maxBackoff, sleeper: tuning.sleeper)
         self.tokens = tokens
         self.transport = GCSTransport(client: client, auth: GCSAuthorization(tokens: tokens, credentials: credentials),
-                                      policy: policy, logger: logger, bucket: bucket, settings: settings)
+                                      policy: policy, logger: logger, bucket: bucket, settings: settings, mediaClient: media)
         logger.debug("GCS store gs://\(bucket)/\(self.prefix) at \(self.endpoint), credentials: \(credentials)")
     }
 
@@ -103,12 +111,13 @@ public final class GCSStore: ObjectStore, ConnectionCounting {
     public func shutdown() async throws {
         guard closed.set() else { return }
         try await client.shutdown()
+        try await mediaClient?.shutdown()
     }
 
     deinit {
         // A store dropped without `shutdown()` still releases its connections (and never trips
         // the HTTP client's debug check).
-        if closed.set() { client.shutdown { _ in } }
+        if closed.set() { client.shutdown { _ in }; mediaClient?.shutdown { _ in } }
     }
 
     /// The connections and TLS handshakes made so far.

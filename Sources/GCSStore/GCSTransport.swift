@@ -86,6 +86,9 @@ package struct Expect: Sendable {
 /// dialect and authorization, Firebase's v0 API).
 package final class GCSTransport: Sendable {
     package let client: HTTPClient
+    /// The client for object data (downloads and streamed uploads): `client` unless the settings
+    /// split them (`--http-version auto`: HTTP/1.1 for data, HTTP/2 for the rest).
+    package let mediaClient: HTTPClient
     package let auth: any TransportAuthorization
     package let policy: RetryPolicy
     package let logger: Logger
@@ -98,8 +101,9 @@ package final class GCSTransport: Sendable {
 
     package init(client: HTTPClient, auth: any TransportAuthorization, policy: RetryPolicy,
                  logger: Logger, bucket: String, dialect: HTTPDialect? = nil,
-                 settings: ClientSettings = ClientSettings(trust: .system)) {
+                 settings: ClientSettings = ClientSettings(trust: .system), mediaClient: HTTPClient? = nil) {
         self.settings = settings
+        self.mediaClient = mediaClient ?? client
         self.client = client
         self.auth = auth
         self.policy = policy
@@ -261,7 +265,8 @@ package final class GCSTransport: Sendable {
         let started = ContinuousClock.now
         logger.trace("\(dialect.label) → \(r.method) \(Self.shortURL(r.url)) \(Self.redacted(req.headers))")
         do {
-            let resp = try await client.execute(req, timeout: TimeAmount.nanoseconds(Self.nanos(limit)), logger: nil)
+            let carrier = r.streamed != nil || Self.isMedia(r.url) ? mediaClient : client
+            let resp = try await carrier.execute(req, timeout: TimeAmount.nanoseconds(Self.nanos(limit)), logger: nil)
             let body = try await resp.body.collect(upTo: maxResponseBytes)
             let status = Int(resp.status.code)
             logger.debug("\(dialect.label) \(r.method) \(Self.shortURL(r.url)) → \(status) (\(ContinuousClock.now - started))")
@@ -351,7 +356,7 @@ package final class GCSTransport: Sendable {
                 return StreamFailure(error: dialect.error(status, Self.errorMessage(body) ?? "HTTP \(status)", path, bucket),
                                      retryAfter: headers.first(name: "Retry-After").flatMap(Self.retryAfter), status: status)
             }, deliver: deliver)
-            let task = client.execute(request: req, delegate: receiver,
+            let task = mediaClient.execute(request: req, delegate: receiver,
                                       deadline: .now() + TimeAmount.nanoseconds(Self.nanos(limit)))
             try await withTaskCancellationHandler {
                 try await task.futureResult.get()
@@ -373,6 +378,12 @@ package final class GCSTransport: Sendable {
     private func failure(_ error: any Error, url: String) async -> StorageError {
         guard TLSFailure.isHandshakeFailure(error) else { return Self.map(error) }
         return await TLSFailure.explain(error, url: url, tls: settings.tls, trust: settings.trust)
+    }
+
+    /// Whether a URL asks for object data (`alt=media`, the JSON API's and v0's downloads).
+    static func isMedia(_ url: String) -> Bool {
+        guard let q = url.split(separator: "?", maxSplits: 1).dropFirst().first else { return false }
+        return q.split(separator: "&").contains("alt=media")
     }
 
     /// A Retry-After value: seconds, or an HTTP date.

@@ -60,7 +60,7 @@ struct GCSOptions: ParsableArguments {
                                valueName: "PEM"))
     var caFile: String?
     @Option(name: .customLong("http-version"),
-            help: "HTTP over https: auto (HTTP/2 or HTTP/1.1, as the server chooses by ALPN), 1.1 (up to --max-connections connections per host), 2 (one connection per host, requests as streams on it). Plain http:// endpoints always speak HTTP/1.1.")
+            help: "HTTP over https: auto (object data over HTTP/1.1, the rest over HTTP/2 when offered), 1.1 (up to --max-connections connections per host), 2 (one connection per host, requests as streams on it). Plain http:// endpoints always speak HTTP/1.1.")
     var httpVersion: HTTPVersionChoice = .auto
 
     /// The trust roots of `--ca-file` and SSL_CERT_FILE / SSL_CERT_DIR, every file checked now.
