@@ -19,7 +19,9 @@ package enum TLSFailure {
             }
         }
         if let e = error as? NIOSSLExtraError { return e == .failedToValidateHostname || e == .cannotUseIPAddressInSNI }
-        return error is BoringSSLError
+        // A BoringSSL error on its own comes from a connection already up (a damaged record):
+        // a network fault, retried.
+        return false
     }
 
     /// The message for a refused handshake with `url`'s host. For a chain BoringSSL refused, one
