@@ -16,6 +16,12 @@
 # and bucketfs cost in CPU on this machine (the floor under the first number). The issue's
 # target: under 2 s for firebase://.
 #
+# TLS mode (BENCH_TLS=1): nginx (Scripts/tls-front.sh, TLS_FRONT_PORT, default 9225, four ports)
+# in front of the firebase:// proxy, and two more kinds through it, with `--ca-file`:
+# `--http-version 2` (the metadata GETs as streams on one connection; what the default `auto`
+# does for them) and `--http-version 1.1` (up to --max-connections connections, one handshake
+# each).
+#
 # Ports (this work's range): FIREBASE_PORT 9221 (the v0 server), EMULATOR_PORT 9222, proxies
 # BENCH_FB_PROXY_PORT 9223 and BENCH_GS_PROXY_PORT 9224. Environment: BUCKETFS_BIN (default: build
 # release), BENCH_N (1000), BENCH_REPS (3), BENCH_DELAY_MS (20), BENCH_BFS_OPTS (extra mount
@@ -39,6 +45,9 @@ GS_PROXY="http://127.0.0.1:$GS_PROXY_PORT"
 export XDG_CONFIG_HOME="$WORK/config"
 unset FIREBASE_AUTH_EMULATOR_HOST FIREBASE_STORAGE_EMULATOR_HOST FIREBASE_ID_TOKEN STORAGE_EMULATOR_HOST
 echo "bench: ls -l of $N objects at +$DELAY_MS ms a request, firebase:// vs gs://; $REPS repetitions; work dir $WORK" >&2
+
+TLS="${BENCH_TLS:-}"
+FRONT_PORT="${TLS_FRONT_PORT:-9225}"
 
 # --- the same objects on both servers ------------------------------------------------------------------
 "$PY" - "$WORK/tree/list" "$N" <<'PYEOF'
@@ -82,6 +91,13 @@ start_latency_proxy "$EMU_PORT" "$GS_PROXY_PORT" "$DELAY_MS"
 "$BIN" login "firebase://$FB_BUCKET" --api-key bench-key --email bench@example.com --password-file "$WORK/password" \
   --auth-endpoint "$FB_PROXY" --endpoint "$FB_PROXY" >&2
 
+if [ -n "$TLS" ]; then
+  FRONT_ENV=(env TLS_FRONT_PORT="$FRONT_PORT" TLS_FRONT_DIR="$WORK/front")
+  eval "$("${FRONT_ENV[@]}" Scripts/tls-front.sh start "127.0.0.1:$FB_PROXY_PORT")"
+  stop_front() { "${FRONT_ENV[@]}" Scripts/tls-front.sh stop >/dev/null 2>&1 || true; bench_cleanup; }
+  trap stop_front EXIT
+fi
+
 stats() { curl -sf "$1/__stats"; }
 field() { "$PY" -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
 
@@ -93,6 +109,10 @@ run_kind() {  # KIND: one timed cold `ls -l` on a fresh mount; appends to RUNS[K
     # the same with no proxy and no added latency: what the test servers and bucketfs cost in CPU
     firebase-direct) mnt="$(mount_bucketfs "firebase://$FB_BUCKET/bench" --read-only --endpoint "$FB" --auth-endpoint "$FB")" ;;
     gs) mnt="$(mount_bucketfs "gs://$GS_BUCKET/bench" --endpoint "$GS_PROXY" --anonymous --read-only)"; proxy="$GS_PROXY" ;;
+    firebase-tls-h2|firebase-tls-h1)
+      local v=2; [ "$1" = firebase-tls-h1 ] && v=1.1
+      mnt="$(mount_bucketfs "firebase://$FB_BUCKET/bench" --read-only --endpoint "$BUCKETFS_TLS_H2" \
+        --auth-endpoint "$BUCKETFS_TLS_H2" --ca-file "$BUCKETFS_TLS_CA" --http-version "$v")"; proxy="$FB_PROXY" ;;
   esac
   [ -z "$proxy" ] || curl -sf -o /dev/null "$proxy/__reset"
   t0=$(now)
@@ -114,6 +134,7 @@ for i in $(seq 1 "$REPS"); do
   run_kind firebase
   run_kind gs
   run_kind firebase-direct
+  if [ -n "$TLS" ]; then run_kind firebase-tls-h2; run_kind firebase-tls-h1; fi
 done
 # shellcheck disable=SC2086
 FB_S=$(median ${RUNS[firebase]})
@@ -135,3 +156,11 @@ Cold ls -l of $N objects, +$DELAY_MS ms a request (medians of $REPS, fresh mount
   on this machine)               $FD_S s   runs:${RUNS[firebase-direct]}
   load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)
 EOF
+if [ -n "$TLS" ]; then
+  # shellcheck disable=SC2086
+  T2=$(median ${RUNS[firebase-tls-h2]}); T1=$(median ${RUNS[firebase-tls-h1]})
+  echo "  through the TLS front (nginx, HTTP/2 and HTTP/1.1 on one port) to the same proxy:"
+  echo "  firebase:// --http-version 2     $T2 s   runs:${RUNS[firebase-tls-h2]}"
+  echo "  firebase:// --http-version 1.1   $T1 s   runs:${RUNS[firebase-tls-h1]}"
+  echo "  HTTP/1.1 time / HTTP/2 time      $(ratio "$T1" "$T2")"
+fi

@@ -25,22 +25,16 @@ public struct FirebaseAuthClient: Sendable {
     /// Time one exchange may take.
     var timeout: Duration = .seconds(20)
 
-    public init(endpoints: FirebaseEndpoints, apiKey: String, logger: Logger) {
+    private let settings: ClientSettings
+
+    /// `trust`: the certificates trusted for an https Auth endpoint (the system store by default).
+    public init(endpoints: FirebaseEndpoints, apiKey: String, logger: Logger, trust: TrustRoots = .system) {
         self.endpoints = endpoints
         self.apiKey = apiKey
         self.logger = logger
-        self.client = Self.http
+        self.settings = ClientSettings(trust: trust)
+        self.client = AuthClients.client(for: settings)
     }
-
-    /// One client for every Auth exchange of the process: a refused connection fails the request
-    /// at once instead of being tried again until the request's deadline.
-    static let http: HTTPClient = {
-        var c = HTTPClient.Configuration()
-        c.connectionPool.retryConnectionEstablishment = false
-        c.timeout = .init(connect: .seconds(5), read: .seconds(20))
-        c.redirectConfiguration = .disallow
-        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: c)
-    }()
 
     /// The Auth host of a call, as messages name it: "Firebase Auth (securetoken) at URL".
     static func named(_ base: URL) -> String {
@@ -139,6 +133,9 @@ public struct FirebaseAuthClient: Sendable {
             status = Int(resp.status.code)
             data = Data(buffer: try await resp.body.collect(upTo: 1 << 20))
         } catch {
+            if TLSFailure.isHandshakeFailure(error) {
+                throw await TLSFailure.explain(error, url: shown, tls: settings.tls, trust: settings.trust)
+            }
             let e = GCSTransport.map(error)
             switch e {
             case .unknown(status: 0, _):
@@ -172,5 +169,28 @@ public struct FirebaseAuthClient: Sendable {
         }
         let s = String(decoding: data.prefix(300), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         return s.isEmpty ? nil : s
+    }
+}
+
+/// One HTTP client per trust setting for Auth calls, kept for the life of the process like
+/// `HTTPClient.shared` (a sign-in or token refresh is rare; its client is never shut down). Unlike
+/// `HTTPClient.shared`, a failed connection attempt fails the call at once (a refused certificate
+/// is reported, not waited on until the timeout).
+private enum AuthClients {
+    private static let lock = NSLock()
+    nonisolated(unsafe) private static var clients: [TrustRoots: HTTPClient] = [:]
+
+    static func client(for settings: ClientSettings) -> HTTPClient {
+        lock.lock()
+        defer { lock.unlock() }
+        if let c = clients[settings.trust] { return c }
+        var config = HTTPClient.Configuration()
+        config.tlsConfiguration = settings.tls
+        config.connectionPool.retryConnectionEstablishment = false
+        config.timeout = .init(connect: .seconds(5), read: .seconds(20))
+        config.redirectConfiguration = .disallow
+        let c = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: config)
+        clients[settings.trust] = c
+        return c
     }
 }

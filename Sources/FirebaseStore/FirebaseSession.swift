@@ -1,4 +1,5 @@
 import Foundation
+import GCSStore
 import Logging
 import StorageModel
 
@@ -47,9 +48,11 @@ public struct FirebaseSession: Sendable {
     ///   - storageEndpoint, authEndpoint: full URLs (`http://127.0.0.1:9199`), as `--endpoint` and
     ///     `--auth-endpoint` take them.
     ///   - origin: the host of a v0 URL the bucket was named by (`https://HOST/v0/b/BUCKET/o/…`).
+    ///   - trust: the certificates trusted for https Auth endpoints (`TrustRoots.resolve`).
     public static func resolve(bucket: String, idToken: String? = nil, storageEndpoint: String? = nil,
                                authEndpoint: String? = nil, origin: String? = nil,
                                environment: [String: String] = ProcessInfo.processInfo.environment,
+                               trust: TrustRoots = .system,
                                logger: Logger = Logger(label: "bucketfs.firebase")) throws(StorageError) -> FirebaseSession {
         try BucketName.validate(bucket)
         let fixed = nonEmpty(idToken) ?? nonEmpty(environment[idTokenVariable])
@@ -76,7 +79,7 @@ public struct FirebaseSession: Sendable {
                                    authSetBy: setBy.auth, storageSetBy: setBy.storage)
         }
         let l = login!
-        let client = FirebaseAuthClient(endpoints: endpoints, apiKey: l.apiKey, logger: logger)
+        let client = FirebaseAuthClient(endpoints: endpoints, apiKey: l.apiKey, logger: logger, trust: trust)
         // A refresh token the server refuses is replaced by a newer login of the same user, read
         // again from the login file, without a restart.
         let manager = FirebaseTokenManager(client: client, refreshToken: l.refreshToken, bucket: bucket, logger: logger,

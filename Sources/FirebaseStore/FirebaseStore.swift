@@ -26,7 +26,7 @@ import StorageModel
 /// - Every call is retried on 402, 408, 429, 5xx, resets and stalls, within the deadline (v0 writes
 ///   are last-writer-wins, so repeating one does what the first would have); a 401 refreshes the
 ///   ID token once.
-public final class FirebaseStore: ObjectStore, @unchecked Sendable {
+public final class FirebaseStore: ObjectStore, ConnectionCounting, @unchecked Sendable {
     public let bucket: String
     /// "" or `PREFIX/`.
     public let prefix: String
@@ -36,6 +36,8 @@ public final class FirebaseStore: ObjectStore, @unchecked Sendable {
     public let maxConnections: Int
     let transport: GCSTransport
     let client: HTTPClient
+    /// The client for object data, when the settings give it one of its own.
+    let mediaClient: HTTPClient?
     let logger: Logger
     let once = OnceLog()
     private let closed = OnceFlag()
@@ -58,6 +60,10 @@ public final class FirebaseStore: ObjectStore, @unchecked Sendable {
         public var temporaryDirectory: String? = nil
         /// Names per list request of a walk (a listing without a delimiter), 1…1000.
         public var walkPageSize: Int = 1000
+        /// The certificates trusted for https endpoints (the system store by default).
+        public var trust: TrustRoots = .system
+        /// HTTP/2 or HTTP/1.1 over https (`--http-version`).
+        public var httpVersion: HTTPVersionChoice = .auto
         public init() {}
     }
 
@@ -76,31 +82,37 @@ public final class FirebaseStore: ObjectStore, @unchecked Sendable {
         self.maxConnections = max(1, maxConnections)
         self.logger = logger
 
-        var config = HTTPClient.Configuration()
-        config.timeout = .init(connect: .seconds(10), read: .nanoseconds(GCSTransport.nanos(t.idleTimeout)))
-        config.connectionPool = .init(idleTimeout: .seconds(30),
-                                      concurrentHTTP1ConnectionsPerHostSoftLimit: self.maxConnections)
-        config.decompression = .disabled
-        config.redirectConfiguration = .disallow
-        config.http1_1ConnectionDebugInitializer = GCSStore.socketReads(upTo: t.receiveBuffer)
+        let settings = ClientSettings(trust: t.trust, httpVersion: t.httpVersion)
+        let config = settings.configuration(idleTimeout: t.idleTimeout, maxConnections: self.maxConnections,
+                                            receiveBuffer: t.receiveBuffer)
         let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: config)
         self.client = client
+        let media = settings.splitsMedia && endpoints.storage.scheme?.lowercased() == "https"
+            ? HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup,
+                         configuration: settings.mediaConfiguration(idleTimeout: t.idleTimeout, maxConnections: self.maxConnections,
+                                                                    receiveBuffer: t.receiveBuffer))
+            : nil
+        self.mediaClient = media
         let policy = RetryPolicy(deadline: deadline, requestTimeout: requestTimeout,
                                  initialBackoff: t.initialBackoff, maxBackoff: t.maxBackoff, sleeper: t.sleeper)
         self.transport = GCSTransport(client: client, auth: FirebaseAuthorization(source: tokens, bucket: bucket),
                                       policy: policy, logger: logger, bucket: bucket,
-                                      dialect: V0Errors.dialect(bucket: bucket))
+                                      dialect: V0Errors.dialect(bucket: bucket), settings: settings, mediaClient: media)
         logger.debug("Firebase store firebase://\(bucket)/\(self.prefix) at \(endpoints.storage.absoluteString)")
     }
+
+    /// The connections and TLS handshakes made so far.
+    public var connections: ConnectionCounter.Snapshot { transport.settings.counter.snapshot }
 
     /// Closes the connection pool, after the last request. Later calls do nothing.
     public func shutdown() async throws {
         guard closed.set() else { return }
         try await client.shutdown()
+        try await mediaClient?.shutdown()
     }
 
     deinit {
-        if closed.set() { client.shutdown { _ in } }
+        if closed.set() { client.shutdown { _ in }; mediaClient?.shutdown { _ in } }
     }
 
     /// Lists at most one name under the store's prefix, within `timeout` whatever the endpoint

@@ -1,4 +1,5 @@
 import Foundation
+import GCSStore
 import Logging
 import StorageModel
 
@@ -14,16 +15,21 @@ extension Storage {
     /// `url` names the bucket as the SDKs do (`gs://BUCKET`), or as bucketfs does
     /// (`firebase://BUCKET`), or is a v0 URL (`https://HOST/v0/b/BUCKET/o`, whose host is the
     /// endpoint). It names no object. Tokens and endpoints come from `FirebaseSession.resolve`:
-    /// the login `bucketfs login` kept, the emulator variables, or `idToken`.
+    /// the login `bucketfs login` kept, the emulator variables, or `idToken`. Certificates are
+    /// trusted as the command line trusts them: the system store, or `SSL_CERT_FILE` /
+    /// `SSL_CERT_DIR`, and `caFile` (a PEM file of a private CA) added.
     public static func storage(url: String, idToken: String? = nil, storageEndpoint: String? = nil,
-                               authEndpoint: String? = nil,
+                               authEndpoint: String? = nil, caFile: String? = nil,
                                environment: [String: String] = ProcessInfo.processInfo.environment,
                                logger: Logger = Logger(label: "bucketfs.firebase")) throws(StorageError) -> Storage {
         let (bucket, origin) = try bucketOf(url)
+        let trust = TrustRoots.resolve(caFile: caFile, environment: environment)
         let session = try FirebaseSession.resolve(bucket: bucket, idToken: idToken, storageEndpoint: storageEndpoint,
                                                   authEndpoint: authEndpoint, origin: origin,
-                                                  environment: environment, logger: logger)
-        return Storage(store: FirebaseStore(session: session, logger: logger))
+                                                  environment: environment, trust: trust, logger: logger)
+        var tuning = FirebaseStore.Tuning()
+        tuning.trust = trust
+        return Storage(store: FirebaseStore(session: session, logger: logger, tuning: tuning))
     }
 
     /// Closes the connections of a store that holds any (the Firebase and Cloud Storage stores);

@@ -14,7 +14,7 @@ import StorageModel
 ///   precondition) are retried on 408, 429, 5xx, resets and timeouts with jittered exponential backoff;
 ///   every call ends within its deadline (`retryLimitExceeded` or `timeout`). Resumable uploads resume
 ///   from what the server persisted; their deadline restarts whenever the server has persisted more.
-public final class GCSStore: ObjectStore {
+public final class GCSStore: ObjectStore, ConnectionCounting {
     public let bucket: String
     /// "" or `PREFIX/`.
     public let prefix: String
@@ -24,6 +24,8 @@ public final class GCSStore: ObjectStore {
     let transport: GCSTransport
     let tokens: TokenProvider
     let client: HTTPClient
+    /// The client for object data, when the settings give it one of its own.
+    let mediaClient: HTTPClient?
     let logger: Logger
     private let closed = OnceFlag()
 
@@ -46,6 +48,10 @@ public final class GCSStore: ObjectStore {
         /// What one socket read takes in at most (NIO's default: 64 KiB). Each connection keeps one
         /// such buffer for its reads; only the pages a read fills become resident.
         public var receiveBuffer: Int = 512 << 10
+        /// The certificates trusted for https endpoints (the system store by default).
+        public var trust: TrustRoots = .system
+        /// HTTP/2 or HTTP/1.1 over https (`--http-version`).
+        public var httpVersion: HTTPVersionChoice = .auto
         public init() {}
     }
 
@@ -64,22 +70,24 @@ public final class GCSStore: ObjectStore {
         self.tuning = t
         self.logger = logger
 
-        var config = HTTPClient.Configuration()
-        config.timeout = .init(connect: .seconds(10), read: .nanoseconds(GCSTransport.nanos(tuning.idleTimeout)))
-        config.connectionPool = .init(idleTimeout: .seconds(30),
-                                      concurrentHTTP1ConnectionsPerHostSoftLimit: max(1, tuning.maxConnectionsPerHost))
-        config.decompression = .disabled
-        config.redirectConfiguration = .disallow
-        config.http1_1ConnectionDebugInitializer = Self.socketReads(upTo: tuning.receiveBuffer)
+        let settings = ClientSettings(trust: tuning.trust, httpVersion: tuning.httpVersion)
+        let config = settings.configuration(idleTimeout: tuning.idleTimeout, maxConnections: tuning.maxConnectionsPerHost,
+                                            receiveBuffer: tuning.receiveBuffer)
         let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: config)
         self.client = client
+        let media = settings.splitsMedia && self.endpoint.lowercased().hasPrefix("https:")
+            ? HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup,
+                         configuration: settings.mediaConfiguration(idleTimeout: tuning.idleTimeout, maxConnections: tuning.maxConnectionsPerHost,
+                                                                    receiveBuffer: tuning.receiveBuffer))
+            : nil
+        self.mediaClient = media
         let fetch = Self.tokenFetcher(credentials, client: client, environment: environment, logger: logger)
         let tokens = TokenProvider(source: credentials, fetch: fetch)
         let policy = RetryPolicy(deadline: deadline, requestTimeout: requestTimeout,
                                  initialBackoff: tuning.initialBackoff, maxBackoff: tuning.maxBackoff, sleeper: tuning.sleeper)
         self.tokens = tokens
         self.transport = GCSTransport(client: client, auth: GCSAuthorization(tokens: tokens, credentials: credentials),
-                                      policy: policy, logger: logger, bucket: bucket)
+                                      policy: policy, logger: logger, bucket: bucket, settings: settings, mediaClient: media)
         logger.debug("GCS store gs://\(bucket)/\(self.prefix) at \(self.endpoint), credentials: \(credentials)")
     }
 
@@ -103,13 +111,17 @@ public final class GCSStore: ObjectStore {
     public func shutdown() async throws {
         guard closed.set() else { return }
         try await client.shutdown()
+        try await mediaClient?.shutdown()
     }
 
     deinit {
         // A store dropped without `shutdown()` still releases its connections (and never trips
         // the HTTP client's debug check).
-        if closed.set() { client.shutdown { _ in } }
+        if closed.set() { client.shutdown { _ in }; mediaClient?.shutdown { _ in } }
     }
+
+    /// The connections and TLS handshakes made so far.
+    public var connections: ConnectionCounter.Snapshot { transport.settings.counter.snapshot }
 
     /// Number of access tokens fetched so far (service account / metadata server).
     public var tokenFetchCount: Int {

@@ -86,16 +86,24 @@ package struct Expect: Sendable {
 /// dialect and authorization, Firebase's v0 API).
 package final class GCSTransport: Sendable {
     package let client: HTTPClient
+    /// The client for object data (downloads and streamed uploads): `client` unless the settings
+    /// split them (`--http-version auto`: HTTP/1.1 for data, HTTP/2 for the rest).
+    package let mediaClient: HTTPClient
     package let auth: any TransportAuthorization
     package let policy: RetryPolicy
     package let logger: Logger
     package let bucket: String
     package let dialect: HTTPDialect
+    /// The trust in effect, to explain a refused certificate.
+    package let settings: ClientSettings
     /// Largest response body accepted in memory (downloads are ranged by callers).
     let maxResponseBytes = 1 << 31
 
     package init(client: HTTPClient, auth: any TransportAuthorization, policy: RetryPolicy,
-                 logger: Logger, bucket: String, dialect: HTTPDialect? = nil) {
+                 logger: Logger, bucket: String, dialect: HTTPDialect? = nil,
+                 settings: ClientSettings = ClientSettings(trust: .system), mediaClient: HTTPClient? = nil) {
+        self.settings = settings
+        self.mediaClient = mediaClient ?? client
         self.client = client
         self.auth = auth
         self.policy = policy
@@ -257,7 +265,8 @@ package final class GCSTransport: Sendable {
         let started = ContinuousClock.now
         logger.trace("\(dialect.label) → \(r.method) \(Self.shortURL(r.url)) \(Self.redacted(req.headers))")
         do {
-            let resp = try await client.execute(req, timeout: TimeAmount.nanoseconds(Self.nanos(limit)), logger: nil)
+            let carrier = r.streamed != nil || Self.isMedia(r.url) ? mediaClient : client
+            let resp = try await carrier.execute(req, timeout: TimeAmount.nanoseconds(Self.nanos(limit)), logger: nil)
             let body = try await resp.body.collect(upTo: maxResponseBytes)
             let status = Int(resp.status.code)
             logger.debug("\(dialect.label) \(r.method) \(Self.shortURL(r.url)) → \(status) (\(ContinuousClock.now - started))")
@@ -283,7 +292,7 @@ package final class GCSTransport: Sendable {
                            retryAfter: resp.headers.first(name: "Retry-After").flatMap(Self.retryAfter),
                            sentAuthorization: req.headers.first(name: "Authorization"))
         } catch {
-            let e = Task.isCancelled ? .cancelled : Self.map(error)
+            let e = Task.isCancelled ? .cancelled : await failure(error, url: r.url)
             logger.debug("\(dialect.label) \(r.method) \(Self.shortURL(r.url)) failed: \(e)")
             return .failed(e, retryable: idempotent && e.isTransient, status: nil, retryAfter: nil)
         }
@@ -347,7 +356,7 @@ package final class GCSTransport: Sendable {
                 return StreamFailure(error: dialect.error(status, Self.errorMessage(body) ?? "HTTP \(status)", path, bucket),
                                      retryAfter: headers.first(name: "Retry-After").flatMap(Self.retryAfter), status: status)
             }, deliver: deliver)
-            let task = client.execute(request: req, delegate: receiver,
+            let task = mediaClient.execute(request: req, delegate: receiver,
                                       deadline: .now() + TimeAmount.nanoseconds(Self.nanos(limit)))
             try await withTaskCancellationHandler {
                 try await task.futureResult.get()
@@ -359,10 +368,22 @@ package final class GCSTransport: Sendable {
             f.sentAuthorization = sent
             throw f
         } catch {
-            let e = Task.isCancelled ? .cancelled : Self.map(error)
+            let e = Task.isCancelled ? .cancelled : await failure(error, url: r.url)
             logger.debug("\(dialect.label) \(r.method) \(Self.shortURL(r.url)) (streamed) failed: \(e)")
             throw StreamFailure(error: e)
         }
+    }
+
+    /// `map`, with a refused TLS handshake explained (`StorageError.tls`, never transient).
+    private func failure(_ error: any Error, url: String) async -> StorageError {
+        guard TLSFailure.isHandshakeFailure(error) else { return Self.map(error) }
+        return await TLSFailure.explain(error, url: url, tls: settings.tls, trust: settings.trust)
+    }
+
+    /// Whether a URL asks for object data (`alt=media`, the JSON API's and v0's downloads).
+    static func isMedia(_ url: String) -> Bool {
+        guard let q = url.split(separator: "?", maxSplits: 1).dropFirst().first else { return false }
+        return q.split(separator: "&").contains("alt=media")
     }
 
     /// A Retry-After value: seconds, or an HTTP date.
@@ -389,6 +410,9 @@ package final class GCSTransport: Sendable {
     package static func map(_ error: any Error) -> StorageError {
         if let e = error as? StorageError { return e }
         if error is CancellationError { return .cancelled }
+        if TLSFailure.isHandshakeFailure(error) {
+            return .tls(message: "the TLS handshake failed: \(error). If a private CA signed the server's certificate, pass it with --ca-file")
+        }
         if let e = error as? HTTPClientError {
             if e == .cancelled || e == .requestStreamCancelled { return .cancelled }
             let timeouts: [HTTPClientError] = [.readTimeout, .writeTimeout, .connectTimeout, .deadlineExceeded,

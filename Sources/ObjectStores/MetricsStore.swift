@@ -76,6 +76,7 @@ public final class MetricsStore: ObjectStore {
         case .preconditionFailed: return "precondition_failed"
         case .conflict: return "conflict"
         case .timeout: return "timeout"
+        case .tls: return "tls_error"
         case .cancelled: return "cancelled"
         case .unknown: return "error"
         }

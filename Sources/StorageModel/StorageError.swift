@@ -43,6 +43,10 @@ public enum StorageError: Error, Equatable, Sendable, CustomStringConvertible {
     /// HTTP 409 and friends: the object changed under us in a way the call forbids.
     case conflict(path: String, message: String)
     case timeout(message: String)
+    /// No secure connection could be made (a certificate refused, a failed TLS handshake). The
+    /// message names the host, what was wrong and how to fix it. Never transient: repeating the
+    /// handshake gets the same certificate (docs/SEMANTICS.md §5).
+    case tls(message: String)
     case cancelled
     case unknown(status: Int, message: String)
 
@@ -61,6 +65,7 @@ public enum StorageError: Error, Equatable, Sendable, CustomStringConvertible {
         case .preconditionFailed(let p): return "precondition failed (the object changed): \(p)"
         case .conflict(let p, let m): return "conflict on \(p): \(m)"
         case .timeout(let m): return "timed out: \(m)"
+        case .tls(let m): return m
         case .cancelled: return "cancelled"
         // Status 0: no answer came (the message says why), so no "HTTP 0".
         case .unknown(let s, let m): return s == 0 ? m : "HTTP \(s): \(m)"

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import GCSStore
 import Logging
 
 @main
@@ -55,6 +56,32 @@ struct GCSOptions: ParsableArguments {
     var token: String?
     @Flag(help: "Send no credentials (public buckets, emulators).")
     var anonymous = false
+    @Option(name: .customLong("ca-file"),
+            help: ArgumentHelp("Also trust the CA certificates in this PEM file for https endpoints (storage, Auth, token): a private endpoint, a TLS-inspecting proxy. Default: the system store only (SSL_CERT_FILE / SSL_CERT_DIR replace it when set).",
+                               valueName: "PEM"))
+    var caFile: String?
+    @Option(name: .customLong("http-version"),
+            help: "HTTP over https: auto (object data over HTTP/1.1, the rest over HTTP/2 when offered), 1.1 (up to --max-connections connections per host), 2 (one connection per host, requests as streams on it). Plain http:// endpoints always speak HTTP/1.1.")
+    var httpVersion: HTTPVersionChoice = .auto
+
+    /// The trust roots of `--ca-file` and SSL_CERT_FILE / SSL_CERT_DIR, every file checked now.
+    func trustRoots(environment: [String: String] = ProcessInfo.processInfo.environment) throws(SourceProblem) -> TrustRoots {
+        try checkedTrust(caFile: caFile, environment: environment)
+    }
+}
+
+extension HTTPVersionChoice: ExpressibleByArgument {}
+
+/// The trust roots of a `--ca-file` and the environment, every file read now: a file that cannot
+/// be used is a `SourceProblem` naming it, before any request.
+func checkedTrust(caFile: String?, environment: [String: String]) throws(SourceProblem) -> TrustRoots {
+    let trust = TrustRoots.resolve(caFile: caFile, environment: environment)
+    do {
+        _ = try trust.tlsConfiguration()
+    } catch {
+        throw SourceProblem(error.description)
+    }
+    return trust
 }
 
 /// Translates `SOURCE DIR -o a,b=c` (mount helper form) into `SOURCE DIR --a --b c`.

@@ -50,7 +50,7 @@ struct FirebaseAccess: Sendable {
         do {
             return FirebaseAccess(session: try FirebaseSession.resolve(
                 bucket: bucket, idToken: firebase.idToken, storageEndpoint: gcs.endpoint, authEndpoint: firebase.authEndpoint,
-                origin: origin, environment: environment, logger: logger))
+                origin: origin, environment: environment, trust: try gcs.trustRoots(environment: environment), logger: logger))
         } catch {
             throw SourceProblem(SourceCheck.reason(error))
         }

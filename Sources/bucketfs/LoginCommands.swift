@@ -33,6 +33,10 @@ struct Login: AsyncParsableCommand {
     var endpoint: String?
     @Option(name: .customLong("auth-endpoint"), help: "The Firebase Auth emulator's base URL, e.g. http://127.0.0.1:9099 (else FIREBASE_AUTH_EMULATOR_HOST).")
     var authEndpoint: String?
+    @Option(name: .customLong("ca-file"),
+            help: ArgumentHelp("Also trust the CA certificates in this PEM file for an https Auth endpoint (default: the system store; SSL_CERT_FILE / SSL_CERT_DIR replace it when set).",
+                               valueName: "PEM"))
+    var caFile: String?
     @OptionGroup var log: LogOptions
 
     func validate() throws {
@@ -51,7 +55,8 @@ struct Login: AsyncParsableCommand {
             let bucket = try firebaseBucket(source)
             let endpoints = try FirebaseAccess.endpointsFor(login: nil, origin: nil, storageOption: endpoint,
                                                             authOption: authEndpoint, environment: env)
-            let client = FirebaseAuthClient(endpoints: endpoints, apiKey: apiKey, logger: logger)
+            let client = FirebaseAuthClient(endpoints: endpoints, apiKey: apiKey, logger: logger,
+                                            trust: try checkedTrust(caFile: caFile, environment: env))
             let signIn: @Sendable () async throws -> FirebaseTokens
             if let email {
                 let password = try PasswordInput.read(file: passwordFile, email: email)

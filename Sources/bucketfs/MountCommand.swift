@@ -145,6 +145,7 @@ struct Mount: AsyncParsableCommand {
         let logger = log.bootstrap()
         let parsed = try Source.parse(source, splitLocal: false)
         var store: any ObjectStore
+        var counting: (any ConnectionCounting)?
         do {
             var tuning = GCSStore.Tuning()
             tuning.idleTimeout = .milliseconds(Int64(idleTimeout * 1000))
@@ -152,6 +153,7 @@ struct Mount: AsyncParsableCommand {
             tuning.chunkSize = uploadChunkMB > 0 ? uploadChunkMB << 20 : nil
             store = try openStore(parsed, gcs: gcs, firebase: firebase, logger: logger, prefixMount: true, tuning: tuning,
                                   deadline: .milliseconds(Int64(opTimeout * 1000)))
+            counting = store as? any ConnectionCounting
             store = try instrument(store)
         } catch {
             logger.critical("cannot open \(source): \(error)")
@@ -216,6 +218,7 @@ struct Mount: AsyncParsableCommand {
         // mount then finds the stage files and keeps their data in lost+found).
         for sig in [SIGTERM, SIGINT, SIGHUP] { signal(sig, SIG_IGN) }
         await core.shutdown(within: .milliseconds(Int64(opTimeout * 1000)))
+        if let counting { logger.notice("connections made: \(counting.connections)") }
         logger.notice("exiting: every staged file is uploaded or kept in lost+found")
     }
 }

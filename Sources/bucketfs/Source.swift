@@ -85,6 +85,11 @@ struct ValidationErrorText: Error, CustomStringConvertible {
 func openStore(_ source: Source, gcs: GCSOptions, firebase: FirebaseOptions, logger: Logger,
                prefixMount: Bool = false, tuning: GCSStore.Tuning = GCSStore.Tuning(),
                deadline: Duration = .seconds(60)) throws -> any ObjectStore {
+    var tuning = tuning
+    if case .embedded = source {} else {
+        tuning.trust = try gcs.trustRoots()
+        tuning.httpVersion = gcs.httpVersion
+    }
     switch source {
     case .firebase(let bucket, let path, let origin):
         let access = try FirebaseAccess.resolve(bucket: bucket, origin: origin, gcs: gcs, firebase: firebase,
@@ -109,6 +114,8 @@ func openFirebaseStore(_ access: FirebaseAccess, prefix: String, logger: Logger,
     var t = FirebaseStore.Tuning()
     t.idleTimeout = tuning.idleTimeout
     t.receiveBuffer = tuning.receiveBuffer
+    t.trust = tuning.trust
+    t.httpVersion = tuning.httpVersion
     return FirebaseStore(bucket: access.bucket, prefix: prefix, endpoints: access.endpoints, tokens: access.tokens,
                          logger: logger, requestTimeout: min(.seconds(30), deadline), deadline: deadline,
                          maxConnections: tuning.maxConnectionsPerHost, tuning: t)

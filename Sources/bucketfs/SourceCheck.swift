@@ -63,7 +63,10 @@ enum SourceCheck {
             // Auth first, then storage, within one bound: whichever does not answer is named.
             let end = ContinuousClock.now + probeTimeout
             try await signIn(access)
-            let store = openFirebaseStore(access, prefix: prefixMount ? path : "", logger: logger)
+            var tuning = GCSStore.Tuning()
+            tuning.trust = try gcs.trustRoots()
+            tuning.httpVersion = gcs.httpVersion
+            let store = openFirebaseStore(access, prefix: prefixMount ? path : "", logger: logger, tuning: tuning)
             do {
                 try await store.probe(timeout: max(end - ContinuousClock.now, .milliseconds(500)))
             } catch {
@@ -202,6 +205,8 @@ enum SourceCheck {
                 + "or use other credentials (--key-file, --token)")
         case .unauthenticated(let m):
             return SourceProblem("the credentials were refused (\(identity)): \(m)")
+        case .tls(let m):
+            return SourceProblem(m)
         case .timeout:
             return SourceProblem("\(endpoint) did not answer within \(probeTimeout) (a list of gs://\(bucket)): "
                 + "is it the Cloud Storage JSON API? Check --endpoint / STORAGE_EMULATOR_HOST and the network")
@@ -246,6 +251,8 @@ enum SourceCheck {
                 : access.login == nil ? "; pass a fresh ID token, or sign in: \(FirebaseAccess.loginLine(bucket))"
                 : "; sign in again: \(FirebaseAccess.loginLine(bucket))"
             return SourceProblem("the sign-in was refused (\(access.identity)): \(m)\(again)")
+        case .tls(let m):
+            return SourceProblem(m)
         case .timeout:
             return SourceProblem("Firebase Storage at \(endpoint) did not answer within \(probeTimeout) (a list of \(listedSource)): is it the "
                 + "Firebase Storage API (v0) or its emulator? Check the address \(settings) and the network")

@@ -3,6 +3,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 import StorageModel
 import TestSupport
 
@@ -99,14 +100,25 @@ final class GCSTestServer: @unchecked Sendable {
     /// Rewrites take this many calls (the first ones answer `done: false` with a rewriteToken).
     var rewriteRounds = 1
 
+    /// TCP connections accepted so far (TLS handshakes begun, when serving TLS).
+    var connectionsAccepted = 0
+    /// Serving https (a TLS server context given to `start`).
+    private(set) var tls = false
+
     init(bucket: String) { self.bucket = bucket }
 
-    static func start(bucket: String = "test-bucket") async throws -> GCSTestServer {
+    /// `tls`: serve https with this context (certificate and key) instead of plain HTTP.
+    static func start(bucket: String = "test-bucket", tls: NIOSSLContext? = nil) async throws -> GCSTestServer {
         let s = GCSTestServer(bucket: bucket)
+        s.tls = tls != nil
         let bootstrap = ServerBootstrap(group: s.group)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { ch in
-                ch.pipeline.configureHTTPServerPipeline(withErrorHandling: true).flatMap {
+                s.configure { $0.connectionsAccepted += 1 }
+                let secured: EventLoopFuture<Void> = tls.map { ctx in
+                    ch.eventLoop.makeCompletedFuture { try ch.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: ctx)) }
+                } ?? ch.eventLoop.makeSucceededVoidFuture()
+                return secured.flatMap { ch.pipeline.configureHTTPServerPipeline(withErrorHandling: true) }.flatMap {
                     ch.pipeline.addHandler(GCSTestHandler(server: s))
                 }
             }
@@ -121,7 +133,7 @@ final class GCSTestServer: @unchecked Sendable {
         try await group.shutdownGracefully()
     }
 
-    var endpoint: URL { URL(string: "http://127.0.0.1:\(port)")! }
+    var endpoint: URL { URL(string: "\(tls ? "https" : "http")://127.0.0.1:\(port)")! }
 
     func configure(_ f: (GCSTestServer) -> Void) {
         lock.lock(); defer { lock.unlock() }

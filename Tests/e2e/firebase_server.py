@@ -1114,7 +1114,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 srv.uploads[uid] = {"bucket": bucket, "name": name, "meta": meta, "auth": auth, "data": bytearray(),
                                     "total": int(total) if total else None, "final": None}
             host = self.headers.get("Host") or srv.hostport
-            url = (f"http://{host}/v0/b/{urllib.parse.quote(bucket, safe='')}/o?name="
+            scheme = self.headers.get("X-Forwarded-Proto") or "http"  # behind a TLS front
+            url = (f"{scheme}://{host}/v0/b/{urllib.parse.quote(bucket, safe='')}/o?name="
                    f"{urllib.parse.quote(name, safe='')}&upload_id={uid}&upload_protocol=resumable")
             return self._send(200, b"", [("X-Goog-Upload-Status", "active"), ("X-Goog-Upload-URL", url),
                                          ("X-Goog-Upload-Chunk-Granularity", str(CHUNK_GRANULARITY))])

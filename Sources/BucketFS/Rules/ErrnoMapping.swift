@@ -17,7 +17,7 @@ public func errno(for error: any Error) -> Errno {
         case .containsNewline, .containsNul, .empty, .unrepresentableSegment: return .EINVAL
         }
     case .invalidArgument, .bucketMismatch: return .EINVAL
-    case .quotaExceeded, .retryLimitExceeded, .timeout, .unknown, .nonMatchingChecksum: return .EIO
+    case .quotaExceeded, .retryLimitExceeded, .timeout, .unknown, .nonMatchingChecksum, .tls: return .EIO
     case .cancelled: return .EINTR
     }
 }

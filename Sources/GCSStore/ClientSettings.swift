@@ -1,0 +1,81 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOSSL
+
+/// `--http-version`: which HTTP a store speaks over https (plain http:// is always HTTP/1.1).
+public enum HTTPVersionChoice: String, Sendable, CaseIterable {
+    /// Object data (downloads, streamed uploads) over HTTP/1.1, on up to `--max-connections`
+    /// connections; everything else (listings, metadata, small writes) over HTTP/2 when the server
+    /// offers it, as streams on one connection (docs/BENCHMARKS.md, `Scripts/bench-tls.sh`).
+    case auto
+    /// HTTP/1.1 only: up to `--max-connections` connections per host.
+    case http1_1 = "1.1"
+    /// HTTP/2 only (ALPN offers h2 alone): one connection per host, requests as streams on it.
+    case http2 = "2"
+}
+
+/// How a store's HTTP client connects, shared by the gs:// and firebase:// stores: the trust
+/// roots for https, the HTTP version, the connections kept, the idle bound and the socket reads.
+package struct ClientSettings: Sendable {
+    package var trust: TrustRoots
+    package var httpVersion: HTTPVersionChoice
+    /// Connections and handshakes this client made.
+    package let counter = ConnectionCounter()
+    /// The client TLS configuration made from `trust` (checked by the caller first: a trust
+    /// setting that fails here trusts nothing rather than falling back to the system store).
+    package let tls: TLSConfiguration
+
+    package init(trust: TrustRoots, httpVersion: HTTPVersionChoice = .auto) {
+        self.trust = trust
+        self.httpVersion = httpVersion
+        var c: TLSConfiguration
+        if let made = try? trust.tlsConfiguration() {
+            c = made
+        } else {
+            c = TLSConfiguration.makeClientConfiguration()
+            c.trustRoots = .certificates([])
+        }
+        switch httpVersion {
+        case .auto: c.applicationProtocols = ["h2", "http/1.1"]
+        case .http1_1: c.applicationProtocols = ["http/1.1"]
+        case .http2: c.applicationProtocols = ["h2"]
+        }
+        tls = c
+    }
+
+    /// Whether object data goes on a client of its own (HTTP/1.1), apart from the rest (the
+    /// stores do so for https endpoints only: over plain http everything is HTTP/1.1 anyway).
+    package var splitsMedia: Bool { httpVersion == .auto }
+
+    /// The configuration of the client for object data when `splitsMedia`: HTTP/1.1 only.
+    package func mediaConfiguration(idleTimeout: Duration, maxConnections: Int, receiveBuffer: Int) -> HTTPClient.Configuration {
+        var config = configuration(idleTimeout: idleTimeout, maxConnections: maxConnections, receiveBuffer: receiveBuffer)
+        var t = tls
+        t.applicationProtocols = ["http/1.1"]
+        config.tlsConfiguration = t
+        config.httpVersion = .http1Only
+        return config
+    }
+
+    /// The client configuration: at most `maxConnections` HTTP/1.1 connections per host (under
+    /// HTTP/2 the client keeps one per host, the requests in flight being streams on it); a
+    /// failed connection attempt (refused, or a TLS handshake refused) fails the waiting requests
+    /// at once, so the transport's retry policy decides what to repeat (the client's own retries
+    /// would wait out the deadline and hide a certificate error behind a timeout).
+    package func configuration(idleTimeout: Duration, maxConnections: Int, receiveBuffer: Int) -> HTTPClient.Configuration {
+        var config = HTTPClient.Configuration()
+        config.tlsConfiguration = tls
+        config.httpVersion = httpVersion == .http1_1 ? .http1Only : .automatic
+        config.timeout = .init(connect: .seconds(10), read: .nanoseconds(GCSTransport.nanos(idleTimeout)))
+        config.connectionPool = .init(idleTimeout: .seconds(30),
+                                      concurrentHTTP1ConnectionsPerHostSoftLimit: max(1, maxConnections))
+        config.connectionPool.retryConnectionEstablishment = false
+        config.decompression = .disabled
+        config.redirectConfiguration = .disallow
+        let reads = GCSStore.socketReads(upTo: receiveBuffer)
+        config.http1_1ConnectionDebugInitializer = counter.counting(http2: false, then: reads)
+        config.http2ConnectionDebugInitializer = counter.counting(http2: true, then: reads)
+        return config
+    }
+}

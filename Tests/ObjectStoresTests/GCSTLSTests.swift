@@ -1,0 +1,156 @@
+import Foundation
+import GCSStore
+import Logging
+import NIOSSL
+import StorageModel
+import Testing
+
+/// TLS trust (docs/SEMANTICS.md §5.6): the in-process JSON API server serving https with
+/// certificates from a private CA (made by `Scripts/tls-front.sh certs`): untrusted, expired and
+/// wrong-name certificates fail at once with a message that says so and is never retried;
+/// `--ca-file` (TrustRoots.caFiles) and SSL_CERT_FILE make the same server work.
+@Suite struct GCSTLSTests {
+    /// The CA and certificates, made once per test process.
+    static let certs: String? = {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("bucketfs-tls-tests-\(getpid())").path
+        let p = Process()
+        p.executableURL = root.appendingPathComponent("Scripts/tls-front.sh")
+        p.arguments = ["certs"]
+        p.environment = ProcessInfo.processInfo.environment.merging(["TLS_FRONT_DIR": dir]) { $1 }
+        p.standardOutput = FileHandle.nullDevice
+        guard (try? p.run()) != nil else { return nil }
+        p.waitUntilExit()
+        return p.terminationStatus == 0 ? dir : nil
+    }()
+
+    static func dir() throws -> String {
+        try #require(certs, "Scripts/tls-front.sh certs failed (is openssl installed?)")
+    }
+
+    static func serverContext(_ name: String) throws -> NIOSSLContext {
+        let d = try dir()
+        var c = TLSConfiguration.makeServerConfiguration(
+            certificateChain: try NIOSSLCertificate.fromPEMFile("\(d)/\(name).pem").map { .certificate($0) },
+            privateKey: .privateKey(try NIOSSLPrivateKey(file: "\(d)/\(name).key", format: .pem)))
+        c.applicationProtocols = ["http/1.1"]
+        return try NIOSSLContext(configuration: c)
+    }
+
+    /// The store against an https server presenting `certificate`, trusting `trust`.
+    func withTLSServer(_ certificate: String, trust: TrustRoots,
+                       _ body: (GCSTestServer, GCSStore) async throws -> Void) async throws {
+        let server = try await GCSTestServer.start(tls: try Self.serverContext(certificate))
+        var t = fastTuning
+        t.trust = trust
+        let store = GCSStore(bucket: server.bucket, endpoint: server.endpoint, credentials: .anonymous,
+                             logger: Logger(label: "tls-test"), requestTimeout: .seconds(15), deadline: .seconds(20),
+                             tuning: t, environment: [:])
+        do { try await body(server, store) } catch {
+            try? await store.shutdown(); try? await server.stop(); throw error
+        }
+        try await store.shutdown()
+        try await server.stop()
+    }
+
+    /// Bound on the probe: a certificate error retried as a network fault would take all of it.
+    static let probeTimeout: Duration = .seconds(20)
+    /// "At once", in a debug build with the other suites running beside it (the real-mount test
+    /// `test_tls.py` holds the mount check to 2 s).
+    static let atOnce: Duration = .seconds(8)
+
+    /// The probe's error and how long it took.
+    func refusal(_ store: GCSStore) async -> (String, Duration) {
+        let start = ContinuousClock.now
+        do {
+            try await store.probe(timeout: Self.probeTimeout)
+            return ("no error", ContinuousClock.now - start)
+        } catch StorageError.tls(let m) {
+            return (m, ContinuousClock.now - start)
+        } catch {
+            return ("not a TLS error: \(error)", ContinuousClock.now - start)
+        }
+    }
+
+    @Test func untrustedCertificateFailsAtOnceSaysSoAndIsNotRetried() async throws {
+        try await withTLSServer("server", trust: .system) { server, store in
+            let (m, took) = await refusal(store)
+            #expect(m.contains("certificate") && m.contains("127.0.0.1:\(server.port)") && m.contains("not trusted")
+                    && m.contains("--ca-file"), "\(m)")
+            #expect(took < Self.atOnce, "\(took)")
+            // One handshake for the request, one to read the certificate for the message; no retry.
+            #expect(server.read { $0.connectionsAccepted } <= 2, "connections: \(server.read { $0.connectionsAccepted })")
+            #expect(server.recorded.isEmpty)
+        }
+    }
+
+    @Test func expiredCertificateSaysExpired() async throws {
+        let ca = "\(try Self.dir())/ca.pem"
+        try await withTLSServer("expired", trust: TrustRoots(caFiles: [ca])) { server, store in
+            let (m, took) = await refusal(store)
+            #expect(m.contains("certificate") && m.contains("127.0.0.1:\(server.port)") && m.contains("expired on 2020-02-01"), "\(m)")
+            #expect(took < Self.atOnce, "\(took)")
+        }
+    }
+
+    @Test func certificateForAnotherNameSaysWrongName() async throws {
+        let ca = "\(try Self.dir())/ca.pem"
+        try await withTLSServer("wrongname", trust: TrustRoots(caFiles: [ca])) { server, store in
+            let (m, took) = await refusal(store)
+            #expect(m.contains("certificate") && m.contains("127.0.0.1:\(server.port)") && m.contains("wrong name"), "\(m)")
+            #expect(took < Self.atOnce, "\(took)")
+            #expect(server.read { $0.connectionsAccepted } == 1)
+        }
+    }
+
+    @Test func caFileMakesThePrivateCATrusted() async throws {
+        let ca = "\(try Self.dir())/ca.pem"
+        try await withTLSServer("server", trust: TrustRoots(caFiles: [ca])) { server, store in
+            try await store.probe(timeout: .seconds(5))
+            let data = Data("over TLS".utf8)
+            let info = try await store.write("a", from: .data(data), metadata: .init(), preconditions: .none)
+            #expect(try await store.read("a", generation: info.generation, range: nil) == data)
+            // Requests share connections: a handful at most, never one per request; the store
+            // counts each, and its handshake.
+            let accepted = server.read { $0.connectionsAccepted }
+            #expect(accepted <= 2)
+            let counted = store.connections
+            #expect(counted.total == accepted && counted.http1 == accepted && counted.tlsHandshakes == accepted, "\(counted)")
+        }
+    }
+
+    @Test func sslCertFileReplacesTheSystemStore() async throws {
+        let ca = "\(try Self.dir())/ca.pem"
+        let trust = TrustRoots.resolve(caFile: nil, environment: ["SSL_CERT_FILE": ca])
+        #expect(trust.certFile == ca && !trust.usesSystemStore)
+        try await withTLSServer("server", trust: trust) { _, store in
+            try await store.probe(timeout: .seconds(5))
+        }
+    }
+
+    @Test func trustSettingsFromOptionsAndEnvironment() throws {
+        let t = TrustRoots.resolve(caFile: "/x/ca.pem", environment: ["SSL_CERT_DIR": "/a:/b", "SSL_CERT_FILE": ""])
+        #expect(t.caFiles == ["/x/ca.pem"] && t.certFile == nil && t.certDirs == ["/a", "/b"])
+        #expect(t.description == "SSL_CERT_DIR=/a:/b and --ca-file /x/ca.pem")
+        #expect(TrustRoots.resolve(caFile: nil, environment: [:]) == .system)
+        #expect(TrustRoots.system.description == "the system store")
+
+        #expect(throws: TrustProblem("--ca-file /no/such.pem: the file cannot be read (missing, or no permission)")) {
+            _ = try TrustRoots(caFiles: ["/no/such.pem"]).tlsConfiguration()
+        }
+        let junk = FileManager.default.temporaryDirectory.appendingPathComponent("not-a-ca-\(getpid()).pem").path
+        try Data("hello\n".utf8).write(to: URL(fileURLWithPath: junk))
+        defer { try? FileManager.default.removeItem(atPath: junk) }
+        do {
+            _ = try TrustRoots(caFiles: [junk]).tlsConfiguration()
+            Issue.record("a file with no certificate was accepted")
+        } catch {
+            #expect(error.description.hasPrefix("--ca-file \(junk): "), "\(error)")
+        }
+        _ = try TrustRoots(caFiles: ["\(try Self.dir())/ca.pem"]).tlsConfiguration()
+    }
+
+    @Test func tlsErrorsAreNeverTransient() {
+        #expect(!StorageError.tls(message: "x").isTransient)
+    }
+}
