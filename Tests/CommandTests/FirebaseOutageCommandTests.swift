@@ -39,7 +39,11 @@ import Testing
             Issue.record("signed in against a dead port")
         } catch let p as SourceProblem {
             let took = ContinuousClock.now - start
-            #expect(took < SourceCheck.probeTimeout, "took \(took)")
+            // Alone about a second; the room above the check's bound is for this process's other
+            // suites on two cores (7.5 s seen in a full run). A check that ran into its deadline
+            // would say so instead of "Connection refused" (checked below); the bound itself is
+            // checked against the binary in Tests/e2e/test_firebase.py.
+            #expect(took < SourceCheck.probeTimeout + .seconds(5), "took \(took)")
             let m = p.description
             #expect(m.contains("Firebase Auth (securetoken) at http://127.0.0.1:\(port)"), "\(m)")
             #expect(m.contains("Connection refused") && m.contains("FIREBASE_AUTH_EMULATOR_HOST=127.0.0.1:\(port)"), "\(m)")

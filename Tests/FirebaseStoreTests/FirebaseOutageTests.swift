@@ -36,9 +36,12 @@ import Testing
             }
             let took = ContinuousClock.now - start
             let m = e.map { "\($0)" } ?? "no error"
-            // Three quick attempts (0.6 s of pauses); the bound is the mount check's 5 s. A client
-            // that keeps trying to connect until its request deadline takes 20 s per attempt.
-            #expect(took < .seconds(5), "\(what) took \(took)")
+            // Three quick attempts (0.6 s of pauses): about a second alone. A client that keeps
+            // trying to connect until its request deadline takes 20 s per attempt (15.6 s seen).
+            // The bound has room for this process's other suites, which share its two cores and
+            // event loops (7.6 s seen in a full run); the mount check's own 5 s is checked against
+            // the binary, in Tests/e2e/test_firebase.py.
+            #expect(took < .seconds(10), "\(what) took \(took)")
             #expect(m.contains("Firebase Auth (\(service)) at \(dead)/\(service).googleapis.com did not answer the \(what)"), "\(m)")
             #expect(m.contains("Connection refused"), "\(m)")
             #expect(!m.contains("HTTP 0") && !m.contains("errno"), "\(m)")
