@@ -221,7 +221,10 @@ def test_a_second_user_reads_nothing_it_should_not(place, source):
     for word in ("s.txt", "p.txt", "w.txt", "secret", TOKEN):
         assert word not in metrics
 
-    # A crash with w.txt unsaved: the next mount keeps its data in lost+found.
+    # A crash with w.txt unsaved: the next mount keeps its data in lost+found. Each fork above
+    # closed a copy of `fd` in its child, and a close uploads (it is a flush): what is written now,
+    # with no close after it, is what the crash leaves unsaved (kept as a cut-off entry).
+    os.write(fd, b" and more, never closed")
     os.kill(pid, signal.SIGKILL)
     try:
         os.close(fd)
