@@ -142,7 +142,7 @@ let package = Package(
                                                           .product(name: "Crypto", package: "swift-crypto"),
                                                           .product(name: "PropertyBased", package: "swift-property-based")]),
         // The command line's pure parts: source checks, metrics address, log lines, progress, help.
-        .testTarget(name: "CommandTests", dependencies: ["bucketfs", "StorageModel", "ObjectStores", "GCSStore", "FirebaseStore", "FuseKit"]),
+        .testTarget(name: "CommandTests", dependencies: ["bucketfs", "StorageModel", "ObjectStores", "GCSStore", "FirebaseStore", "FuseKit", "TestSupport"]),
         // An in-memory filesystem mounted in the foreground: FuseKitTests drive it from outside.
         .executableTarget(name: "fusekit-demo", dependencies: ["FuseKit"]),
         // The Firebase guides' Swift samples through the library's front door (docs/FIREBASE.md);

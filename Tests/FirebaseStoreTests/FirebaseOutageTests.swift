@@ -12,21 +12,10 @@ import Testing
 @Suite struct FirebaseOutageTests {
     let quiet = Logger(label: "outage-test", factory: { _ in SwiftLogNoOpLogHandler() })
 
-    /// A port on 127.0.0.1 where nothing listens (bound, then closed).
-    static func deadPort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var a = sockaddr_in()
-        a.sin_family = sa_family_t(AF_INET)
-        a.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
-        _ = withUnsafeMutablePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
-        return Int(UInt16(bigEndian: a.sin_port))
-    }
+    static func deadPort() -> Int { TestSupport.deadPort() }
 
     @Test func anAuthServerThatIsDownIsNamedAtOnce() async throws {
-        let dead = "http://127.0.0.1:\(try Self.deadPort())"
+        let dead = "http://127.0.0.1:\(Self.deadPort())"
         let client = FirebaseAuthClient(endpoints: try FirebaseEndpoints.resolve(storage: dead, auth: dead, environment: [:]),
                                         apiKey: "k", logger: quiet)
         for (what, service) in [("token refresh", "securetoken"), ("sign-in with email and password", "identitytoolkit")] {
