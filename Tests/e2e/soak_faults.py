@@ -61,6 +61,7 @@ from urllib.parse import quote
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from faultproxy import FaultProxy  # noqa: E402
+from daemons import daemon_pid
 
 OP = 60.0            # docs/SEMANTICS.md §5: one deadline per operation (the default --op-timeout)
 RETRIES = 5          # default --upload-retries
@@ -95,18 +96,6 @@ def proc_alive(pid):
         return open(f"/proc/{pid}/stat").read().rsplit(") ", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
-
-
-def daemon_pid(mnt):
-    p = subprocess.run(["pgrep", "-f", f" {mnt} "], capture_output=True, text=True, timeout=10)
-    for pid in p.stdout.split():
-        try:
-            cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
-        except OSError:
-            continue
-        if b"mount" in cmd and mnt.encode() in cmd:
-            return int(pid)
-    return None
 
 
 class Outcome:

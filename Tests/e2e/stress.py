@@ -37,6 +37,7 @@ import sys
 import tempfile
 import time
 import traceback
+from daemons import daemon_pid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BLOCK = 4096
@@ -270,18 +271,6 @@ def proc_state(pid):
         return open(f"/proc/{pid}/stat").read().rsplit(") ", 1)[1].split()[0]
     except (OSError, IndexError):
         return None
-
-
-def daemon_pid(mnt):
-    p = subprocess.run(["pgrep", "-f", f" {mnt} "], capture_output=True, text=True, timeout=10)
-    for pid in p.stdout.split():
-        try:
-            cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
-        except OSError:
-            continue
-        if b"mount" in cmd and mnt.encode() in cmd:
-            return int(pid)
-    return None
 
 
 class Stress:

@@ -62,6 +62,7 @@ except OSError as e:
 
 WRITER_HOLDING_OPEN = r"""
 import os, sys, time
+from daemons import daemon_pid
 fd = os.open(os.environ["DST"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
 data = open(os.environ["SRC"], "rb").read()
 off = 0
@@ -715,19 +716,6 @@ def test_sigkill_frees_a_reader_stuck_on_a_stalled_body(fx):
 
 
 # --- crash -----------------------------------------------------------------------------------
-
-
-def daemon_pid(mnt):
-    """The pid of the bucketfs process serving `mnt` (pgrep -f on the mount point)."""
-    p = subprocess.run(["pgrep", "-f", f" {mnt} "], capture_output=True, text=True, timeout=10)
-    for pid in p.stdout.split():
-        try:
-            cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
-        except OSError:
-            continue
-        if b"mount" in cmd and mnt.encode() in cmd and b"--foreground" in cmd:
-            return int(pid)
-    return None
 
 
 def _zombie(pid):

@@ -24,6 +24,7 @@ import pytest
 
 from conftest import BIN, run, sh
 from firebase_http import BUCKET, obj_path, request
+from daemons import daemon_of
 
 API_KEY = "test-api-key"
 SRC = f"firebase://{BUCKET}"
@@ -450,19 +451,6 @@ def test_firebase_mount_across_token_expiries(fb, mounts, tmp_path):
     assert rc != 0 and "Permission denied" in err, err
     wait_for(lambda: "bucketfs login" in open(mounts.log_path(mnt)).read(), what="the sign-in-again log line")
     assert f"bucketfs login firebase://{BUCKET}" in open(mounts.log_path(mnt)).read()
-
-
-def daemon_of(mnt):
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            args = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
-        except OSError:
-            continue
-        if str(mnt).encode() in args and b"--foreground" in args:
-            return int(pid), b" ".join(args)
-    raise AssertionError(f"no mount process for {mnt}")
 
 
 def test_firebase_no_token_in_logs_process_title_or_metrics(fb, mounts, tmp_path):

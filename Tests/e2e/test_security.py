@@ -32,6 +32,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv")
 # "listed:<names>", "wrote", or the errno's name.
 PROBE = r'''
 import errno, json, os, sys
+from daemons import daemon_pid
 out = {}
 for arg in sys.argv[1:]:
     op, path = arg.split("=", 1)
@@ -100,20 +101,6 @@ def listening_addresses(port):
             if int(p, 16) == port and state == "0A":
                 out.append(addr)
     return out
-
-
-def daemon_pid(mnt):
-    """The mount process of `mnt` (bucketfs mount … --foreground, started in the background)."""
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            args = open(f"/proc/{d}/cmdline", "rb").read().split(b"\0")
-        except OSError:
-            continue
-        if mnt.encode() in args and b"--foreground" in args and b"mount" in args:
-            return int(d)
-    raise AssertionError(f"no mount process for {mnt}")
 
 
 class Place:

@@ -12,25 +12,12 @@ import time
 import pytest
 
 from conftest import BIN, ROOT, sh
+from daemons import daemon_pid
 
 
 def mounted_entries(path):
     with open("/proc/self/mountinfo") as f:
         return [line for line in f if line.split()[4] == str(path)]
-
-
-def daemon_pid(mnt):
-    """The pid of the bucketfs process serving `mnt` (its command line names it and --foreground)."""
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            args = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
-        except OSError:
-            continue
-        if b"mount" in args and str(mnt).encode() in args and b"--foreground" in args:
-            return int(pid)
-    return None
 
 
 def wait_gone(pid, timeout=20):
