@@ -52,7 +52,8 @@ import Testing
         var slowRetries = fastTuning
         slowRetries.initialBackoff = .milliseconds(500)
         try await withFirebase(deadline: .seconds(2), tuning: slowRetries, tokenLifetime: 4) { f in
-            _ = try await f.store.write("o", from: .data(Data("x".utf8)), metadata: .init(), preconditions: .none)
+            // Seeded, not written through the store: only the request under test meets the 2 s deadline.
+            f.server.seed("o", Data("x".utf8))
             // Past the refresh time (a quarter of the lifetime before expiry), the token still valid.
             try await Task.sleep(for: .milliseconds(3200))
             f.server.configure { $0.refreshLatency = .seconds(10) }
@@ -68,7 +69,7 @@ import Testing
     /// its deadline (2 s) either.
     @Test func aFourOhOneWaitsForNoRefreshPastItsDeadline() async throws {
         try await withFirebase(deadline: .seconds(2)) { f in
-            _ = try await f.store.write("o", from: .data(Data("x".utf8)), metadata: .init(), preconditions: .none)
+            f.server.seed("o", Data("x".utf8))
             f.server.configure { $0.refreshLatency = .seconds(10); $0.unauthorizedNext = 1 }
             let start = ContinuousClock.now
             let e = await storageError { _ = try await f.store.getMetadata("o") }
