@@ -26,6 +26,7 @@ from urllib.parse import quote
 import pytest
 
 from conftest import BIN, Bucket, run
+from daemons import daemon_pid
 from faultproxy import FaultProxy
 
 pytestmark = pytest.mark.faults
@@ -62,7 +63,6 @@ except OSError as e:
 
 WRITER_HOLDING_OPEN = r"""
 import os, sys, time
-from daemons import daemon_pid
 fd = os.open(os.environ["DST"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
 data = open(os.environ["SRC"], "rb").read()
 off = 0

@@ -21,6 +21,7 @@ import uuid
 import pytest
 
 from conftest import BIN, run, server
+from daemons import daemon_pid
 
 NOBODY = 65534
 TOKEN = "ya29.security-test-" + uuid.uuid4().hex
@@ -32,7 +33,6 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv")
 # "listed:<names>", "wrote", or the errno's name.
 PROBE = r'''
 import errno, json, os, sys
-from daemons import daemon_pid
 out = {}
 for arg in sys.argv[1:]:
     op, path = arg.split("=", 1)
