@@ -32,7 +32,9 @@
 # Ports (this work's range): FIREBASE_PORT 9221 (the v0 server), EMULATOR_PORT 9222, proxies
 # BENCH_FB_PROXY_PORT 9223 and BENCH_GS_PROXY_PORT 9224. Environment: BUCKETFS_BIN (default: build
 # release), BENCH_N (1000), BENCH_REPS (3), BENCH_DELAY_MS (20), BENCH_BFS_OPTS (extra mount
-# options, e.g. "--max-connections 32"), BENCH_DIR, BENCH_KEEP. Not part of the test suite; about
+# options, e.g. "--max-connections 32"), BENCH_GETFATTR (1; 0 skips the `getfattr -d` after each
+# listing, which re-reads every object once the listing took longer than --metadata-ttl), BENCH_DIR,
+# BENCH_KEEP. Not part of the test suite; about
 # a minute plus the build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -122,6 +124,7 @@ run_plain() {  # KIND ENDPOINT [--ca-file PEM]: one timed run of the plain clien
   RUNS[$kind]+=" $(field "$out" seconds)"
   local st; st=$(stats "$FB_PROXY")
   REQS[$kind]="list $(field "$st" list), metadata $(field "$st" metadata), other $(field "$st" other) (the sign-in)"
+  echo "bench: $kind $(field "$out" seconds) s, server CPU${SCPU[$kind]##* } s, ${REQS[$kind]}" >&2
 }
 run_kind() {  # KIND: one timed cold `ls -l` on a fresh mount; appends to RUNS[KIND] and REQS[KIND]
   local mnt proxy="" t0 t1 s before after count c0
@@ -148,10 +151,14 @@ run_kind() {  # KIND: one timed cold `ls -l` on a fresh mount; appends to RUNS[K
   RUNS[$1]+=" $s"
   if [ -n "$proxy" ]; then
     before=$(stats "$proxy")
-    getfattr -d -R "$mnt/list" >/dev/null 2>&1
-    after=$(stats "$proxy")
-    REQS[$1]="list $(field "$before" list), metadata $(field "$before" metadata), other $(field "$before" other); getfattr -d on all $N afterwards: $(( $(field "$after" total) - $(field "$before" total) )) more"
+    REQS[$1]="list $(field "$before" list), metadata $(field "$before" metadata), other $(field "$before" other)"
+    if [ "${BENCH_GETFATTR:-1}" != 0 ]; then
+      getfattr -d -R "$mnt/list" >/dev/null 2>&1
+      after=$(stats "$proxy")
+      REQS[$1]+="; getfattr -d on all $N afterwards: $(( $(field "$after" total) - $(field "$before" total) )) more"
+    fi
   fi
+  echo "bench: $1 $s s, server CPU${SCPU[$1]##* } s, ${REQS[$1]:-}" >&2
   unmount "$mnt"
 }
 
