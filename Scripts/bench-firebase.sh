@@ -16,16 +16,25 @@
 # and bucketfs cost in CPU on this machine (the floor under the first number). The issue's
 # target: under 2 s for firebase://.
 #
+# The plain-client row: Scripts/bench/firebase_client.py makes the requests `ls -l` needs (the
+# list pages, a metadata GET per object) through the same proxy to the same server, as many at
+# once as bucketfs may (BENCH_PLAIN_CONC, default the --max-connections in BENCH_BFS_OPTS, else
+# 16: one thread and one keep-alive connection each), signed in with the Auth REST API. The issue
+# asks bucketfs's `ls -l` to run at 0.8 or more of its speed (plain time / bucketfs time). Every
+# row also gives the test server's own CPU seconds over the timed part (/proc/PID/stat).
+#
 # TLS mode (BENCH_TLS=1): nginx (Scripts/tls-front.sh, TLS_FRONT_PORT, default 9225, four ports)
 # in front of the firebase:// proxy, and two more kinds through it, with `--ca-file`:
 # `--http-version 2` (the metadata GETs as streams on one connection; what the default `auto`
 # does for them) and `--http-version 1.1` (up to --max-connections connections, one handshake
-# each).
+# each), and the plain client through it (HTTP/1.1, its connections opened before the clock).
 #
 # Ports (this work's range): FIREBASE_PORT 9221 (the v0 server), EMULATOR_PORT 9222, proxies
 # BENCH_FB_PROXY_PORT 9223 and BENCH_GS_PROXY_PORT 9224. Environment: BUCKETFS_BIN (default: build
 # release), BENCH_N (1000), BENCH_REPS (3), BENCH_DELAY_MS (20), BENCH_BFS_OPTS (extra mount
-# options, e.g. "--max-connections 32"), BENCH_DIR, BENCH_KEEP. Not part of the test suite; about
+# options, e.g. "--max-connections 32"), BENCH_GETFATTR (1; 0 skips the `getfattr -d` after each
+# listing, which re-reads every object once the listing took longer than --metadata-ttl), BENCH_DIR,
+# BENCH_KEEP. Not part of the test suite; about
 # a minute plus the build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -67,6 +76,7 @@ printf 'bench-password\n' >"$WORK/password"
 "$PY" Tests/e2e/firebase_server.py --port "$FB_PORT" --bucket "$FB_BUCKET" --rules "$WORK/rules.json" \
   --user bench@example.com:bench-password >"$WORK/firebase-server.log" 2>&1 &
 PIDS+=("$!")
+FB_PID=$!
 for _ in $(seq 1 100); do curl -sf -o /dev/null "$FB/__admin/stats" && break; sleep 0.1; done
 curl -sf -o /dev/null "$FB/__admin/stats" || { echo "bench: the firebase server did not start" >&2; cat "$WORK/firebase-server.log" >&2; exit 1; }
 "$PY" - "$FB" "$FB_BUCKET" "$WORK/tree" <<'PYEOF'
@@ -101,10 +111,26 @@ fi
 stats() { curl -sf "$1/__stats"; }
 field() { "$PY" -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
 
-declare -A RUNS REQS
+CONC="${BENCH_PLAIN_CONC:-$(sed -n 's/.*--max-connections[ =]\([0-9]*\).*/\1/p' <<<"${BENCH_BFS_OPTS:-}")}"
+CONC="${CONC:-16}"
+declare -A RUNS REQS SCPU
+run_plain() {  # KIND ENDPOINT [--ca-file PEM]: one timed run of the plain client
+  local kind="$1" out c0; shift
+  curl -sf -o /dev/null "$FB_PROXY/__reset"
+  c0=$(cpu_secs "$FB_PID")
+  out=$("$PY" Scripts/bench/firebase_client.py "$1" "$FB_BUCKET" bench/list/ bench@example.com "$WORK/password" "$CONC" "${@:2}")
+  SCPU[$kind]+=" $(awk -v a="$c0" -v b="$(cpu_secs "$FB_PID")" 'BEGIN { printf "%.2f", b - a }')"
+  [ "$(field "$out" items)" = "$N" ] || { echo "bench: $kind listed $(field "$out" items) objects, not $N" >&2; exit 1; }
+  RUNS[$kind]+=" $(field "$out" seconds)"
+  local st; st=$(stats "$FB_PROXY")
+  REQS[$kind]="list $(field "$st" list), metadata $(field "$st" metadata), other $(field "$st" other) (the sign-in)"
+  echo "bench: $kind $(field "$out" seconds) s, server CPU${SCPU[$kind]##* } s, ${REQS[$kind]}" >&2
+}
 run_kind() {  # KIND: one timed cold `ls -l` on a fresh mount; appends to RUNS[KIND] and REQS[KIND]
-  local mnt proxy="" t0 t1 s before after count
+  local mnt proxy="" t0 t1 s before after count c0
   case "$1" in
+    plain) run_plain plain "$FB_PROXY"; return ;;
+    plain-tls) run_plain plain-tls "$BUCKETFS_TLS_H2" --ca-file "$BUCKETFS_TLS_CA"; return ;;
     firebase) mnt="$(mount_bucketfs "firebase://$FB_BUCKET/bench" --read-only)"; proxy="$FB_PROXY" ;;
     # the same with no proxy and no added latency: what the test servers and bucketfs cost in CPU
     firebase-direct) mnt="$(mount_bucketfs "firebase://$FB_BUCKET/bench" --read-only --endpoint "$FB" --auth-endpoint "$FB")" ;;
@@ -115,39 +141,56 @@ run_kind() {  # KIND: one timed cold `ls -l` on a fresh mount; appends to RUNS[K
         --auth-endpoint "$BUCKETFS_TLS_H2" --ca-file "$BUCKETFS_TLS_CA" --http-version "$v")"; proxy="$FB_PROXY" ;;
   esac
   [ -z "$proxy" ] || curl -sf -o /dev/null "$proxy/__reset"
+  c0=$(cpu_secs "$FB_PID")
   t0=$(now)
   count=$(ls -l "$mnt/list" | grep -c '^-')
   t1=$(now)
+  SCPU[$1]+=" $(awk -v a="$c0" -v b="$(cpu_secs "$FB_PID")" 'BEGIN { printf "%.2f", b - a }')"
   [ "$count" = "$N" ] || { echo "bench: $1 listed $count files, not $N" >&2; exit 1; }
   s=$(elapsed "$t0" "$t1")
   RUNS[$1]+=" $s"
   if [ -n "$proxy" ]; then
     before=$(stats "$proxy")
-    getfattr -d -R "$mnt/list" >/dev/null 2>&1
-    after=$(stats "$proxy")
-    REQS[$1]="list $(field "$before" list), metadata $(field "$before" metadata), other $(field "$before" other); getfattr -d on all $N afterwards: $(( $(field "$after" total) - $(field "$before" total) )) more"
+    REQS[$1]="list $(field "$before" list), metadata $(field "$before" metadata), other $(field "$before" other)"
+    if [ "${BENCH_GETFATTR:-1}" != 0 ]; then
+      getfattr -d -R "$mnt/list" >/dev/null 2>&1
+      after=$(stats "$proxy")
+      REQS[$1]+="; getfattr -d on all $N afterwards: $(( $(field "$after" total) - $(field "$before" total) )) more"
+    fi
   fi
+  echo "bench: $1 $s s, server CPU${SCPU[$1]##* } s, ${REQS[$1]:-}" >&2
   unmount "$mnt"
 }
 
 for i in $(seq 1 "$REPS"); do
   run_kind firebase
+  run_kind plain
   run_kind gs
   run_kind firebase-direct
-  if [ -n "$TLS" ]; then run_kind firebase-tls-h2; run_kind firebase-tls-h1; fi
+  if [ -n "$TLS" ]; then run_kind firebase-tls-h2; run_kind firebase-tls-h1; run_kind plain-tls; fi
 done
+# shellcheck disable=SC2086
+cpu() { echo "server CPU (s, median of${SCPU[$1]}): $(median ${SCPU[$1]})"; }
+speed() { ratio "$2" "$1"; }  # BUCKETFS_S PLAIN_S -> plain time / bucketfs time (bucketfs's speed as a fraction of the plain client's)
 # shellcheck disable=SC2086
 FB_S=$(median ${RUNS[firebase]})
 # shellcheck disable=SC2086
 GS_S=$(median ${RUNS[gs]})
 # shellcheck disable=SC2086
 FD_S=$(median ${RUNS[firebase-direct]})
+# shellcheck disable=SC2086
+PL_S=$(median ${RUNS[plain]})
 MET=$(awk -v s="$FB_S" 'BEGIN { print (s < 2 ? "met" : "NOT met") }')
 cat <<EOF
 
 Cold ls -l of $N objects, +$DELAY_MS ms a request (medians of $REPS, fresh mount each run)
   firebase:// (v0 test server)   $FB_S s   runs:${RUNS[firebase]}
       requests of the last run: ${REQS[firebase]}
+      $(cpu firebase)
+  plain client, $CONC at once       $PL_S s   runs:${RUNS[plain]}
+      requests of the last run: ${REQS[plain]}
+      $(cpu plain)
+  bucketfs speed / plain client's (plain time / bucketfs time; target 0.8 or more): $(speed "$FB_S" "$PL_S")
   gs:// (gcp-storage-emulator)   $GS_S s   runs:${RUNS[gs]}
       requests of the last run: ${REQS[gs]}
   firebase/gs ratio              $(ratio "$FB_S" "$GS_S")
@@ -163,4 +206,10 @@ if [ -n "$TLS" ]; then
   echo "  firebase:// --http-version 2     $T2 s   runs:${RUNS[firebase-tls-h2]}"
   echo "  firebase:// --http-version 1.1   $T1 s   runs:${RUNS[firebase-tls-h1]}"
   echo "  HTTP/1.1 time / HTTP/2 time      $(ratio "$T1" "$T2")"
+  # shellcheck disable=SC2086
+  TP=$(median ${RUNS[plain-tls]})
+  echo "  plain client, $CONC HTTP/1.1 connections   $TP s   runs:${RUNS[plain-tls]}"
+  echo "      requests of the last run: ${REQS[plain-tls]}"
+  echo "  $(cpu firebase-tls-h2) (h2); $(cpu firebase-tls-h1) (h1); $(cpu plain-tls) (plain)"
+  echo "  bucketfs speed / plain client's (target 0.8 or more): --http-version 2 $(speed "$T2" "$TP"), --http-version 1.1 $(speed "$T1" "$TP")"
 fi
