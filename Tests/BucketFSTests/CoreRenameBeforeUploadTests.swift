@@ -171,4 +171,36 @@ extension CoreRenameBeforeUploadTests {
         #expect(h.store.data("b") == Data("mine".utf8))
         #expect(try await h.names("").sorted() == ["b"])
     }
+
+    /// Unlinked before its upload, a file renamed over an object takes that object with it.
+    @Test func aFileRenamedOverAnObjectThenUnlinkedLeavesNothing() async throws {
+        let (h, hold) = try await Self.queued()
+        let old = h.store.put("notes.txt", "old version")
+        _ = try await h.ino("notes.txt")
+        _ = try await Self.rsyncOne(h, ".notes.txt.AbC123", "notes.txt", Data("mine".utf8))
+        try await h.fs.unlink(parent: Harness.root, name: "notes.txt")
+        #expect(h.store.object("notes.txt") == nil)
+        #expect(h.store.deletes.last?.preconditions == Preconditions(ifGenerationMatch: old.generation))
+        hold.release()
+        await h.core.uploads.drained()
+        #expect(h.store.object("notes.txt") == nil)
+        #expect(try await h.names("") == ["first"])
+    }
+}
+
+extension CoreRenameBeforeUploadTests {
+    /// `--write-back-delay`: with nothing else queued, a file's upload still waits after its
+    /// close, so rsync's xattrs, times and rename right after close join it.
+    @Test func theDelayLetsWhatFollowsACloseJoinItsUpload() async throws {
+        let h = Harness { c in
+            c.writeBack = true
+            c.writeBackDelay = 0.3
+        }
+        _ = try await Self.rsyncOne(h, ".notes.txt.AbC123", "notes.txt", Data("page one".utf8))
+        #expect(h.store.count("write") == 0, "nothing started within the delay")
+        await h.core.uploads.drained()
+        #expect(h.store.writes.map(\.name) == ["notes.txt"])
+        #expect(h.store.object("notes.txt")?.customMetadata["color"] == "blue")
+        #expect(h.store.count("copy") == 0 && h.store.count("delete") == 0 && h.store.count("patch") == 0, "\(h.store.counts)")
+    }
 }

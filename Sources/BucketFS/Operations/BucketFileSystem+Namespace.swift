@@ -36,11 +36,17 @@ extension BucketFileSystem {
             return s
         }
         try await holdingUploadLock(staged) { () async throws(Errno) in
-            let info = try await shownInfo(n)
+            // A file renamed over an object before its first upload: that object is still there,
+            // to be replaced by the upload, and goes now instead.
+            let over = superblock.withStage(of: n) { s, _ -> Int64? in
+                if case .createdOver(let g) = s.origin { return g }
+                return nil
+            } ?? nil
+            let generation = try await shownInfo(n)?.generation ?? over
             let path = superblock.path(of: n)
-            if let info {
+            if let generation {
                 do {
-                    try await store.delete(path, preconditions: Preconditions(ifGenerationMatch: info.generation))
+                    try await store.delete(path, preconditions: Preconditions(ifGenerationMatch: generation))
                 } catch StorageError.objectNotFound {
                 } catch {
                     throw fail(error, "unlink", path)
