@@ -21,18 +21,32 @@
 #  (3) the writing alone: `cp` of the MIB MiB file into a --write-back mount of gcp-storage-emulator,
 #      timed until cp exits (the data staged; the upload follows, untimed), vs `cp` to a local
 #      file in the work directory.
+#  (4) `rsync -aX` of RSYNC_N x 4 KiB files (each with a user xattr when the work directory
+#      takes one) into the mount, through the same proxy: bucketfs default mode, bucketfs
+#      --write-back, and `rclone mount` (writes cache, write-back 0s; `rsync -a`: rclone mount
+#      has no xattrs), timed until every object is in the bucket; requests counted by the proxy
+#      (per file: target <= 1.1 with --write-back, where rsync's rename moves the queued upload),
+#      then a second rsync of the same tree, which must transfer nothing (its requests counted).
+#      The destination is listed first (`ls`) and bucketfs mounted with --metadata-ttl
+#      RSYNC_TTL (300 s, rclone's default --dir-cache-time): rsync looks up each new name several
+#      times, and a lookup in a directory with no fresh listing costs a GET and a one-item list
+#      (RSYNC_TTL=5, bucketfs's default, shows that cost). RSYNC_REPS (1) repetitions.
 #
 # Starts its own servers and proxy on BENCH_EMU_PORT (9402), BENCH_FAKE_PORT (9403) and
 # BENCH_PROXY_PORT (9404); unmounts and stops everything on exit. Not part of the test suite.
 # Environment: BUCKETFS_BIN (default: build release), BENCH_REPS (3), BENCH_MIB (256),
 # BENCH_DELAY_MS (20), BENCH_SMALL_N (400), BENCH_BFS_OPTS (extra bucketfs mount options),
-# BENCH_DIR, BENCH_KEEP, BENCH_ONLY (some of "tar cp write": the sections to run; all by default).
+# BENCH_RSYNC_N (300), BENCH_RSYNC_TTL (300), BENCH_RSYNC_REPS (1), BENCH_DIR, BENCH_KEEP, BENCH_ONLY (some of "tar cp write rsync": the
+# sections to run; all by default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS="${BENCH_REPS:-3}"
 MIB="${BENCH_MIB:-256}"
 DELAY_MS="${BENCH_DELAY_MS:-20}"
 SMALL_N="${BENCH_SMALL_N:-400}"
+RSYNC_N="${BENCH_RSYNC_N:-300}"
+RSYNC_TTL="${BENCH_RSYNC_TTL:-300}"
+RSYNC_REPS="${BENCH_RSYNC_REPS:-1}"
 UPLOAD_CONC="${BENCH_UPLOAD_CONCURRENCY:-8}"  # the plain client's width: --upload-concurrency's default
 EMU_PORT="${BENCH_EMU_PORT:-9402}"
 FAKE_PORT="${BENCH_FAKE_PORT:-9403}"
@@ -41,12 +55,15 @@ BUCKET=bucketfs-writes
 EMU="http://127.0.0.1:$EMU_PORT"
 FAKE="http://127.0.0.1:$FAKE_PORT"
 PROXY="http://127.0.0.1:$PROXY_PORT"
-ONLY="${BENCH_ONLY:-tar cp write}"
+ONLY="${BENCH_ONLY:-tar cp write rsync}"
 # The server behind the proxy for (1): emu (gcp-storage-emulator, single-threaded Python, whose
 # CPU alone is about the --write-back target) or fake (fake-gcs-server, Go, concurrent).
 TAR_SERVER="${BENCH_TAR_SERVER:-emu}"
 wants() { [[ " $ONLY " == *" $1 "* ]]; }
 command -v rclone >/dev/null || { echo "bench: rclone is not installed (Scripts/setup.sh installs it)" >&2; exit 1; }
+if [[ " $ONLY " == *" rsync "* ]]; then
+  command -v rsync >/dev/null || { echo "bench: rsync is not installed (apt-get install -y rsync)" >&2; exit 1; }
+fi
 . Scripts/bench/lib.sh bucketfs-writes
 # rclone's client puts its paths under the endpoint it is given: fake-gcs-server serves the JSON
 # API only under /storage/v1/ (gcp-storage-emulator answers at the root too).
@@ -249,6 +266,58 @@ if wants write; then
   done
 fi
 
+# --- (4) rsync -aX through the latency proxy -------------------------------------------------------
+if wants rsync; then
+  mkdir -p "$WORK/rs/tree"
+  XATTRS=yes
+  for i in $(seq -f '%04g' 0 $((RSYNC_N - 1))); do
+    head -c 4096 /dev/urandom >"$WORK/rs/tree/f$i.txt"
+    if [ "$XATTRS" = yes ]; then setfattr -n user.origin -v "bench $i" "$WORK/rs/tree/f$i.txt" 2>/dev/null || XATTRS=no; fi
+  done
+  rsync_run() {  # KIND -> "seconds total list metadata media other second_total second_transferred"
+    local run mnt t0 t1 opts counts second moved
+    run=$(next_run)
+    opts=-aX
+    case "$1" in
+      bucketfs) mnt="$(mount_bucketfs "gs://$BUCKET/rs/$run" --endpoint "$PROXY" --anonymous --metadata-ttl "$RSYNC_TTL")" ;;
+      bucketfs-wb) mnt="$(mount_bucketfs "gs://$BUCKET/rs/$run" --endpoint "$PROXY" --anonymous --metadata-ttl "$RSYNC_TTL" --write-back)" ;;
+      rclone) mnt="$(mount_rclone_rw "emuproxy:$BUCKET/rs/$run")"; opts=-a ;;
+    esac
+    ls "$mnt" >/dev/null
+    curl -sf -o /dev/null "$PROXY/__reset"
+    t0=$(now)
+    if ! rsync "$opts" "$WORK/rs/tree/" "$mnt/" >"$mnt.rsync.log" 2>&1; then
+      # (rclone 1.60 against gcp-storage-emulator: "corrupted on transfer: md5 hash differ" at
+      # every close after a rename; see its mount log)
+      echo "bench: rsync into $1 failed: $(tail -1 "$mnt.rsync.log")" >&2
+      unmount "$mnt"
+      echo "failed"
+      return
+    fi
+    "$PY" Scripts/bench/await_objects.py "$TAR_EP" "$BUCKET" "rs/$run/" "$RSYNC_N" 4096 >/dev/null
+    t1=$(now)
+    counts=$(proxy_counts)
+    curl -sf -o /dev/null "$PROXY/__reset"
+    moved=$(rsync "$opts" --stats "$WORK/rs/tree/" "$mnt/" | awk -F': ' '/Number of regular files transferred/ { gsub(/,/, "", $2); print $2 }')
+    second=$(proxy_counts | cut -d' ' -f1)
+    unmount "$mnt"
+    echo "$(elapsed "$t0" "$t1") $counts $second ${moved:-?}"
+  }
+  for _ in $(seq 1 "$RSYNC_REPS"); do
+    for kind in bucketfs bucketfs-wb rclone; do
+      line=$(rsync_run "$kind")
+      echo "bench: rsync $kind: $line (s until in the bucket; requests: total list metadata media other; second run: requests, files transferred)" >&2
+      [ "$line" = failed ] && { RES[rs_failed_$kind]=1; continue; }
+      RES[rs_runs_$kind]+=" ${line%% *}"
+      RES[rs_last_$kind]="${line#* }"
+    done
+  done
+  for kind in bucketfs bucketfs-wb rclone; do
+    # shellcheck disable=SC2086
+    if [ -n "${RES[rs_runs_$kind]:-}" ]; then RES[rs_$kind]=$(median ${RES[rs_runs_$kind]}); else RES[rs_$kind]=n/a; RES[rs_last_$kind]="- - - - - - -"; fi
+  done
+fi
+
 # --- report -----------------------------------------------------------------------------------------
 cpu_sum() { awk -v n="$(nproc)" '{ s = $1 + $2 + $3 + $4; printf "%.2f+%.2f+%.2f+%.2f = %.2f (%.2f)", $1, $2, $3, $4, s, s / n }' <<<"$1"; }
 row() { printf '  %-46s %12s   %-26s %8s   %s\n' "$@"; }
@@ -288,5 +357,20 @@ fi
 if wants write; then
   echo "(3) writing one $MIB MiB file: cp into a --write-back mount, until cp exits (the upload follows)"
   row "bucketfs vs cp to a local file (the limit)" "${RES[w_bucketfs]} s" "local ${RES[w_local]} s" "$(ratio "${RES[w_local]}" "${RES[w_bucketfs]}")" "(no target)"
+fi
+if wants rsync; then
+  echo "(4) rsync of $RSYNC_N x 4 KiB (user xattrs: $XATTRS), +$DELAY_MS ms a request, $TAR_LABEL, until all are in the bucket; bucketfs --metadata-ttl $RSYNC_TTL, medians of $RSYNC_REPS"
+  read -r rt rl rm rd ro r2 rm2 <<<"${RES[rs_last_rclone]}"
+  [ -n "${RES[rs_failed_rclone]:-}" ] && echo "   rclone: rsync failed (see the bench's stderr and the rclone mount log)"
+  for kind in bucketfs bucketfs-wb; do
+    read -r bt bl bm bd bo b2 bm2 <<<"${RES[rs_last_$kind]}"
+    if [ "$kind" = bucketfs ]; then label="default mode"; else label="--write-back"; fi
+    row "time, rsync -aX, $label vs rclone (rsync -a)" "${RES[rs_$kind]} s" "rclone ${RES[rs_rclone]} s" "$(ratio "${RES[rs_rclone]}" "${RES[rs_$kind]}")" "(no target)"
+    row "  requests, last run (list/meta/media/other)" "$bt ($bl/$bm/$bd/$bo)" "rclone $rt ($rl/$rm/$rd/$ro)" "" ""
+    pf=$(awk -v t="$bt" -v n="$RSYNC_N" 'BEGIN { printf "%.3f", t / n }')
+    if [ "$kind" = bucketfs-wb ]; then want="<= 1.1: $(awk -v r="$pf" 'BEGIN { print (r <= 1.1 ? "met" : "not met") }')"; else want=""; fi
+    row "  requests per file" "$pf" "rclone $(awk -v t="$rt" -v n="$RSYNC_N" 'BEGIN { printf "%.3f", t / n }')" "" "$want"
+    row "  second rsync: files moved, requests" "$bm2, $b2" "rclone $rm2, $r2" "" "0 files moved"
+  done
 fi
 echo "   (whole bench $(elapsed "$T_START" "$(now)") s)"

@@ -121,7 +121,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         readPath = ReadPath(store: store, config: config, logger: logger)
         recovered = staging.recoverOrphans()
         superblock = Superblock(config: config, stat: stat, counters: cacheCounters)
-        uploads = UploadQueue(limit: config.uploadConcurrency)
+        uploads = UploadQueue(limit: config.uploadConcurrency, delay: config.writeBackDelay)
         uploads.start { [weak self] n, s in await self?.uploadQueued(n, s) ?? false }
     }
 

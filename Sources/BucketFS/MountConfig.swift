@@ -64,6 +64,10 @@ public struct MountConfig: Sendable {
     public var writeBack = false
     /// Background uploads under way at once in write-back mode.
     public var uploadConcurrency = 8
+    /// Seconds from a close to the start of its upload in write-back mode: the xattrs, times and
+    /// rename a tool sets right after close (rsync's temporary name) join the upload that waits
+    /// (docs/SEMANTICS.md §3.4).
+    public var writeBackDelay: Double = 0.5
     /// The type an object created here gets when nobody gives one, at its upload and again at a
     /// rename when that type was inferred here (docs/SEMANTICS.md §4.1).
     public var contentTypes = ContentTypePolicy()

@@ -36,6 +36,7 @@ struct Mount: AsyncParsableCommand {
         guard (1...1000).contains(listPageSize) else { throw ValidationError("--list-page-size must be 1…1000") }
         guard uploadChunkMB >= 0 else { throw ValidationError("--upload-chunk-mb must be ≥ 0 (0: the whole file in one request)") }
         guard uploadConcurrency >= 1 else { throw ValidationError("--upload-concurrency must be ≥ 1") }
+        guard writeBackDelay >= 0, writeBackDelay <= 3600 else { throw ValidationError("--write-back-delay must be between 0 and 3600 seconds") }
         guard metadataTTL >= 0 else { throw ValidationError("--metadata-ttl must be ≥ 0") }
         guard maxCachedEntries >= 1 else { throw ValidationError("--max-cached-entries must be ≥ 1") }
         guard opTimeout > 0, idleTimeout > 0 else { throw ValidationError("--op-timeout and --idle-timeout must be > 0") }
@@ -181,6 +182,7 @@ struct Mount: AsyncParsableCommand {
         config.retryBackoffMax = retryBackoffMax
         config.writeBack = writeBack
         config.uploadConcurrency = uploadConcurrency
+        config.writeBackDelay = writeBackDelay
         config.failureTTL = failureTTL
         config.contentTypes = contentTypes.policy
         let core: BucketFileSystem

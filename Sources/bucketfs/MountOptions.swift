@@ -23,6 +23,8 @@ struct MountBehaviourOptions: ParsableArguments {
     var writeBack = false
     @Option(name: .customLong("upload-concurrency"), help: "With --write-back: uploads under way at once.")
     var uploadConcurrency: Int = MountConfig.defaults.uploadConcurrency
+    @Option(name: .customLong("write-back-delay"), help: "With --write-back: seconds from a close to the start of its upload, so that the xattrs, times and rename a tool sets right after close (rsync) join it.")
+    var writeBackDelay: Double = MountConfig.defaults.writeBackDelay
     @Flag(help: "Stay in the foreground (logs go to standard error); for systemd units and debugging.")
     var foreground = false
     @Flag(name: .customLong("allow-shared-files"), help: SharedFiles.help)
@@ -98,6 +100,7 @@ extension Mount {
     var foreground: Bool { behaviour.foreground }
     var writeBack: Bool { behaviour.writeBack }
     var uploadConcurrency: Int { behaviour.uploadConcurrency }
+    var writeBackDelay: Double { behaviour.writeBackDelay }
     var metadataTTL: Double { caching.metadataTTL }
     var cacheDir: String? { caching.cacheDir }
     var readAheadMB: Int { caching.readAheadMB }

@@ -1,4 +1,4 @@
-import BucketFS
+@testable import BucketFS
 import Foundation
 import FuseKit
 import StorageModel
@@ -67,12 +67,14 @@ import Testing
         #expect(h.store.object("noext")?.contentType == "application/octet-stream")
     }
 
-    /// rsync writes `.pic.jpg.XXXXXX`, closes it, then renames it: the copy carries the final name's type.
+    /// rsync writes `.pic.jpg.XXXXXX`, closes it, then renames it: the copy (or, with write-back,
+    /// the upload under the final name) carries the final name's type.
     @Test(arguments: [false, true]) func aRenameFromATemporaryNameTakesTheFinalNamesType(writeBack: Bool) async throws {
         let h = harness(writeBack: writeBack)
         try await h.createFile("", ".pic.jpg.AbC123", Data("jpeg bytes".utf8))
         if !writeBack { #expect(h.store.object(".pic.jpg.AbC123")?.contentType == "application/octet-stream") }
         try await h.fs.rename(parent: Harness.root, name: ".pic.jpg.AbC123", newParent: Harness.root, newName: "pic.jpg", flags: 0)
+        await h.core.uploads.drained()
         let o = try #require(h.store.object("pic.jpg"))
         #expect(o.contentType == "image/jpeg")
         #expect(h.store.object(".pic.jpg.AbC123") == nil)

@@ -42,6 +42,8 @@ final class Harness: @unchecked Sendable {
         c.cacheDirectory = cacheDirectory
         c.metadataTTL = 5
         c.now = { clock.now }
+        // Queued uploads start at once unless a test asks for the delay.
+        c.writeBackDelay = 0
         configure(&c)
         fs = CheckedCore(try! BucketFileSystem(store: store, config: c), every: checkEvery)
     }

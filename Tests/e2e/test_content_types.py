@@ -3,6 +3,7 @@
 rsync's temporary names, `bucketfs put`, an explicit type winning, and a second `rsync -aXi` of an
 unchanged tree that itemizes nothing and writes no metadata. Firebase's: test_firebase.py."""
 import os
+import time
 
 import pytest
 
@@ -42,6 +43,11 @@ def check_rsync_types_and_second_run(bucket, mounts, tmp_path, *options):
     os.mkdir(dst)
     sh(["rsync", "-aX", f"{src}/", f"{dst}/"])
     for rel, want in EXPECTED.items():
+        # with --write-back the uploads follow rsync's exit
+        for _ in range(100):
+            if bucket.exists("rs/" + rel):
+                break
+            time.sleep(0.1)
         assert bucket.stat("rs/" + rel)["contentType"] == want, rel
     # A type an object has anyway is not listed; the explicit one is, and every one reads by name.
     assert "user.storage.contentType" not in os.listxattr(f"{dst}/pic.jpg")

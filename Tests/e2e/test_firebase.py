@@ -527,6 +527,10 @@ def test_firebase_rsync_types_from_final_names_and_a_second_run_moves_nothing(fb
     sh(["rsync", "-aX", f"{src}/", f"{mnt}/rs/"])
     def obj(rel):
         return fb.server.get_object(BUCKET, fb.home("rs/" + rel))
+    # with --write-back the uploads follow rsync's exit
+    deadline = time.time() + 10
+    while time.time() < deadline and not all(obj(r) for r in ("pic.jpg", "sub/page.html", "sub/notes", "explicit.jpg")):
+        time.sleep(0.05)
     assert obj("pic.jpg").props["contentType"] == "image/jpeg"
     assert obj("sub/page.html").props["contentType"] == "text/html"
     assert obj("sub/notes").props["contentType"] == "application/octet-stream"

@@ -354,6 +354,50 @@ def test_rsync_aX_into_mount(any_bucket, mounts, tmp_path):
     assert sorted(os.listdir(f"{mnt}/rs")) == ["a.txt", "sub"]
 
 
+def test_rsync_aX_with_write_back_uploads_each_file_once_under_its_final_name(any_bucket, mounts, tmp_path):
+    """--write-back (docs/SEMANTICS.md §3.4): rsync closes its temporary ".name.XXXXXX", sets its
+    xattrs and times, then renames it while its upload still waits in the queue: the rename moves
+    the upload, so each file is uploaded once, under its final name, with its metadata and the
+    final name's type, and nothing is copied, deleted or patched. A second run moves nothing."""
+    n = 60
+    src = tmp_path / "tree"
+    src.mkdir()
+    for i in range(n):
+        p = src / f"f{i:03}.txt"
+        p.write_bytes(os.urandom(2000))
+        os.setxattr(p, "user.k", f"v{i}".encode())
+        os.utime(p, (1600000000, 1600000000))
+    log = tmp_path / "req.log"
+    mnt = mounts.mount(any_bucket.src(), "--request-log", str(log), "--metadata-ttl", "30", "--write-back")
+    os.mkdir(f"{mnt}/rs")
+    os.listdir(f"{mnt}/rs")
+    log.write_text("")
+    sh(["rsync", "-aXO", f"{src}/", f"{mnt}/rs/"])
+    deadline = time.time() + 60
+    while time.time() < deadline and sum(op == "write" for op, _ in requests(log)) < n:
+        time.sleep(0.1)
+    reqs = requests(log)
+    writes = sorted(name for op, name in reqs if op == "write")
+    assert writes == [f"rs/f{i:03}.txt" for i in range(n)], reqs
+    assert [r for r in reqs if r[0] in ("copy", "delete", "patch")] == [], reqs
+    assert len(reqs) <= 1.1 * n, (len(reqs), reqs)
+    for i in range(n):
+        name = f"rs/f{i:03}.txt"
+        for _ in range(100):
+            if any_bucket.exists(name):
+                break
+            time.sleep(0.1)
+        meta = any_bucket.stat(name)
+        assert meta["md5Hash"] == md5_b64((src / f"f{i:03}.txt").read_bytes()), name
+        assert meta["customMetadata"].get("k") == f"v{i}", meta
+        assert meta["customMetadata"].get("goog-reserved-file-mtime") == "1600000000", meta
+        assert meta["contentType"] == "text/plain", meta
+    log.write_text("")
+    again = sh(["rsync", "-aXOi", f"{src}/", f"{mnt}/rs/"]).stdout.decode().strip()
+    assert again == "", again
+    assert [r for r in requests(log) if r[0] in ("write", "copy", "delete", "patch")] == [], requests(log)
+
+
 # --- lost races between two mounts -----------------------------------------------------------
 
 

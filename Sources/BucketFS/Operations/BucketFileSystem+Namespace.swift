@@ -36,11 +36,17 @@ extension BucketFileSystem {
             return s
         }
         try await holdingUploadLock(staged) { () async throws(Errno) in
-            let info = try await shownInfo(n)
+            // A file renamed over an object before its first upload: that object is still there,
+            // to be replaced by the upload, and goes now instead.
+            let over = superblock.withStage(of: n) { s, _ -> Int64? in
+                if case .createdOver(let g) = s.origin { return g }
+                return nil
+            } ?? nil
+            let generation = try await shownInfo(n)?.generation ?? over
             let path = superblock.path(of: n)
-            if let info {
+            if let generation {
                 do {
-                    try await store.delete(path, preconditions: Preconditions(ifGenerationMatch: info.generation))
+                    try await store.delete(path, preconditions: Preconditions(ifGenerationMatch: generation))
                 } catch StorageError.objectNotFound {
                 } catch {
                     throw fail(error, "unlink", path)
@@ -115,6 +121,7 @@ extension BucketFileSystem {
     }
 
     func renameFile(_ src: Node, to dstPath: String, replacing dst: Node?, noReplace: Bool = false) async throws(Errno) {
+        if try await renameBeforeUpload(src, to: dstPath, replacing: dst) { return }
         try await upload(ino: src.ino)
         let info = try await shownInfo(src)
         let (srcPath, staged) = (superblock.path(of: src), superblock.stage(of: src))
@@ -168,6 +175,37 @@ extension BucketFileSystem {
                     s.metadata.contentDisposition = nil
                 }
             }
+        }
+    }
+
+    /// A file whose content was never uploaded (created here; its upload queued, waiting to
+    /// retry, or its writer still open) is renamed where it waits (docs/SEMANTICS.md §3.4): one
+    /// upload under the new name, with the metadata set meanwhile and the type the new name means
+    /// (unless one was given), replacing exactly the generation shown there; no copy, no delete.
+    /// Holds the upload lock, so no attempt is under way; the sidecar names the new object before
+    /// the lock is released, so a crash after the rename keeps the data under the new name. False
+    /// when the rename must copy (the content is in the bucket already).
+    func renameBeforeUpload(_ src: Node, to dstPath: String, replacing dst: Node?) async throws(Errno) -> Bool {
+        guard let s = superblock.stage(of: src), superblock.withStage(of: src, stage: s, { s, _ in s.renamesBeforeUpload }) == true else {
+            return false
+        }
+        return try await holdingUploadLock(s) { () async throws(Errno) -> Bool in
+            var dstGen: Int64? = nil
+            if let dst, dst !== src {
+                // A destination never uploaded itself replaces what its own upload would have.
+                let pending = superblock.withStage(of: dst) { d, _ in (d.createdHere && d.state.unsaved, d.origin.ifGenerationMatch) }
+                if let (unsaved, pendingOver) = pending, unsaved {
+                    dstGen = pendingOver == 0 ? nil : pendingOver
+                } else {
+                    dstGen = try await shownInfo(dst)?.generation
+                }
+            }
+            guard superblock.withStage(of: src, stage: s, { s, _ in s.renamedBeforeUpload(over: dstGen) }) == true else { return false }
+            let (discarded, moved) = superblock.movedFile(src, to: dstPath, replacing: dst)
+            if let (d, path) = discarded { discardStaged(d, path: path, because: "another file was renamed over it") }
+            if let m = moved { staging.rerecord(m) { sidecarTarget(src, m) } }
+            if let dst, dst !== src { dropStageIfIdle(dst) }
+            return true
         }
     }
 

@@ -13,6 +13,9 @@ import StorageModel
 ///     retriesEnded ◀── waitingToRetry(k) ◀──scheduleRetries / retryAttempt(k)
 ///     giveUp(errno) (data in lost+found) ──▶ givenUp      delete() (any state) ──▶ deleted
 ///
+/// A rename before the first upload (`renamedBeforeUpload`) changes no state: the pending upload
+/// goes to the new name, with the generation it replaces there as its `origin`.
+///
 /// Guarded by the superblock's lock (GUARDED_BY(Superblock.lock)): `origin`, `state`, `size`,
 /// `metadata`, `openHandles`, `pins`, `retryTask`, `keptAs`. The sidecar's `recorded` has a lock of its own
 /// (`sidecarLock`, StagingArea.swift), taken with no other NSLock held. `fd`'s bytes are written
@@ -64,7 +67,14 @@ final class StagedFile: @unchecked Sendable {
         self.metadata = metadata
     }
 
-    var createdHere: Bool { origin == .createdHere }
+    /// Not in the bucket under its name until its first upload (created here, and perhaps
+    /// renamed over another object since).
+    var createdHere: Bool {
+        switch origin {
+        case .createdHere, .createdOver: return true
+        case .generation: return false
+        }
+    }
 
     // MARK: - the upload life's transitions (under the superblock's lock)
 
@@ -167,6 +177,21 @@ final class StagedFile: @unchecked Sendable {
         return unsaved
     }
 
+    /// A rename of content that was never uploaded (created here, its upload queued, waiting to
+    /// retry, or still open) moves the pending upload itself: it is uploaded once, under the new
+    /// name, replacing exactly `generation` there (nil: nothing there). False, and nothing
+    /// changes, when the content is in the bucket already or saved (then the rename copies), or
+    /// when it was itself renamed over an object: that object must go from the old name, so its
+    /// upload replaces it there first.
+    func renamedBeforeUpload(over generation: Int64?) -> Bool {
+        guard renamesBeforeUpload else { return false }
+        origin = generation.map { .createdOver($0) } ?? .createdHere
+        return true
+    }
+
+    /// Whether a rename would move the pending upload (`renamedBeforeUpload`).
+    var renamesBeforeUpload: Bool { origin == .createdHere && state.unsaved && cutOff == nil }
+
     /// A rename copied the object: the next upload replaces generation `generation`.
     func rebase(on generation: Int64) {
         origin = .generation(generation)
@@ -174,7 +199,11 @@ final class StagedFile: @unchecked Sendable {
 
     /// A directory rename copied the object the content was made from (`from`) to `to`.
     func rebase(from: Int64, to: Int64) {
-        if case .generation(let g) = origin, g == from { origin = .generation(to) }
+        switch origin {
+        case .generation(let g) where g == from: origin = .generation(to)
+        case .createdOver(let g) where g == from: origin = .createdOver(to)
+        default: break
+        }
     }
 
     /// The upload life's invariants that do not hold now (under the superblock's lock).

@@ -7,12 +7,21 @@ import Foundation
 /// again, renamed, fsynced or deleted meanwhile is handled by the states of BucketFileSystem+Uploads.swift: an
 /// upload finds the content as it is when it starts, a deleted file uploads nothing.
 ///
+/// A file's upload starts no sooner than `delay` after its close (`--write-back-delay`): what a
+/// tool does right after close (rsync sets xattrs and times, then renames its temporary name)
+/// joins the upload that waits, instead of costing a request of its own or a second upload.
+///
 /// INVARIANT: a stage is at most once in `waiting`; `running` counts the jobs started and not
 /// finished, never more than `limit` while the queue is open.
 final class UploadQueue: @unchecked Sendable {
     let limit: Int
+    /// Seconds from a file's close to the earliest start of its upload.
+    let delay: Double
     private let lock = NSLock()
-    private var waiting: [(Node, StagedFile)] = []
+    /// In the order files were closed, each with the earliest start of its upload.
+    private var waiting: [(Node, StagedFile, ready: ContinuousClock.Instant)] = []
+    /// A task waits for the first waiting file to be ready (slots were free when it was queued).
+    private var wakeScheduled = false
     private var waitingIDs: Set<ObjectIdentifier> = []
     private var running = 0
     private var failed = 0
@@ -21,8 +30,9 @@ final class UploadQueue: @unchecked Sendable {
     /// The job: one upload attempt of a file; true when its content is saved (or needs no upload).
     private var job: (@Sendable (Node, StagedFile) async -> Bool)?
 
-    init(limit: Int) {
+    init(limit: Int, delay: Double = 0) {
         self.limit = max(1, limit)
+        self.delay = max(0, delay)
     }
 
     /// Sets the job (once, when the core is made; nothing is queued before).
@@ -34,7 +44,7 @@ final class UploadQueue: @unchecked Sendable {
     func enqueue(_ n: Node, _ s: StagedFile) {
         let start: [(Node, StagedFile)] = lock.withLock {
             guard !closed, waitingIDs.insert(ObjectIdentifier(s)).inserted else { return [] }
-            waiting.append((n, s))
+            waiting.append((n, s, ContinuousClock.now + .milliseconds(Int64(delay * 1000))))
             return startLocked()
         }
         launch(start)
@@ -83,8 +93,8 @@ final class UploadQueue: @unchecked Sendable {
             if running < 0 || (!closed && running > limit) {
                 bad.append("the upload queue runs \(running) uploads, its limit is \(limit)")
             }
-            if !closed, !waiting.isEmpty, running < limit {
-                bad.append("the upload queue has \(waiting.count) files waiting and only \(running) of \(limit) running")
+            if !closed, !waiting.isEmpty, running < limit, !wakeScheduled {
+                bad.append("the upload queue has \(waiting.count) files waiting and only \(running) of \(limit) running, and nothing scheduled to start them")
             }
             if failed < 0 { bad.append("the upload queue counts \(failed) failures") }
             return bad
@@ -96,11 +106,25 @@ final class UploadQueue: @unchecked Sendable {
 
     private func startLocked() -> [(Node, StagedFile)] {
         var start: [(Node, StagedFile)] = []
-        while running < limit, !waiting.isEmpty {
-            let next = waiting.removeFirst()
+        let now = ContinuousClock.now
+        while running < limit, let next = waiting.first, next.ready <= now {
+            waiting.removeFirst()
             waitingIDs.remove(ObjectIdentifier(next.1))
             running += 1
-            start.append(next)
+            start.append((next.0, next.1))
+        }
+        // Slots free and the next file not ready yet: start it when it is (files are ready in
+        // the order they were queued, so the first is the next).
+        if running < limit, let next = waiting.first, !wakeScheduled {
+            wakeScheduled = true
+            Task { [self] in
+                try? await Task.sleep(until: next.ready, clock: .continuous)
+                let more: [(Node, StagedFile)] = lock.withLock {
+                    wakeScheduled = false
+                    return closed ? [] : startLocked()
+                }
+                launch(more)
+            }
         }
         return start
     }

@@ -35,6 +35,10 @@ enum UploadState: Equatable {
 enum StageOrigin: Equatable {
     /// Created here: not in the bucket until its first upload (`ifGenerationMatch=0`).
     case createdHere
+    /// Created here and renamed, before its first upload, over the object of this generation
+    /// (docs/SEMANTICS.md §3.4): not in the bucket under its name until that upload, which
+    /// replaces exactly this generation.
+    case createdOver(Int64)
     /// A copy of (or a truncation of) this generation; uploads replace exactly it.
     case generation(Int64)
 
@@ -42,6 +46,7 @@ enum StageOrigin: Equatable {
     var ifGenerationMatch: Int64 {
         switch self {
         case .createdHere: return 0
+        case .createdOver(let g): return g
         case .generation(let g): return g
         }
     }

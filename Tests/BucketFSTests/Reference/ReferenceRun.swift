@@ -306,9 +306,11 @@ final class ReferenceRun {
             }, expected: expected)
             if expected == nil {
                 if srcKind == .file {
-                    // Unsaved content is uploaded first; the object is copied, then deleted.
+                    // Content never uploaded (created here) moves where it waits, and is uploaded
+                    // under the new name later; other unsaved content is uploaded first, and the
+                    // object is copied, then deleted (docs/SEMANTICS.md §3.4).
                     let id = model.file(at: src)
-                    model.upload(id)
+                    if let s = model.files[id]?.stage, s.createdHere, s.dirty, !s.deleted {} else { model.upload(id) }
                     model.detach(dst)
                     if let o = model.objects[src] {
                         model.remove(src)
