@@ -101,7 +101,7 @@ enum MountHelper {
                     case "nonempty": out.append("--allow-non-empty")  // libfuse 2's name
                     case "rw", "dev", "suid", "nodev", "nosuid", "exec", "noexec", "auto", "noauto", "user", "nouser", "users",
                          "defaults", "nofail", "-netdev", "async", "atime", "noatime", "relatime", "nodiratime": break
-                    case _ where name.hasPrefix("x-") || name.hasPrefix("comment="): break
+                    case _ where name.hasPrefix("x-") || name == "comment": break
                     default:
                         if kv.count == 2 { out += ["--" + name, kv[1]] } else { out.append("--" + name) }
                     }

@@ -107,6 +107,8 @@ extension MetricsAddress {
     @Test func mountHelperDropsOptionsMeantForMountAndSystemd() {
         #expect(MountHelper.translate(["gs://b", "/mnt", "-o", "rw,noauto,_netdev,nofail,x-systemd.automount,key_file=/k.json,allow_other"])
             == ["gs://b", "/mnt", "--key-file", "/k.json", "--allow-other"])
+        // comment=… is for the tools that read fstab (systemd, util-linux), never for the filesystem.
+        #expect(MountHelper.translate(["gs://b", "/mnt", "-o", "comment=systemd.automount,ro"]) == ["gs://b", "/mnt", "--read-only"])
     }
 
     @Test func mountHelpIsGrouped() {
