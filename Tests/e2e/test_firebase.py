@@ -883,3 +883,36 @@ def test_firebase_public_and_own_folder_as_two_mounts(fb, mounts, tmp_path):
     assert open(f"{mine}/mine.txt").read() == "mine\n"
     assert open(f"{public}/hello.txt").read() == "hello\n"
     assert "hello.txt" in run("ls", f"{SRC}/public").stdout.decode()
+
+
+# --- names: buckets checked before any request, every segment encoded -------------------------
+
+def test_firebase_names_that_are_not_buckets_reach_no_server(fb):
+    """`login firebase://Bad_Bucket!` and `firebase://..` said "signed in" and sent `GET /v0/b/../o`:
+    now they are refused by Cloud Storage's naming rules before any request."""
+    fb.server.reset_stats()
+    for src in ["firebase://Bad_Bucket!", "firebase://..", "firebase://ab"]:
+        p = run("login", src, "--api-key", API_KEY, "--anonymous", check=False)
+        err = p.stderr.decode()
+        assert p.returncode != 0 and "not a bucket name" in err, (src, p.returncode, err)
+        p = run("ls", src + "/x", check=False)
+        assert p.returncode != 0 and "not a bucket name" in p.stderr.decode(), (src, p.stderr)
+    assert fb.server.snapshot_stats()["requests"] == 0, fb.server.requests
+
+
+def test_firebase_awkward_names_reach_their_objects(fb, mounts):
+    """Every path segment is percent-encoded, `.`-runs included: names with `..`, `%`, `#`, `?`,
+    spaces and non-ASCII reach exactly their own objects through the library and the mount."""
+    fb.login_email()
+    names = ["a..b.txt", "..hidden-ish", "per%cent", "hash#tag", "what?ever", "two words", "née ünïcode", "..."]
+    for n in names:
+        run("put", "-", f"{SRC}/{fb.home('awk/' + n)}", input=n.encode())
+    for n in names:
+        obj = fb.server.get_object(BUCKET, fb.home("awk/" + n))
+        assert obj is not None and obj.data == n.encode(), n
+        assert run("cat", f"{SRC}/{fb.home('awk/' + n)}").stdout == n.encode(), n
+    mnt = mounts.mount(f"{SRC}/{fb.home()}")
+    shown = sorted(os.listdir(f"{mnt}/awk"))
+    assert shown == sorted(names), shown
+    for n in names:
+        assert open(f"{mnt}/awk/{n}", "rb").read() == n.encode(), n

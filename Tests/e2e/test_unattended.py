@@ -236,9 +236,12 @@ def test_a_full_cache_directory_is_logged_counted_and_never_uploads_a_partial_fi
     finally:
         pid = daemon_pid(tmp_path / "mnt")
         subprocess.run(["fusermount3", "-uz", str(tmp_path / "mnt")], capture_output=True)
-        if pid:
-            wait_gone(pid)  # it holds the cache directory until it exits
-        subprocess.run(["umount", str(tiny)], capture_output=True)
+        try:
+            if pid:
+                wait_gone(pid)  # it holds the cache directory until it exits
+        finally:
+            # Lazily, so that a process still holding it never leaves the tmpfs mounted.
+            subprocess.run(["umount", "-l", str(tiny)], capture_output=True)
 
 
 # --- crashes: cut-off files, the bucket already has it, another cache directory, recover -----------
