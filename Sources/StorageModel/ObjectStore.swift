@@ -137,6 +137,9 @@ public protocol ObjectStore: Sendable {
     /// arrives with the write). Rules that look at the content (its size, its bytes) cannot be
     /// answered here: `.allowed` promises nothing about them. A wrapper must forward it.
     func probeCreate(_ name: String, metadata: WritableMetadata) async throws -> CreateAnswer?
+    /// The store's past (`VersionListing`), or nil when it keeps or shows no old generations.
+    /// A wrapper must forward it.
+    var versions: (any VersionListing)? { get }
 }
 
 /// What a store's access rules say about creating an object, before any byte is sent.
@@ -150,6 +153,7 @@ extension ObjectStore {
     public var isLocal: Bool { false }
     public func openLocal(_ name: String, generation: Int64) async throws -> Int32? { nil }
     public func probeCreate(_ name: String, metadata: WritableMetadata) async throws -> CreateAnswer? { nil }
+    public var versions: (any VersionListing)? { nil }
     /// One `read`, delivered whole.
     public func stream(_ name: String, generation: Int64, range: Range<Int64>,
                        deliver: @escaping @Sendable (Data) throws -> Void) async throws {
