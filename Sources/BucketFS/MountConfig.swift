@@ -8,6 +8,9 @@ public struct MountConfig: Sendable {
     public static let defaults = MountConfig()
 
     public var readOnly = false
+    /// The moment a mount at a moment shows (`--at`; read-only): modes show as they were then,
+    /// not masked to read-only ones as a live `--read-only` mount masks them.
+    public var pastMoment: Date?
     public var uid: UInt32 = getuid()
     public var gid: UInt32 = getgid()
     public var fileMode: UInt32 = 0o644

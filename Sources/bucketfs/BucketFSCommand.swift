@@ -10,7 +10,7 @@ struct BucketFSCommand: AsyncParsableCommand {
         abstract: "Mount a Cloud Storage bucket (gs://), a Firebase bucket as a signed-in user (firebase://) or an embedded local bucket as a directory, with object metadata as extended attributes.",
         version: "bucketfs \(BuildInfo.version) (commit \(BuildInfo.commit))",
         subcommands: [Mount.self, Unmount.self, Login.self, Logout.self, Whoami.self, MakeBucket.self, Ls.self, Stat.self, Cat.self,
-                      Put.self, Rm.self, Meta.self, Status.self, Recover.self]
+                      Put.self, Rm.self, Meta.self, Versions.self, Restore.self, Status.self, Recover.self]
     )
 
     /// `mount -t fuse.bucketfs SOURCE DIR -o opts` runs `bucketfs SOURCE DIR -o opts`

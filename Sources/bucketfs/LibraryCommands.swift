@@ -84,10 +84,13 @@ struct Ls: AsyncParsableCommand {
     var maxResults: Int?
     @Option(name: .customLong("page-token")) var pageToken: String?
     @Flag(name: .shortAndLong, help: "Long format: size, updated, generation.") var long = false
+    @Option(name: .customLong("at"), help: "As it was at TIME: RFC 3339 or a duration back from now (90m, 2h, 3d); needs a bucket that keeps old versions.")
+    var at: String?
     @OptionGroup var access: AccessOptions
 
     func run() async throws {
         try await access.perform("ls", on: target) { t in
+            t = try await t.at(at, scope: t.treePrefix, source: target)
             let result: StorageListResult
             if maxResults != nil || pageToken != nil {
                 result = try await t.ref.list(maxResults: maxResults ?? 1000, pageToken: pageToken)
@@ -114,11 +117,14 @@ struct Stat: AsyncParsableCommand {
     @Flag(help: "Print JSON.") var json = false
     @Option(name: .customLong("object"), help: "Use this exact object name (e.g. a placeholder 'dir/').")
     var exactName: String?
+    @Option(name: .customLong("at"), help: "As it was at TIME: RFC 3339 or a duration back from now (90m, 2h, 3d); needs a bucket that keeps old versions.")
+    var at: String?
     @OptionGroup var access: AccessOptions
 
     func run() async throws {
         try await access.perform("stat", on: target) { t in
             if let exactName { t = Target(storage: t.storage, ref: t.storage.reference().exactly(exactName)) }
+            t = try await t.at(at, scope: t.ref.fullPath, source: target)
             let m = try await t.ref.getMetadata()
             var fields: [(String, String)] = [
                 ("bucket", m.bucket), ("fullPath", m.fullPath), ("name", m.name), ("size", String(m.size)),
@@ -147,10 +153,13 @@ struct Stat: AsyncParsableCommand {
 struct Cat: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Write an object's bytes to standard output.")
     @Argument var target: String
+    @Option(name: .customLong("at"), help: "As it was at TIME: RFC 3339 or a duration back from now (90m, 2h, 3d); needs a bucket that keeps old versions.")
+    var at: String?
     @OptionGroup var access: AccessOptions
 
     func run() async throws {
         try await access.perform("cat", on: target) { t in
+            t = try await t.at(at, scope: t.ref.fullPath, source: target)
             try StoragePath.validateObjectName(t.ref.fullPath)
             let info = try await t.storage.store.getMetadata(t.ref.fullPath)
             var off: Int64 = 0

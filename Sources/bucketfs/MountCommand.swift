@@ -30,6 +30,13 @@ struct Mount: AsyncParsableCommand {
     @OptionGroup(title: "Logging and metrics") var monitoring: MonitoringOptions
 
     func validate() throws {
+        if let at = behaviour.at {
+            do { _ = try PointInTime(parsing: at) } catch { throw ValidationError("--at: \(error)") }
+            // Said at once, before any login or request: the v0 API lists live objects only.
+            if let parsed = try? Source.parse(source, splitLocal: false), case .firebase = parsed {
+                throw ValidationError(KeptPast.none(source: parsed.display))
+            }
+        }
         guard UInt32(fileMode, radix: 8) != nil, UInt32(dirMode, radix: 8) != nil else {
             throw ValidationError("--file-mode and --dir-mode take octal permission bits, e.g. 644")
         }
@@ -97,7 +104,8 @@ struct Mount: AsyncParsableCommand {
         close(logFD)
         // A token given with --id-token or --token reaches the mount process through its
         // environment, never its arguments (its process title is readable by every user).
-        let (rest, secrets) = SecretArguments.extract(effectiveArguments)
+        let now = Date()
+        let (rest, secrets) = SecretArguments.extract(PastMount.pinned(effectiveArguments, now: now))
         var args = [CommandLine.arguments[0]] + rest
         args += ["--foreground", "--source-checked"]
         if cacheDir == nil { args += ["--cache-dir", cacheDirectory] }
@@ -113,7 +121,12 @@ struct Mount: AsyncParsableCommand {
         while Date() < deadline {
             if MountPointCheck.mounts(at: point).contains(where: { $0.type == "fuse.bucketfs" && !before.contains($0.id) }) {
                 var st = statvfs()
-                if statvfs(mountpointPath, &st) == 0 { return }
+                if statvfs(mountpointPath, &st) == 0 {
+                    if let at = behaviour.at, let moment = try? PointInTime(parsing: at, now: now) {
+                        print("\(mountpointPath) shows \(source) as it was at \(moment), read-only")
+                    }
+                    return
+                }
             }
             var status: Int32 = 0
             if waitpid(pid, &status, WNOHANG) == pid {
@@ -156,12 +169,17 @@ struct Mount: AsyncParsableCommand {
                                   deadline: .milliseconds(Int64(opTimeout * 1000)))
             counting = store as? any ConnectionCounting
             store = try instrument(store)
+            if let at = behaviour.at { store = try await PastMount.view(store, at: at, source: parsed.display, logger: logger) }
+        } catch let e as PastMount.Refusal {
+            logger.critical("cannot mount \(source): \(e)")
+            throw ExitCode(1)
         } catch {
             logger.critical("cannot open \(source): \(error)")
             throw ExitCode(1)
         }
         var config = MountConfig()
         config.readOnly = readOnly
+        config.pastMoment = (store as? PastStore)?.moment
         if let uid { config.uid = uid }
         if let gid { config.gid = gid }
         config.fileMode = UInt32(fileMode, radix: 8) ?? MountConfig.defaults.fileMode
@@ -210,7 +228,11 @@ struct Mount: AsyncParsableCommand {
         // stat of the mount point before the loop runs would wait for ever on the kernel's INIT.
         let point = mountpointPath
         let session = try FuseMounter.mount(filesystem: fs, mountpoint: point, options: options, logger: logger)
-        logger.notice("mounted \(source) at \(point)")
+        if let past = store as? PastStore {
+            logger.notice("mounted \(source) at \(point) as it was at \(PointInTime(date: past.moment)), read-only")
+        } else {
+            logger.notice("mounted \(source) at \(point)")
+        }
         KernelReadAhead.apply(kilobytes: kernelReadAheadKB, mountpoint: point, logger: logger)
         await FuseMounter.run(session)
         logger.notice("unmounted \(point)")

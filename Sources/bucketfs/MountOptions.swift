@@ -10,6 +10,8 @@ import GCSStore
 
 struct MountBehaviourOptions: ParsableArguments {
     @Flag(name: .customLong("read-only"), help: "Refuse every change with EROFS.") var readOnly = false
+    @Option(name: .customLong("at"), help: "Show the bucket as it was at TIME, read-only: an RFC 3339 time (2026-11-20T10:00:00Z) or a duration back from now (90m, 2h, 3d). Needs a bucket that keeps old versions (docs/RESTORE.md). Default: now, live.")
+    var at: String?
     @Option(help: "Owner of every file (default: the caller).") var uid: UInt32?
     @Option(help: "Group of every file (default: the caller's).") var gid: UInt32?
     @Option(name: .customLong("file-mode"), help: "Permission bits of files, octal.") var fileMode: String = String(MountConfig.defaults.fileMode, radix: 8)
@@ -90,7 +92,7 @@ struct MonitoringOptions: ParsableArguments {
 }
 
 extension Mount {
-    var readOnly: Bool { behaviour.readOnly }
+    var readOnly: Bool { behaviour.readOnly || behaviour.at != nil }
     var uid: UInt32? { behaviour.uid }
     var gid: UInt32? { behaviour.gid }
     var fileMode: String { behaviour.fileMode }

@@ -283,8 +283,17 @@ extension Mount {
             let parsed = try Source.parse(source, splitLocal: false)
             let store = try await SourceCheck.open(parsed, gcs: gcs, firebase: firebase, logger: quiet, prefixMount: true, mounting: true,
                                                    allowSharedFiles: allowSharedFiles)
+            // A mount at a moment needs a bucket that keeps its past: said here, on the terminal.
+            var refusal: (any Error)?
+            if let at = behaviour.at {
+                do { _ = try await PastMount.view(store, at: at, source: parsed.display, logger: quiet) } catch { refusal = error }
+            }
             if let g = store as? GCSStore { try? await g.shutdown() }
             if let f = store as? FirebaseStore { try? await f.shutdown() }
+            if let refusal { throw refusal }
+        } catch let e as PastMount.Refusal {
+            report.say("cannot mount \(source): \(e)")
+            throw ExitCode(1)
         } catch {
             report.say("cannot mount \(source): \(error)")
             throw ExitCode(1)

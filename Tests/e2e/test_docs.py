@@ -18,7 +18,7 @@ README = os.path.join(ROOT, "README.md")
 
 # Every command whose options CONFIGURATION.md documents ("" is `bucketfs` itself).
 COMMANDS = ["", "mount", "unmount", "login", "logout", "whoami", "mb", "ls", "stat", "cat", "put", "rm",
-            "meta", "meta get", "meta set", "meta rm", "status", "recover"]
+            "meta", "meta get", "meta set", "meta rm", "versions", "restore", "status", "recover"]
 
 
 def doc_files():

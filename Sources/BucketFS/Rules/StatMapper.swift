@@ -73,7 +73,7 @@ struct StatMapper: Sendable {
         }
         return FileAttributes(
             ino: n.ino, type: type, size: dir ? 0 : UInt64(max(0, size)),
-            permissions: permissions & (config.readOnly ? 0o555 : 0o7777),
+            permissions: permissions & (config.readOnly && config.pastMoment == nil ? 0o555 : 0o7777),
             nlink: 1, uid: px?.uid ?? config.uid, gid: px?.gid ?? config.gid, atime: mtime, mtime: mtime, ctime: ctime)
     }
 
