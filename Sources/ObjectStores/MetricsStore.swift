@@ -45,6 +45,12 @@ public final class MetricsStore: ObjectStore {
         }
     }
     public var bucket: String { inner.bucket }
+    /// The inner store's past, measured: a versioned listing is a "list" request, the bucket's
+    /// versioning state a "get".
+    public var versions: (any VersionListing)? {
+        guard let listing = inner.versions else { return nil }
+        return MeasuredVersions(inner: listing, store: self)
+    }
     private let timers: [String: Metrics.Timer]
     private let readBytes = Counter(label: "bucketfs_store_read_bytes_total")
     private let writtenBytes = Counter(label: "bucketfs_store_written_bytes_total")
@@ -82,7 +88,7 @@ public final class MetricsStore: ObjectStore {
         }
     }
 
-    private func measure<T>(_ op: String, _ body: () async throws -> T) async throws -> T {
+    func measure<T>(_ op: String, _ body: () async throws -> T) async throws -> T {
         let start = ContinuousClock.now
         var failure: (any Error)? = nil
         defer {
@@ -120,6 +126,19 @@ public final class MetricsStore: ObjectStore {
     }
     public func copy(from source: String, sourceGeneration: Int64?, to destination: String, metadata: WritableMetadata?, preconditions: Preconditions) async throws -> ObjectInfo {
         try await measure("copy") { try await inner.copy(from: source, sourceGeneration: sourceGeneration, to: destination, metadata: metadata, preconditions: preconditions) }
+    }
+}
+
+/// `MetricsStore.versions`.
+struct MeasuredVersions: VersionListing {
+    let inner: any VersionListing
+    let store: MetricsStore
+
+    func listVersions(_ request: ListRequest) async throws -> VersionPage {
+        try await store.measure("list") { try await inner.listVersions(request) }
+    }
+    func versioningState() async throws -> VersioningState {
+        try await store.measure("get") { try await inner.versioningState() }
     }
 }
 

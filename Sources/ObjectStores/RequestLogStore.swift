@@ -28,6 +28,12 @@ public final class RequestLogStore: ObjectStore, @unchecked Sendable {
     }
     let fd: Int32
     public var bucket: String { inner.bucket }
+    /// The inner store's past, logged: a versioned listing is a `list` line with its prefix, the
+    /// bucket's versioning state a `get` line with no name (the bucket's own metadata).
+    public var versions: (any VersionListing)? {
+        guard let listing = inner.versions else { return nil }
+        return LoggedVersions(inner: listing, log: self)
+    }
 
     public init(_ inner: any ObjectStore, path: String) throws {
         self.inner = inner
@@ -37,7 +43,7 @@ public final class RequestLogStore: ObjectStore, @unchecked Sendable {
 
     deinit { close(fd) }
 
-    private func note(_ op: String, _ name: String) {
+    func note(_ op: String, _ name: String) {
         let line = Array("\(op) \(name)\n".utf8)
         _ = line.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
     }
@@ -62,5 +68,18 @@ public final class RequestLogStore: ObjectStore, @unchecked Sendable {
     }
     public func copy(from source: String, sourceGeneration: Int64?, to destination: String, metadata: WritableMetadata?, preconditions: Preconditions) async throws -> ObjectInfo {
         note("copy", source); return try await inner.copy(from: source, sourceGeneration: sourceGeneration, to: destination, metadata: metadata, preconditions: preconditions)
+    }
+}
+
+/// `RequestLogStore.versions`.
+struct LoggedVersions: VersionListing {
+    let inner: any VersionListing
+    let log: RequestLogStore
+
+    func listVersions(_ request: ListRequest) async throws -> VersionPage {
+        log.note("list", request.prefix); return try await inner.listVersions(request)
+    }
+    func versioningState() async throws -> VersioningState {
+        log.note("get", ""); return try await inner.versioningState()
     }
 }

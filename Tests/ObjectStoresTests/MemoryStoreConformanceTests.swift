@@ -12,6 +12,18 @@ import Testing
         try await runStoreConformance({ store })
     }
 
+    /// Versioned: every replaced and deleted generation kept, listed, read and copied from.
+    @Test func versionedConformance() async throws {
+        let store = MemoryStore(versioning: .on)
+        try await runStoreConformance({ store }, capabilities: .init(versioning: .on))
+    }
+
+    /// A bucket that says it keeps nothing (as an embedded bucket made without `--versioning`).
+    @Test func unversionedListingConformance() async throws {
+        let store = MemoryStore(versioning: .off)
+        try await runStoreConformance({ store }, capabilities: .init(versioning: .off))
+    }
+
     @Test func onlyTheLiveGenerationIsKept() async throws {
         let s = MemoryStore()
         let v1 = try await s.write("f", from: .data(helloWorldBytes), metadata: .init(), preconditions: .doesNotExist)

@@ -11,8 +11,13 @@ import StorageModel
 /// `dir/` objects returned as items of their own listing); generations and metagenerations;
 /// PATCH merge with removal; preconditions through `Preconditions.hold(for:)`; copy; delete.
 ///
-/// Only the live generation is kept, as in the embedded store and a bucket without object
-/// versioning: reading, or copying from, a replaced or deleted generation is 404.
+/// By default only the live generation is kept, as in a bucket without object versioning:
+/// reading, or copying from, a replaced or deleted generation is 404, and `versions` is nil.
+/// `MemoryStore(versioning: .on)` keeps every replaced or deleted generation (noncurrent, with
+/// its `timeDeleted`) as a versioned Cloud Storage bucket does, and answers `versions`
+/// (`MemoryStore+Versions.swift`); `.off` answers `versions` for a bucket that keeps nothing
+/// (`enabled == false`, a versioned listing of the live generations only), as an embedded bucket
+/// made without `--versioning` does.
 ///
 /// Test hooks, none of which is counted as a request:
 /// - `counts["list"]` etc.: calls served per operation (failed and faulted calls included);
@@ -60,8 +65,14 @@ public final class MemoryStore: ObjectStore, @unchecked Sendable {
         public var preconditions: Preconditions
     }
 
-    private let lock = NSLock()
-    private var objects: [String: Stored] = [:]
+    /// What the store keeps of the past (fixed at creation).
+    public enum Versioning: Sendable { case absent, off, on }
+    public let versioning: Versioning
+
+    let lock = NSLock()
+    var objects: [String: Stored] = [:]
+    /// Replaced and deleted generations (`versioning == .on` only), oldest first per name.
+    var noncurrent: [String: [(stored: Stored, timeDeleted: Date)]] = [:]
     private var nextGeneration: Int64 = 1_000_000
     private var _counts: [String: Int] = [:]
     private var faults: [String: [StorageError]] = [:]
@@ -76,15 +87,18 @@ public final class MemoryStore: ObjectStore, @unchecked Sendable {
     private var _reads: [ReadCall] = []
     private var _deletes: [DeleteCall] = []
     private var _copies: [CopyCall] = []
-    private var _lists: [ListRequest] = []
+    var _lists: [ListRequest] = []
     private var _gets: [String] = []
     /// The store's clock for `timeCreated` / `updated`: starts at the real time (whole seconds),
     /// as a bucket's timestamps do, and advances one second per change.
     private var clock = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
 
-    public init(bucket: String = "test-bucket") { self.bucket = bucket }
+    public init(bucket: String = "test-bucket", versioning: Versioning = .absent) {
+        self.bucket = bucket
+        self.versioning = versioning
+    }
 
-    private func withLock<T>(_ body: () throws -> T) rethrows -> T {
+    func withLock<T>(_ body: () throws -> T) rethrows -> T {
         lock.lock()
         defer { lock.unlock() }
         return try body()
@@ -210,7 +224,7 @@ public final class MemoryStore: ObjectStore, @unchecked Sendable {
     }
 
     public func removeBehind(_ name: String) {
-        withLock { _ = objects.removeValue(forKey: name) }
+        withLock { retireLocked(name, at: tick()) }
     }
 
     // MARK: - ObjectStore
@@ -307,8 +321,7 @@ public final class MemoryStore: ObjectStore, @unchecked Sendable {
         try withLock {
             try enter("read")
             _reads.append(ReadCall(name: name, generation: generation, range: range))
-            guard let o = objects[name] else { throw StorageError.objectNotFound(path: name) }
-            if let g = generation, g != o.info.generation { throw StorageError.objectNotFound(path: name) }
+            guard let o = storedLocked(name, generation: generation) else { throw StorageError.objectNotFound(path: name) }
             let bytes = o.data
             let size = Int64(bytes.count)
             let lo = min(max(range?.lowerBound ?? 0, 0), size)
@@ -352,7 +365,7 @@ public final class MemoryStore: ObjectStore, @unchecked Sendable {
             _deletes.append(DeleteCall(name: name, preconditions: preconditions))
             guard let cur = objects[name] else { throw StorageError.objectNotFound(path: name) }
             guard preconditions.hold(for: cur.info) else { throw StorageError.preconditionFailed(path: name) }
-            objects.removeValue(forKey: name)
+            retireLocked(name, at: tick())
         }
     }
 
@@ -362,8 +375,10 @@ public final class MemoryStore: ObjectStore, @unchecked Sendable {
             try enter("copy")
             _copies.append(CopyCall(source: source, sourceGeneration: sourceGeneration, destination: destination,
                                     preconditions: preconditions))
-            guard let src = objects[source] else { throw StorageError.objectNotFound(path: source) }
-            if let g = sourceGeneration, g != src.info.generation { throw StorageError.objectNotFound(path: source) }
+            // Any kept generation of the source; the preconditions are the destination's live one's.
+            guard let src = storedLocked(source, generation: sourceGeneration) else {
+                throw StorageError.objectNotFound(path: source)
+            }
             guard preconditions.hold(for: objects[destination]?.info) else {
                 throw StorageError.preconditionFailed(path: destination)
             }
@@ -373,7 +388,7 @@ public final class MemoryStore: ObjectStore, @unchecked Sendable {
 
     // MARK: - internals (caller holds `lock`)
 
-    private func enter(_ op: String) throws {
+    func enter(_ op: String) throws {
         _counts[op, default: 0] += 1
         if var queue = faults[op], !queue.isEmpty {
             let e = queue.removeFirst()
@@ -382,7 +397,7 @@ public final class MemoryStore: ObjectStore, @unchecked Sendable {
         }
     }
 
-    private func tick() -> Date {
+    func tick() -> Date {
         clock = clock.addingTimeInterval(1)
         return clock
     }
@@ -393,8 +408,23 @@ public final class MemoryStore: ObjectStore, @unchecked Sendable {
         let info = ObjectInfo(bucket: bucket, name: name, generation: nextGeneration, metageneration: 1,
                               size: Int64(data.count), timeCreated: t, updated: t,
                               md5Hash: Self.md5(data), crc32c: CRC32C.base64(CRC32C.checksum(data)), writable: metadata)
+        retireLocked(name, at: t)
         objects[name] = Stored(info: info, data: data)
         return info
+    }
+
+    /// The live generation of `name` stops being live at `moment`: kept as noncurrent when
+    /// versioning is on, dropped otherwise.
+    private func retireLocked(_ name: String, at moment: Date) {
+        guard let old = objects.removeValue(forKey: name) else { return }
+        if versioning == .on { noncurrent[name, default: []].append((old, moment)) }
+    }
+
+    /// The live generation (nil `generation`), or that generation when it is live or kept.
+    private func storedLocked(_ name: String, generation: Int64?) -> Stored? {
+        if let o = objects[name], generation == nil || generation == o.info.generation { return o }
+        guard let g = generation else { return nil }
+        return noncurrent[name]?.first { $0.stored.info.generation == g }?.stored
     }
 
     private func patchLocked(_ cur: Stored, _ patch: MetadataPatch) -> ObjectInfo {

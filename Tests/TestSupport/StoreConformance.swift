@@ -39,6 +39,25 @@ public struct ConformanceCapabilities: Sendable {
     public var nullRemovesMetadata = true
     /// What a copy (rewrite) does with the metadata in its request body.
     public var copyMetadata: CopyMetadata = .replaces
+    /// What the store keeps of its past (`ObjectStore.versions`), checked by the "versions" case.
+    public var versioning: Versioning = .absent
+    /// A versioned listing gives a name's generations oldest first (Cloud Storage). Without: newest first.
+    public var versionsOldestFirst = true
+    /// A versioned listing pages with `maxResults` and tokens. Without: the token of a page is
+    /// its last name, and the next page starts with that name's newest generation again.
+    public var versionPagination = true
+
+    /// What `ObjectStore.versions` gives.
+    public enum Versioning: Sendable {
+        /// nil: the store shows no past (Firebase's v0, a store that does not say).
+        case absent
+        /// A listing that says the bucket keeps nothing (`enabled == false`) and lists the live
+        /// generations only.
+        case off
+        /// Replaced and deleted generations are kept, listed with their `timeDeleted`, read and
+        /// copied from by number.
+        case on
+    }
 
     /// The calls that check preconditions on the server.
     public struct PreconditionCalls: OptionSet, Sendable {
@@ -65,7 +84,8 @@ public struct ConformanceCapabilities: Sendable {
     public init(pagination: Bool = true, metadataMerge: Bool = true, honoursPreconditions: PreconditionCalls = .all,
                 dotDotNames: Bool = true, sizeIn416: Bool = true, maxResultsCountsPrefixes: Bool = true,
                 atomicPreconditions: Bool = true, firstMetageneration: Int64 = 1, patchCountsMetageneration: Bool = true,
-                nullRemovesMetadata: Bool = true, copyMetadata: CopyMetadata = .replaces) {
+                nullRemovesMetadata: Bool = true, copyMetadata: CopyMetadata = .replaces, versioning: Versioning = .absent,
+                versionsOldestFirst: Bool = true, versionPagination: Bool = true) {
         self.pagination = pagination
         self.metadataMerge = metadataMerge
         self.honoursPreconditions = honoursPreconditions
@@ -77,6 +97,9 @@ public struct ConformanceCapabilities: Sendable {
         self.patchCountsMetageneration = patchCountsMetageneration
         self.nullRemovesMetadata = nullRemovesMetadata
         self.copyMetadata = copyMetadata
+        self.versioning = versioning
+        self.versionsOldestFirst = versionsOldestFirst
+        self.versionPagination = versionPagination
     }
 
     /// The metageneration an object has after `patches` PATCHes since its upload.
@@ -128,6 +151,7 @@ struct StoreConformanceCase: Sendable {
         .init("copy", Conformance.copyKeepsBytesAndMetadata),
         .init("missing-object", Conformance.missingObject),
         .init("dot-segments", needs: { $0.dotDotNames }, Conformance.dotSegments),
+        .init("versions", Conformance.versions),
     ]
 }
 
