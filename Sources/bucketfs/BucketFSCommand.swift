@@ -17,7 +17,8 @@ struct BucketFSCommand: AsyncParsableCommand {
     /// (through mount.fuse3): rewrite that form to `bucketfs mount ...`.
     static func main() async {
         var args = Array(CommandLine.arguments.dropFirst())
-        let known = ["mount", "unmount", "login", "logout", "whoami", "mb", "ls", "stat", "cat", "put", "rm", "meta", "status", "recover", "help", "-h", "--help", "--version"]
+        // Every subcommand's name, so that a new command is never taken for a mount's source.
+        let known = configuration.subcommands.map { $0._commandName } + ["help", "-h", "--help", "--version"]
         if let first = args.first, !known.contains(first), args.count >= 2, !first.hasPrefix("-") {
             args = ["mount"] + MountHelper.translate(args)
         }

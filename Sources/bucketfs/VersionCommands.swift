@@ -136,7 +136,7 @@ struct Restore: AsyncParsableCommand {
     /// One line per name that changed or could not, then the summary.
     static func report(_ s: Restorer.Summary, steps: [Restorer.Step], what: String, moment: String) {
         let generations = Dictionary(steps.compactMap { step -> (String, Int64)? in
-            if case .restore(let n, let g, _) = step { return (n, g) } else { return nil } }, uniquingKeysWith: { a, _ in a })
+            if case .restore(let n, let g, _, _) = step { return (n, g) } else { return nil } }, uniquingKeysWith: { a, _ in a })
         for n in s.restored { print("restored\t\(n)\tgeneration \(generations[n] ?? 0)") }
         for n in s.removed { print("deleted\t\(n)\t(created after the moment)") }
         for n in s.newer { print("left\t\(n)\t(created after the moment; --delete removes it)") }

@@ -8,8 +8,9 @@ import StorageModel
 /// overwrites a change it did not see.
 public enum Restorer {
     public enum Step: Sendable, Equatable {
-        /// Copy `generation` of `name` over the live generation `over` (0: none now).
-        case restore(name: String, generation: Int64, over: Int64)
+        /// Copy `generation` of `name` over the live generation `over` (0: none now), with
+        /// `metadata` when the copy's must differ from the generation's (`pinned`).
+        case restore(name: String, generation: Int64, over: Int64, metadata: WritableMetadata?)
         /// The live object already equals the one of the moment (same generation, or same
         /// bytes and metadata): nothing to do.
         case equal(name: String)
@@ -31,13 +32,27 @@ public enum Restorer {
         public init() {}
     }
 
-    /// The same bytes and metadata, so restoring would change nothing but the generation.
-    public static func same(_ a: ObjectInfo, _ b: ObjectInfo) -> Bool {
-        if a.generation == b.generation { return true }
-        guard a.size == b.size, a.writable == b.writable else { return false }
-        if let x = a.md5Hash, let y = b.md5Hash { return x == y }
-        if let x = a.crc32c, let y = b.crc32c { return x == y }
+    /// The same bytes and metadata (`past`'s own, or as a restore writes it), so restoring
+    /// `past` over `live` would change nothing but the generation.
+    public static func same(_ past: ObjectInfo, _ live: ObjectInfo) -> Bool {
+        if past.generation == live.generation { return true }
+        guard past.size == live.size, live.writable == past.writable || live.writable == pinned(past) else { return false }
+        if let x = past.md5Hash, let y = live.md5Hash { return x == y }
+        if let x = past.crc32c, let y = live.crc32c { return x == y }
         return false
+    }
+
+    /// The metadata a restored copy of `past` gets when it must differ from `past`'s: a copy is
+    /// a new object whose `updated` is the copy's time, so a generation without an mtime key
+    /// (whose mtime a mount shows as its `updated`) gets its old `updated` time in
+    /// `goog-reserved-file-mtime`, in seconds with their fraction, and keeps the mtime it had.
+    /// nil: the generation's own metadata, as the copy copies it.
+    public static func pinned(_ past: ObjectInfo) -> WritableMetadata? {
+        let custom = past.customMetadata
+        guard custom[XattrName.mtimeKey] == nil, custom["gcsfuse_mtime"] == nil else { return nil }
+        var w = past.writable
+        w.customMetadata[XattrName.mtimeKey] = String(past.updated.timeIntervalSince1970)
+        return w
     }
 
     /// The steps that make the live names under the plan's prefix what they were: `past` is what
@@ -48,7 +63,8 @@ public enum Restorer {
         var steps: [Step] = []
         for p in past {
             if let l = now[p.name], same(p, l) { steps.append(.equal(name: p.name)); continue }
-            steps.append(.restore(name: p.name, generation: p.generation, over: now[p.name]?.generation ?? 0))
+            steps.append(.restore(name: p.name, generation: p.generation, over: now[p.name]?.generation ?? 0,
+                                  metadata: pinned(p)))
         }
         for l in live where !then.contains(l.name) {
             steps.append(deleteNewer ? .remove(name: l.name, live: l.generation) : .newer(name: l.name, live: l.generation))
@@ -58,7 +74,7 @@ public enum Restorer {
 
     public static func name(of step: Step) -> String {
         switch step {
-        case .restore(let n, _, _), .equal(let n), .newer(let n, _), .remove(let n, _): return n
+        case .restore(let n, _, _, _), .equal(let n), .newer(let n, _), .remove(let n, _): return n
         }
     }
 
@@ -117,8 +133,8 @@ public enum Restorer {
         do {
             switch step {
             case .equal, .newer: return nil
-            case .restore(let name, let generation, let over):
-                _ = try await store.copy(from: name, sourceGeneration: generation, to: name, metadata: nil,
+            case .restore(let name, let generation, let over, let metadata):
+                _ = try await store.copy(from: name, sourceGeneration: generation, to: name, metadata: metadata,
                                          preconditions: Preconditions(ifGenerationMatch: over))
             case .remove(let name, let live):
                 try await store.delete(name, preconditions: Preconditions(ifGenerationMatch: live))
