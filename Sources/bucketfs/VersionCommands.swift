@@ -38,16 +38,18 @@ struct Versions: AsyncParsableCommand {
             }
             let prefix = recursive ? t.treePrefix : t.ref.fullPath
             var token: String?
-            var found = 0
+            var found: [ObjectVersion] = []
             repeat {
                 let page = try await listing.listVersions(ListRequest(prefix: prefix, delimiter: nil, maxResults: 1000, pageToken: token))
-                for v in page.versions where recursive || v.info.name == prefix {
-                    found += 1
-                    print(Self.line(v))
-                }
+                found += page.versions.filter { recursive || $0.info.name == prefix }
                 token = page.nextPageToken
             } while token != nil
-            if found == 0 { throw StorageError.objectNotFound(path: prefix) }
+            if found.isEmpty { throw StorageError.objectNotFound(path: prefix) }
+            // By name, then oldest first, whatever order the server listed them in
+            // (fake-gcs-server lists a name's newest generation first).
+            found.sort { $0.info.name == $1.info.name ? $0.info.generation < $1.info.generation
+                                                        : PastSnapshot.byteLess($0.info.name, $1.info.name) }
+            for v in found { print(Self.line(v)) }
         }
     }
 
