@@ -13,6 +13,7 @@
 # Environment: BUCKETFS_BIN (default: build release), BENCH_NAMES, BENCH_REPS, BENCH_DIR (a fresh
 # temp dir). No server and no port: the embedded bucket is a directory.
 set -euo pipefail
+umask 077  # the request logs stay private (bucketfs warns about readable ones)
 cd "$(dirname "$0")/.."
 NAMES="${BENCH_NAMES:-10000}"
 REPS="${BENCH_REPS:-3}"
