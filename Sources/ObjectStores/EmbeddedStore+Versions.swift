@@ -203,19 +203,22 @@ extension EmbeddedStore: VersionListing {
                 if !ListKeys.byteLess(ub, prefix) { lower = ub; afterGeneration = Int64.min }
             }
         }
+        // A merge of two index searches (SQLite's MERGE (UNION ALL)): each page reads only from
+        // where it starts, as the live listing does; the generations at or before the cursor's
+        // are skipped below.
         let sql = """
-            SELECT * FROM (SELECT \(Self.columns), NULL AS deleted_us FROM objects
-                           UNION ALL SELECT \(Self.columns), deleted_us FROM versions)
-            WHERE name > ? OR (name = ? AND generation > ?) ORDER BY name, generation
+            SELECT \(Self.columns), NULL AS deleted_us FROM objects WHERE name >= ?
+            UNION ALL SELECT \(Self.columns), deleted_us FROM versions WHERE name >= ? ORDER BY 1, 2
             """
         return try db.read { db in
             var page = VersionPage()
             var emitted = 0
             var last: VersionCursor?
             scan: while true {
-                let rows = try Row.fetchCursor(db, sql: sql, arguments: [lower, lower, afterGeneration])
+                let rows = try Row.fetchCursor(db, sql: sql, arguments: [lower, lower])
                 while let row = try rows.next() {
                     let name: String = row["name"]
+                    if name.utf8.elementsEqual(lower.utf8), (row["generation"] as Int64) <= afterGeneration { continue }
                     guard ListKeys.hasBytePrefix(name, prefix) else { break scan }
                     if emitted == limit {
                         page.nextPageToken = last.map(\.token)
