@@ -165,4 +165,38 @@ import Testing
             try await s.listVersions(ListRequest(pageToken: "not a token"))
         }
     }
+
+    /// 10,000 names with 3 generations each: the versioned listing against the live one, whole,
+    /// in pages of 1,000 (`BUCKETFS_BENCH_VERSIONS=1`; prints the times). Both must list
+    /// everything: 30,000 versions in 30 pages, 10,000 items in 10.
+    @Test(.enabled(if: ProcessInfo.processInfo.environment["BUCKETFS_BENCH_VERSIONS"] == "1"))
+    func versionedListingOfTenThousandNamesAgainstTheLiveOne() async throws {
+        let dir = try TempDir()
+        defer { dir.cleanup() }
+        let s = try EmbeddedStore(directory: dir.path, bucket: "local", pageSizeLimit: 1000, durable: false)
+        try s.setVersionSettings(.init(versioning: true))
+        for g in 0..<3 {
+            for i in 0..<10_000 {
+                _ = try await write(s, String(format: "d%02d/f%05d", i % 100, i), "g\(g)")
+            }
+        }
+        let clock = ContinuousClock()
+        var livePages = 0, items = 0
+        let live = try await clock.measure {
+            var token: String?
+            repeat {
+                let page = try await s.list(ListRequest(prefix: "", delimiter: nil, maxResults: 1000, pageToken: token))
+                items += page.items.count
+                livePages += 1
+                token = page.nextPageToken
+            } while token != nil
+        }
+        var all: (prefixes: [String], versions: [ObjectVersion], pages: Int) = ([], [], 0)
+        let versioned = try await clock.measure {
+            all = try await Conformance.allVersions(s, prefix: "", delimiter: nil)
+        }
+        #expect(items == 10_000 && livePages == 10)
+        #expect(all.versions.count == 30_000 && all.pages == 30)
+        print("embedded listing, 10,000 names x 3 generations: live \(live) (\(livePages) pages), versioned \(versioned) (\(all.pages) pages)")
+    }
 }
