@@ -123,6 +123,8 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                // A bucket as an older version wrote it (EmbeddedVersionsTests).
+                .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
         // The v0 store, Auth client, token manager and login file against an in-process v0 + Auth

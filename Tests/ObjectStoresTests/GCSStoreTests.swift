@@ -58,14 +58,29 @@ func storageError(_ body: () async throws -> Void) async -> StorageError? {
 @Suite struct GCSStoreServerTests {
     @Test func conformanceAgainstTestServer() async throws {
         try await withGCSServer { _, store in
-            try await runStoreConformance({ store }, capabilities: .init())
+            try await runStoreConformance({ store }, capabilities: .init(versioning: .off))
+        }
+    }
+
+    /// A bucket with object versioning on: every replaced and deleted generation kept.
+    @Test func versionedConformanceAgainstTestServer() async throws {
+        try await withGCSServer { server, store in
+            server.configure { $0.versioning = true }
+            try await runStoreConformance({ store }, capabilities: .init(versioning: .on))
+        }
+    }
+
+    @Test func versionedConformanceWithBucketPrefix() async throws {
+        try await withGCSServer(prefix: "/root/sub/") { server, store in
+            server.configure { $0.versioning = true }
+            try await runStoreConformance({ store }, capabilities: .init(versioning: .on))
         }
     }
 
     @Test func conformanceWithBucketPrefix() async throws {
         try await withGCSServer(prefix: "/root/sub/") { server, store in
             #expect(store.prefix == "root/sub/")
-            try await runStoreConformance({ store }, capabilities: .init())
+            try await runStoreConformance({ store }, capabilities: .init(versioning: .off))
             let names = server.objectNames
             #expect(!names.isEmpty)
             #expect(names.allSatisfy { $0.hasPrefix("root/sub/conformance-") }, "every name lives under the prefix")

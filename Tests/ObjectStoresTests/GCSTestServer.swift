@@ -12,6 +12,13 @@ import TestSupport
 /// PATCH merge with null deletion, generation / metageneration preconditions → 412, multipart and
 /// resumable uploads, Range downloads, rewrite with rewriteToken rounds, delete), plus fault
 /// injection and an OAuth2 token endpoint at `/token`.
+///
+/// Object versioning as the documentation describes it, when `versioning` is on (`configure`):
+/// a replaced or deleted generation stays, noncurrent, with its `timeDeleted`; `objects.list`
+/// with `versions=true` lists every generation (by name, then generation; prefixes of any
+/// generation); `generation=` reads and gets a kept one, `sourceGeneration=` rewrites from it, and
+/// preconditions are checked against the live generation. `buckets.get` answers `versioning`
+/// and, when `softDeleteRetention` is set, `softDeletePolicy`.
 final class GCSTestServer: @unchecked Sendable {
     struct Object {
         var name: String
@@ -52,6 +59,12 @@ final class GCSTestServer: @unchecked Sendable {
     private let lock = NSLock()
 
     private var objects: [String: Object] = [:]
+    /// Replaced and deleted generations, with their `timeDeleted` (`versioning` on only).
+    private var noncurrent: [String: [(object: Object, deleted: Date)]] = [:]
+    /// Object versioning (`versioning.enabled`), off by default as for a new bucket.
+    var versioning = false
+    /// A soft-delete policy's `retentionDurationSeconds`, reported by `buckets.get` only.
+    var softDeleteRetention: Int64?
     private var sessions: [String: Session] = [:]
     private var nextGeneration: Int64 = 1_700_000_000_000_000
     private var requests: [Recorded] = []
@@ -183,7 +196,7 @@ final class GCSTestServer: @unchecked Sendable {
         return nextGeneration
     }
 
-    private func resource(_ o: Object) -> [String: Any] {
+    private func resource(_ o: Object, deleted: Date? = nil) -> [String: Any] {
         var r: [String: Any] = [
             "kind": "storage#object", "id": "\(bucket)/\(o.name)/\(o.generation)", "bucket": bucket, "name": o.name,
             "generation": String(o.generation), "metageneration": String(o.metageneration),
@@ -193,7 +206,21 @@ final class GCSTestServer: @unchecked Sendable {
         ]
         for (k, v) in o.props { r[k] = v }
         if !o.metadata.isEmpty { r["metadata"] = o.metadata }
+        if let deleted { r["timeDeleted"] = RFC3339.format(deleted) }
         return r
+    }
+
+    /// The live object stops being live now: kept as noncurrent when versioning is on.
+    private func retire(_ name: String) {
+        guard let old = objects.removeValue(forKey: name) else { return }
+        if versioning { noncurrent[name, default: []].append((old, Date())) }
+    }
+
+    /// The live object (no `generation` parameter), or that generation, live or kept.
+    private func object(_ name: String, _ q: [String: String], key: String = "generation") -> Object? {
+        guard let g = q[key].map({ Int64($0) ?? -1 }) else { return objects[name] }
+        if let o = objects[name], o.generation == g { return o }
+        return noncurrent[name]?.first { $0.object.generation == g }?.object
     }
 
     /// The documented precondition parameters against the live object.
@@ -216,6 +243,7 @@ final class GCSTestServer: @unchecked Sendable {
         let now = Date()
         let o = Object(name: name, data: data, generation: newGeneration(), metageneration: 1, timeCreated: now,
                        updated: now, props: props, metadata: metadata)
+        retire(name)
         objects[name] = o
         return o
     }
@@ -324,11 +352,17 @@ final class GCSTestServer: @unchecked Sendable {
             guard let exp = validTokens[tok], exp > Date() else { return .error(401, "Invalid Credentials") }
         }
 
+        if segs.count == 5, segs[1] == "storage", segs[2] == "v1", segs[3] == "b", method == "GET" {
+            guard segs[4] == bucket else { return .error(404, "The specified bucket does not exist.") }
+            var r: [String: Any] = ["kind": "storage#bucket", "name": bucket, "versioning": ["enabled": versioning]]
+            if let d = softDeleteRetention { r["softDeletePolicy"] = ["retentionDurationSeconds": String(d)] }
+            return .json(200, r)
+        }
         // ["", "storage", "v1", "b", B, "o", ...] and ["", "upload", "storage", "v1", "b", B, "o"]
         if segs.count >= 6, segs[1] == "storage", segs[2] == "v1", segs[3] == "b", segs[5] == "o" {
             guard segs[4] == bucket else { return .error(404, "The specified bucket does not exist.") }
             switch (method, segs.count) {
-            case ("GET", 6): return list(q)
+            case ("GET", 6): return q["versions"] == "true" ? listVersions(q) : list(q)
             case ("GET", 7): return q["alt"] == "media" ? media(segs[6], q, hd) : get(segs[6], q)
             case ("PATCH", 7): return patch(segs[6], q, body)
             case ("DELETE", 7): return delete(segs[6], q)
@@ -413,16 +447,68 @@ final class GCSTestServer: @unchecked Sendable {
         return .json(200, r)
     }
 
+    /// `objects.list` with `versions=true`: every generation, by name then generation, counted
+    /// one entry each with the prefixes; the token names the last entry ("P<prefix>" or
+    /// "V<generation>:<name>").
+    private func listVersions(_ q: [String: String]) -> Response {
+        let prefix = q["prefix"] ?? ""
+        let delimiter = q["delimiter"].flatMap { $0.isEmpty ? nil : $0 }
+        let maxResults = min(max(Int(q["maxResults"] ?? "") ?? 1000, 1), 1000)
+        var entries: [(key: String, generation: Int64?, item: [String: Any]?)] = []
+        let names = Set(objects.keys).union(noncurrent.keys).filter { $0.hasPrefix(prefix) }
+            .sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        for n in names {
+            if let d = delimiter, let r = n.dropFirst(prefix.count).range(of: d) {
+                let p = String(n[..<r.upperBound])
+                if entries.last?.key != p || entries.last?.generation != nil { entries.append((p, nil, nil)) }
+                continue
+            }
+            var versions = (noncurrent[n] ?? []).map { ($0.object.generation, resource($0.object, deleted: $0.deleted)) }
+            if let o = objects[n] { versions.append((o.generation, resource(o))) }
+            for (g, r) in versions.sorted(by: { $0.0 < $1.0 }) { entries.append((key: n, generation: Optional(g), item: Optional(r))) }
+        }
+        var start = 0
+        if let t = q["pageToken"].flatMap({ Data(base64Encoded: $0) }).map({ String(decoding: $0, as: UTF8.self) }) {
+            let afterPrefix = t.hasPrefix("P")
+            var key = String(t.dropFirst())
+            var generation = Int64.min
+            if !afterPrefix, let colon = t.firstIndex(of: ":") {
+                key = String(t[t.index(after: colon)...])
+                generation = Int64(t[t.index(after: t.startIndex)..<colon]) ?? Int64.min
+            }
+            start = entries.firstIndex { e in
+                if afterPrefix { return e.key.utf8.lexicographicallyPrecedes(key.utf8) == false && !e.key.hasPrefix(key) }
+                if e.key == key { return (e.generation ?? Int64.min) > generation }
+                return key.utf8.lexicographicallyPrecedes(e.key.utf8)
+            } ?? entries.count
+        }
+        let end = min(entries.count, start + maxResults)
+        var items: [[String: Any]] = []
+        var prefixes: [String] = []
+        for e in entries[start..<end] {
+            if let item = e.item { items.append(item) } else { prefixes.append(e.key) }
+        }
+        var r: [String: Any] = ["kind": "storage#objects"]
+        if !items.isEmpty { r["items"] = items }
+        if !prefixes.isEmpty { r["prefixes"] = prefixes }
+        if end < entries.count {
+            let last = entries[end - 1]
+            let text = last.generation.map { "V\($0):\(last.key)" } ?? "P\(last.key)"
+            r["nextPageToken"] = Data(text.utf8).base64EncodedString()
+        }
+        return .json(200, r)
+    }
+
     private func get(_ name: String, _ q: [String: String]) -> Response {
-        guard let o = objects[name], q["generation"].map({ Int64($0) == o.generation }) ?? true else {
+        guard let o = object(name, q) else {
             return .error(404, "No such object: \(bucket)/\(name)")
         }
-        guard preconditionsHold(q, o) else { return .error(412, "Precondition Failed") }
+        guard preconditionsHold(q, objects[name]) else { return .error(412, "Precondition Failed") }
         return .json(200, resource(o))
     }
 
     private func media(_ name: String, _ q: [String: String], _ hd: [String: String]) -> Response {
-        guard let o = objects[name], q["generation"].map({ Int64($0) == o.generation }) ?? true else {
+        guard let o = object(name, q) else {
             return .error(404, "No such object: \(bucket)/\(name)")
         }
         let size = o.data.count
@@ -479,12 +565,12 @@ final class GCSTestServer: @unchecked Sendable {
     private func delete(_ name: String, _ q: [String: String]) -> Response {
         guard let o = objects[name] else { return .error(404, "No such object: \(bucket)/\(name)") }
         guard preconditionsHold(q, o) else { return .error(412, "Precondition Failed") }
-        objects[name] = nil
+        retire(name)
         return Response(status: 204)
     }
 
     private func rewrite(_ src: String, to dst: String, _ q: [String: String], _ body: Data) -> Response {
-        guard let s = objects[src], q["sourceGeneration"].map({ Int64($0) == s.generation }) ?? true else {
+        guard let s = object(src, q, key: "sourceGeneration") else {
             return .error(404, "No such object: \(bucket)/\(src)")
         }
         guard preconditionsHold(q, objects[dst]) else { return .error(412, "Precondition Failed") }

@@ -46,6 +46,9 @@ public struct ConformanceCapabilities: Sendable {
     /// A versioned listing pages with `maxResults` and tokens. Without: the token of a page is
     /// its last name, and the next page starts with that name's newest generation again.
     public var versionPagination = true
+    /// A read with `generation=` reads that generation (404 when it is not kept). Without: the
+    /// parameter is ignored and the live object is served.
+    public var readsByGeneration = true
 
     /// What `ObjectStore.versions` gives.
     public enum Versioning: Sendable {
@@ -85,7 +88,7 @@ public struct ConformanceCapabilities: Sendable {
                 dotDotNames: Bool = true, sizeIn416: Bool = true, maxResultsCountsPrefixes: Bool = true,
                 atomicPreconditions: Bool = true, firstMetageneration: Int64 = 1, patchCountsMetageneration: Bool = true,
                 nullRemovesMetadata: Bool = true, copyMetadata: CopyMetadata = .replaces, versioning: Versioning = .absent,
-                versionsOldestFirst: Bool = true, versionPagination: Bool = true) {
+                versionsOldestFirst: Bool = true, versionPagination: Bool = true, readsByGeneration: Bool = true) {
         self.pagination = pagination
         self.metadataMerge = metadataMerge
         self.honoursPreconditions = honoursPreconditions
@@ -100,6 +103,7 @@ public struct ConformanceCapabilities: Sendable {
         self.versioning = versioning
         self.versionsOldestFirst = versionsOldestFirst
         self.versionPagination = versionPagination
+        self.readsByGeneration = readsByGeneration
     }
 
     /// The metageneration an object has after `patches` PATCHes since its upload.
