@@ -2,7 +2,7 @@ import Foundation
 import StorageModel
 
 /// The names of a bucket (or of a prefix of it) as they were at one moment, built from one
-/// versioned listing (docs/SEMANTICS.md "Versions"): each name with the generation that was live
+/// versioned listing (docs/SEMANTICS.md §10.3): each name with the generation that was live
 /// then, sorted in UTF-8 byte order. A moment in the past never changes, so a snapshot is built
 /// once and kept. Directories are derived from these names alone: a prefix exists when a name
 /// live at the moment lies under it, whatever prefixes the versioned listing gave (those include

@@ -3,7 +3,7 @@ import FuseKit
 import StorageModel
 
 /// A read-only `ObjectStore` showing a bucket as it was at one moment (docs/SEMANTICS.md
-/// "Versions", "The mount at a moment"): listings and metadata come from one `PastSnapshot`,
+/// §10.3): listings and metadata come from one `PastSnapshot`,
 /// loaded at the first call and kept for the store's life; reads fetch exactly the generation
 /// live at the moment, from the store beneath. Every change is refused with EROFS.
 public final class PastStore: ObjectStore, @unchecked Sendable {

@@ -1,7 +1,7 @@
 import Foundation
 import StorageModel
 
-/// Making a past generation live again (docs/SEMANTICS.md "Versions", "Restoring"): a plan
+/// Making a past generation live again (docs/SEMANTICS.md §10.3): a plan
 /// compares what was live at a moment with what is live now, from one versioned listing; each
 /// restore is a server-side copy of the old generation onto its name, guarded by
 /// `ifGenerationMatch` of the live generation seen (0 when the name did not exist), so it never
