@@ -305,7 +305,8 @@ if [ -n "$INC_TOOLS" ]; then
   echo "   | tool | media GETs, default options (target <= $((INC_K + 2))) | media GETs, --walk-ahead 0 | requests, default options |"
   echo "   |------|------|------|------|"
   for tool in $INC_TOOLS; do
-    echo "   | $tool ($("$tool" --version 2>&1 | head -1)) | ${RES[inc_${tool}_default]} | ${RES[inc_${tool}_off]} | ${RES[incall_${tool}_default]} |"
+    case "$tool" in restic) v=$(restic version | cut -d' ' -f1-2) ;; *) v=$("$tool" --version 2>&1 | head -1) ;; esac
+    echo "   | $tool ($v) | ${RES[inc_${tool}_default]} | ${RES[inc_${tool}_off]} | ${RES[incall_${tool}_default]} |"
   done
 fi
 echo "   (whole bench $(elapsed "$T_START" "$(now)") s)"
