@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
-for pkg in libfuse3-dev fuse3 attr libsqlite3-dev pkg-config rsync rclone python3-venv tar restic media-types; do
+for pkg in libfuse3-dev fuse3 attr libsqlite3-dev pkg-config rsync rclone python3-venv tar restic borgbackup rdiff-backup media-types; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

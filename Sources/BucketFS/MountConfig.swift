@@ -38,10 +38,10 @@ public struct MountConfig: Sendable {
     /// The kernel's read-ahead for the mount (bytes): it sends a sequential reader's requests
     /// for this much at once, and they may arrive in any order within it.
     public var kernelReadAhead = 1 << 20
-    /// Small files fetched ahead of a process that reads a directory's files whole in an order
-    /// its opens show (the listing's or inode numbers'), and twice as many kept for a reopen
-    /// (0: off).
-    public var walkAheadFiles = 8
+    /// The most small files fetched ahead of a process once its reads show a walk through a
+    /// directory (in the listing's or inode numbers' order), and twice as many kept for a reopen
+    /// (0: off). The mount caps it at the store's connections (docs/SEMANTICS.md §3.6).
+    public var walkAheadFiles = 16
     /// The largest file fetched ahead of a walk (bytes).
     public var walkAheadMaxSize = 1 << 20
     /// How long a file fetched ahead of a walk waits to be opened before it is dropped (seconds).

@@ -192,7 +192,8 @@ struct Mount: AsyncParsableCommand {
         config.readPartMax = max(1, readPartMB) << 20
         config.readPartFirst = min(config.readPartFirst, config.readPartMax)
         config.kernelReadAhead = (kernelReadAheadKB > 0 ? kernelReadAheadKB : 128) << 10
-        config.walkAheadFiles = max(0, walkAheadFiles)
+        // As wide as the connections allow, no wider (docs/SEMANTICS.md §3.6).
+        config.walkAheadFiles = min(max(0, walkAheadFiles), max(1, maxConnections))
         config.maxCachedEntries = maxCachedEntries
         config.cacheDirectory = cacheDirectory
         config.operationTimeout = opTimeout

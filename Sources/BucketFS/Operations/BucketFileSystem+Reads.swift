@@ -34,11 +34,9 @@ extension BucketFileSystem {
             readPath.stream(path, info, localFile: localFile)
         }
         if h.stream == nil, let fd = localFile { Glibc.close(fd) }
-        if let stream = h.stream, readPath.walks,
-           readPath.opened(stream, path: h.path, generation: h.generation, at: superblock.walkPosition(of: n)) {
-            // Fetched ahead of this walk (or kept from the last open): the open took the bytes,
-            // and the walk moves on.
-            walkOn(from: n)
+        if let stream = h.stream, readPath.walks {
+            // Noted; handed the bytes fetched ahead of this walk (or kept from the last open).
+            readPath.opened(stream, path: h.path, generation: h.generation, at: superblock.walkPosition(of: n))
         }
         return fh
     }
@@ -64,7 +62,7 @@ extension BucketFileSystem {
         if let e = failures.check(key) { throw e }
         do {
             let (data, whole) = try await stream.read(at: Int64(offset), count: size)
-            if whole { walkOn(from: n) }
+            if whole { walkOn(from: n, read: h.path) }
             return data
         } catch {
             let e = fail(error, "read", h.path)
@@ -73,11 +71,13 @@ extension BucketFileSystem {
         }
     }
 
-    /// A file was read whole (or taken from the walk-ahead): fetch the next small files of its
-    /// directory in the order its opens have been following (`WalkAhead.plan`).
-    func walkOn(from n: Node) {
-        guard readPath.walks, let at = superblock.walkPosition(of: n),
-              let (order, count) = readPath.walkPlan(at.directory) else { return }
+    /// `path` (node `n`) was read whole: noted, and the next small files of its directory
+    /// fetched in the order its reads have been following, once they show a walk
+    /// (`WalkAhead.plan`, docs/SEMANTICS.md §3.6).
+    func walkOn(from n: Node, read path: String) {
+        guard readPath.walks, let at = superblock.walkPosition(of: n) else { return }
+        readPath.readWhole(path, at: at)
+        guard let (order, count) = readPath.walkPlan(at.directory) else { return }
         let window = superblock.walkWindow(after: n, order: order, limit: count, maxSize: Int64(config.walkAheadMaxSize))
         readPath.walk(window, in: at.directory, order: order, after: at[order])
     }

@@ -62,16 +62,21 @@ final class ReadPath: @unchecked Sendable {
     /// Whether small files are fetched ahead and kept (`--walk-ahead`, never for a local store).
     var walks: Bool { config.walkAheadFiles > 0 && !store.isLocal }
 
-    /// An open of `path` at `generation`, at `position` in its directory: noted (what it shows
-    /// of the order the directory is read in), and handed the bytes fetched ahead (or kept) for
-    /// that generation if there are any; true when it was (the walk then moves on).
-    func opened(_ stream: ReadStream, path: String, generation: Int64, at position: WalkAhead.Position?) -> Bool {
-        guard walks else { return false }
+    /// An open of `path` at `generation`, at `position` in its directory: noted (not fetched
+    /// ahead again; guesses it passed went unread), and handed the bytes fetched ahead (or kept)
+    /// for that generation if there are any.
+    func opened(_ stream: ReadStream, path: String, generation: Int64, at position: WalkAhead.Position?) {
+        guard walks else { return }
         if let position { walkAhead.noteOpen(path, generation: generation, at: position) }
-        guard let bytes = walkAhead.take(path, generation: generation) else { return false }
+        guard let bytes = walkAhead.take(path, generation: generation) else { return }
         let walkAhead = self.walkAhead
         stream.seed(bytes) { walkAhead.giveBack(path, bytes) }
-        return true
+    }
+
+    /// `path`, at `position` in its directory, was read whole: what it shows of the order the
+    /// directory is read in (`WalkAhead.noteRead`).
+    func readWhole(_ path: String, at position: WalkAhead.Position) {
+        if walks { walkAhead.noteRead(path, at: position) }
     }
 
     /// What to fetch ahead next in `directory`: the order and how many files (`WalkAhead.plan`).

@@ -2,15 +2,22 @@ import Foundation
 import StorageModel
 
 /// Small files fetched ahead of a process reading a directory's files whole, one after another
-/// (issues 10 and 21). Which file comes next is learnt from the opens themselves: `tar` and
+/// (docs/SEMANTICS.md §3.6). Which file comes next is learnt from the opens themselves: `tar` and
 /// `restic` open a directory's files in the order it lists them (restic two at a time), `borg`
-/// in inode-number order. Each open is placed in both orders (`noteOpen`); once a file has been
-/// read whole, the next few small files in the order the opens have been following are
-/// downloaded before they are opened — each a whole object, pinned to the generation listed, its
-/// memory reserved in the mount's `ReadBudget`. The window grows with the run of opens that
-/// followed that order, so a reader that follows none gets nothing fetched for it; and a
-/// directory whose fetched files keep going unopened stops being guessed for until its opens
-/// follow one order for a whole window again.
+/// in inode-number order. Each file read whole is placed in both orders (`noteRead`).
+///
+/// Nothing is guessed on one file: an incremental backup reads only the files that changed, and
+/// their neighbours are not what it reads next — though it may open them all (borg opens every
+/// file to fstat it, and reads only the changed ones), so the evidence is what is read, not what
+/// is opened. A walk is evident once `evidenceSteps` files read whole in a row each came at most
+/// `walkStep` places after the furthest before it in one order (three neighbouring files: `tar`
+/// of a directory; never two changed files). From then on, once a file has been read whole, the
+/// next small files in that order are downloaded before they are opened — each a whole object,
+/// pinned to the generation listed, its memory reserved in the mount's `ReadBudget`: `probe`
+/// files at first, twice as many with each guess read whole, up to the limit (`--walk-ahead`, as
+/// wide as the connections). As soon as a guess goes unread (an open passes it, it is closed
+/// unread, or it waits out `ttl`), the walk stops being guessed for: the directory needs twice
+/// the evidence (up to a window) before the next.
 ///
 /// An open of the same generation is served from those bytes, whether they are in or still on
 /// their way (one request per file, overlapped). A file already opened is not fetched ahead
@@ -59,8 +66,10 @@ final class WalkAhead: @unchecked Sendable {
         let position: Int
         /// When it was fetched ahead, or last handed to (or given back by) a reader.
         var touched: Double
-        /// An open took it (a hit); it stays for the next open of the generation.
+        /// An open took it; it stays for the next open of the generation.
         var taken = false
+        /// A reader read it whole (a guess that paid).
+        var read = false
         /// Streams reading from it now.
         var readers = 0
         init(generation: Int64, reserved: Int, bytes: PartBuffer, directory: String, order: Order?, position: Int, touched: Double) {
@@ -76,16 +85,19 @@ final class WalkAhead: @unchecked Sendable {
 
     /// What the opens of one directory have shown.
     private struct Track {
-        /// The furthest index opened in each order, and how many opens in a row went forward
-        /// in it (a step back of at most `reorderSlack` leaves both: two readers at once).
+        /// The furthest index read whole in each order, and how many files in a row stepped
+        /// forward in it by at most `walkStep` (a step back of at most `reorderSlack` leaves both:
+        /// two readers at once).
         var last: [Order: Int] = [:]
         var run: [Order: Int] = [:]
-        var opens = 0
-        /// Files fetched ahead that an open took / that were dropped unopened.
+        /// The order a walk was seen in (guessing for it), and how many guesses were read since.
+        var walking: Order?
+        var streak = 0
+        /// Steps in a row that make a walk evident: `evidenceSteps`, doubled by each false start.
+        var evidence = WalkAhead.evidenceSteps
+        /// Files fetched ahead that were read whole / that went unread.
         var hits = 0
         var misses = 0
-        /// Guessing stopped: misses outran hits by a whole window.
-        var stopped = false
         var touched: Double = 0
     }
 
@@ -107,8 +119,13 @@ final class WalkAhead: @unchecked Sendable {
 
     /// Two readers of one directory at once (restic) open its files a step or two out of order.
     static let reorderSlack = 2
-    /// Opens in a row that confirm an order: files fetched in it and passed over are dropped.
-    static let confirmedRun = 3
+    /// The furthest a walk's next open may land after the furthest before it: the next file, or
+    /// one past a file or two it does not open (a link, a fifo).
+    static let walkStep = 1 + reorderSlack
+    /// Steps in a row that make a walk evident at first (three opens of neighbouring files).
+    static let evidenceSteps = 2
+    /// Files guessed when a walk becomes evident; doubled by each guess an open takes.
+    static let probe = 2
     /// The most opened files and directories remembered (the oldest are forgotten first).
     static let rememberedOpens = 4096
     static let rememberedDirectories = 256
@@ -133,84 +150,92 @@ final class WalkAhead: @unchecked Sendable {
 
     // MARK: - learning the order
 
-    /// An open for reading of `path` at `generation`, at `position` in its directory.
+    /// An open for reading of `path` at `generation`, at `position` in its directory: not fetched
+    /// ahead again; guesses it went past (by more than two readers' disorder) went unread.
     func noteOpen(_ path: String, generation: Int64, at position: Position) {
         let t = now()
-        lock.withLock {
+        let passed: [Entry] = lock.withLock {
             if opened.count >= Self.rememberedOpens {
                 for (k, _) in opened.sorted(by: { $0.value.at < $1.value.at }).prefix(Self.rememberedOpens / 4) { opened[k] = nil }
             }
             opened[path] = (generation, t)
+            let gone = entries.filter { k, e in
+                guard !e.taken, e.directory == position.directory, let o = e.order else { return false }
+                return k != path && e.position < position[o] - Self.reorderSlack
+            }
+            for k in gone.keys { entries[k] = nil }
+            if !gone.isEmpty { missedLocked(position.directory, gone.count) }
+            return Array(gone.values)
+        }
+        passed.forEach(drop)
+    }
+
+    /// `path`, at `position` in its directory, was read whole: placed in both orders (a walk
+    /// becomes evident, or the reader left it); a guess read is a hit.
+    func noteRead(_ path: String, at position: Position) {
+        let t = now()
+        lock.withLock {
             if tracks[position.directory] == nil, tracks.count >= Self.rememberedDirectories {
                 for (k, _) in tracks.sorted(by: { $0.value.touched < $1.value.touched }).prefix(Self.rememberedDirectories / 4) { tracks[k] = nil }
             }
             var track = tracks[position.directory] ?? Track()
-            track.opens += 1
             track.touched = t
+            if let e = entries[path], e.taken, !e.read, e.order != nil {
+                e.read = true
+                track.hits += 1
+                track.streak += 1
+            }
             for order in Order.allCases {
                 let p = position[order]
-                if let last = track.last[order] {
-                    if p > last {
-                        track.run[order, default: 0] += 1
-                        track.last[order] = p
-                    } else if p < last - Self.reorderSlack {
-                        track.run[order] = 0
-                        track.last[order] = p
-                    }
-                } else {
+                guard let last = track.last[order] else {
+                    track.last[order] = p
+                    track.run[order] = 0
+                    continue
+                }
+                if p > last {
+                    track.run[order] = p - last <= Self.walkStep ? (track.run[order] ?? 0) + 1 : 0
+                    track.last[order] = p
+                } else if p < last - Self.reorderSlack {
+                    track.run[order] = 0
                     track.last[order] = p
                 }
             }
-            // A reader that followed one order for a whole window is guessed for again.
-            if track.stopped, (track.run.values.max() ?? 0) >= limit {
-                track.stopped = false
-                track.hits = 0
-                track.misses = 0
+            if let w = track.walking, (track.run[w] ?? 0) == 0 {
+                // The reader left the order it walked in (a jump, or a start over).
+                track.walking = nil
+                track.streak = 0
+            }
+            if track.walking == nil {
+                // Ties go to the listing's order.
+                let best = Order.allCases.max { (track.run[$0] ?? 0) < (track.run[$1] ?? 0) } ?? .listing
+                let order = (track.run[best] ?? 0) > (track.run[.listing] ?? 0) ? best : .listing
+                if (track.run[order] ?? 0) >= track.evidence {
+                    track.walking = order
+                    track.streak = 0
+                }
             }
             tracks[position.directory] = track
         }
     }
 
-    /// The order to fetch ahead in for `directory` and how many files: the listing's, a whole
-    /// window, for a directory's first file; then the order the opens have been following, as
-    /// many files as opens in a row followed it (twice that, up to the limit); nil when they
-    /// follow none, or guessing stopped.
+    /// The order to fetch ahead in for `directory` and how many files: nil until its opens show
+    /// a walk (`noteRead`); then `probe` files, twice as many for each guess read since, up to
+    /// the limit.
     func plan(_ directory: String) -> (order: Order, count: Int)? {
         lock.withLock {
-            guard let track = tracks[directory] else { return nil }
-            if track.stopped { return nil }
-            if track.opens <= 1 { return (.listing, limit) }
-            // Ties go to the listing's order.
-            let best = Order.allCases.max { (track.run[$0] ?? 0) < (track.run[$1] ?? 0) } ?? .listing
-            let listingRun = track.run[.listing] ?? 0
-            let order = (track.run[best] ?? 0) > listingRun ? best : .listing
-            let run = track.run[order] ?? 0
-            return run > 0 ? (order, min(limit, 2 * run)) : nil
+            guard let track = tracks[directory], let order = track.walking else { return nil }
+            return (order, min(limit, Self.probe << min(track.streak, 16)))
         }
     }
 
     // MARK: - fetching ahead
 
     /// Starts fetching the candidates (the next files after the one at `position` in `order`)
-    /// not fetched, kept or opened yet, in order, while the budget takes them; drops what was
-    /// fetched in `directory` in that order and passed over (before `position`, never opened).
+    /// not fetched, kept or opened yet, in order, while the budget takes them.
     func prefetch(_ window: [Candidate], in directory: String, order: Order, after position: Int,
                   fetch: @escaping @Sendable (Candidate) async throws -> Data) {
         sweep()
         let t = now()
-        let dropped: [Entry] = lock.withLock {
-            // Passed over: behind the reader by more than two readers' disorder, in an order its
-            // opens have followed three times in a row (an order guessed from one or two opens
-            // may be the wrong one: the files fetched in it may yet be opened in another).
-            guard (tracks[directory]?.run[order] ?? 0) >= Self.confirmedRun else { return [] }
-            let gone = entries.filter { !$0.value.taken && $0.value.directory == directory && $0.value.order == order
-                && $0.value.position < position - Self.reorderSlack }
-            for k in gone.keys { entries[k] = nil }
-            tracks[directory]?.misses += gone.count
-            stopIfMissingLocked(directory)
-            return Array(gone.values)
-        }
-        dropped.forEach(drop)
         enum Outcome { case started, skipped, full }
         for c in window {
             let size = Int(c.info.size)
@@ -268,10 +293,7 @@ final class WalkAhead: @unchecked Sendable {
                 entries[path] = nil
                 return (nil, e)
             }
-            if !e.taken {
-                e.taken = true
-                if e.order != nil { tracks[e.directory]?.hits += 1 }
-            }
+            e.taken = true
             e.readers += 1
             e.touched = t
             return (e.bytes, nil)
@@ -290,6 +312,12 @@ final class WalkAhead: @unchecked Sendable {
             e.touched = t
             if e.bytes.hasFailed, e.readers == 0 {
                 entries[path] = nil
+                return [e]
+            }
+            if e.order != nil, !e.read, e.readers == 0 {
+                // Opened and closed unread (borg opens every file, reads the changed ones).
+                entries[path] = nil
+                missedLocked(e.directory, 1)
                 return [e]
             }
             return trimKeptLocked()
@@ -323,10 +351,16 @@ final class WalkAhead: @unchecked Sendable {
         return old.map(\.value)
     }
 
-    /// Misses outran hits by a whole window: stop guessing for the directory (caller holds `lock`).
-    private func stopIfMissingLocked(_ directory: String) {
-        guard var track = tracks[directory], !track.stopped, track.misses >= track.hits + limit else { return }
-        track.stopped = true
+    /// `count` guesses in `directory` went unread: stop guessing for its walk, and ask twice the
+    /// evidence (up to a window) before the next (caller holds `lock`).
+    private func missedLocked(_ directory: String, _ count: Int) {
+        guard var track = tracks[directory] else { return }
+        track.misses += count
+        if track.walking != nil {
+            track.walking = nil
+            track.streak = 0
+            track.evidence = min(max(limit, Self.evidenceSteps), 2 * track.evidence)
+        }
         track.run = [:]
         tracks[directory] = track
     }
@@ -354,11 +388,12 @@ final class WalkAhead: @unchecked Sendable {
         let t = now()
         let old: [Entry] = lock.withLock {
             let old = entries.filter { $0.value.readers == 0 && t - $0.value.touched > ttl }
+            var missed: [String: Int] = [:]
             for (k, e) in old {
                 entries[k] = nil
-                if !e.taken, e.order != nil { tracks[e.directory]?.misses += 1 }
+                if !e.taken, e.order != nil { missed[e.directory, default: 0] += 1 }
             }
-            for d in Set(old.values.map(\.directory)) { stopIfMissingLocked(d) }
+            for (d, n) in missed { missedLocked(d, n) }
             return Array(old.values)
         }
         old.forEach(drop)

@@ -1,0 +1,166 @@
+@testable import BucketFS
+import Foundation
+import FuseKit
+import StorageModel
+import Testing
+import TestSupport
+
+/// The walk-ahead guesses only on evidence (docs/SEMANTICS.md §3.6): reads of a few files far
+/// apart (an incremental backup reading what changed), or opens not followed by reads (borg),
+/// get nothing fetched ahead; three files read whole in a row that are neighbours make a walk
+/// evident, and the guesses start small and widen as they are read; a guess gone unread stops
+/// them, and the walk needs more evidence to start again. Store reads are counted. A walk-ahead registers its fetches within the read that completes a file,
+/// so "nothing pending" right after the reads is timing-free.
+@Suite struct CoreWalkEvidenceTests {
+    func eventually(_ condition: () -> Bool) async -> Bool {
+        for _ in 0..<1000 {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return condition()
+    }
+
+    /// A listed directory `d` of `files` small files f00…; the window's limit is `limit`.
+    func harness(files: Int = 50, limit: Int = 8) async throws -> (Harness, [Data]) {
+        let h = Harness { $0.walkAheadFiles = limit; $0.walkAheadTTL = 60 }
+        var contents: [Data] = []
+        for i in 0..<files {
+            contents.append(Data.pattern(8_000 + i, seed: UInt32(i + 1)))
+            h.store.put(name(i), contents[i])
+        }
+        _ = try await h.readdirAll(Harness.root)
+        _ = try await h.readdirAll(try await h.ino("d"))
+        h.store.resetCounts()
+        return (h, contents)
+    }
+
+    func name(_ i: Int) -> String { String(format: "d/f%02d", i) }
+
+    func read(_ h: Harness, _ contents: [Data], _ order: [Int]) async throws {
+        for i in order { #expect(try await h.readAll(name(i)) == contents[i], "f\(i)") }
+    }
+
+    @Test func filesFarApartGetNothingFetchedAhead() async throws {
+        // An incremental backup: 2 of 50 changed, then 5 of 50, scattered.
+        let (h, contents) = try await harness()
+        try await read(h, contents, [9, 30])
+        #expect(h.fs.walkAhead.pending.isEmpty)
+        #expect(h.store.count("read") == 2)
+        try await read(h, contents, [2, 14, 21, 37, 44])
+        #expect(h.fs.walkAhead.pending.isEmpty)
+        #expect(h.store.count("read") == 7)
+        #expect(h.store.totalRequests == 7)
+    }
+
+    @Test func twoNeighboursAreNotAWalk() async throws {
+        let (h, contents) = try await harness()
+        try await read(h, contents, [9, 10])
+        #expect(h.fs.walkAhead.pending.isEmpty)
+        try await read(h, contents, [30, 31])
+        #expect(h.fs.walkAhead.pending.isEmpty)
+        #expect(h.store.count("read") == 4)
+    }
+
+    @Test func threeNeighboursStartAWalkThatWidensWithEachHit() async throws {
+        let (h, contents) = try await harness(limit: 8)
+        try await read(h, contents, [0, 1])
+        #expect(h.fs.walkAhead.pending.isEmpty)
+        // The third neighbour: a walk; two files guessed.
+        try await read(h, contents, [2])
+        #expect(Set(h.fs.walkAhead.pending) == [name(3), name(4)])
+        // Each guess taken doubles the window, up to the limit.
+        try await read(h, contents, [3])
+        #expect(Set(h.fs.walkAhead.pending) == Set((4...7).map(name)))
+        try await read(h, contents, [4])
+        #expect(Set(h.fs.walkAhead.pending) == Set((5...12).map(name)))
+        try await read(h, contents, Array(5..<50))
+        for i in 0..<50 { #expect(h.store.reads.filter { $0.name == name(i) }.count == 1, "f\(i)") }
+        #expect(h.store.totalRequests == 50)
+        #expect(h.fs.walkAhead.outcomes(in: "d") == (hits: 47, misses: 0))
+    }
+
+    @Test func aFalseStartCostsTwoGuessesThenBacksOffAndRecovers() async throws {
+        let (h, contents) = try await harness()
+        // Three neighbours changed: indistinguishable from a walk, two guesses.
+        try await read(h, contents, [9, 10, 11])
+        #expect(Set(h.fs.walkAhead.pending) == [name(12), name(13)])
+        #expect(await eventually { h.store.count("read") == 5 })
+        // The next changed file is far on: the guesses went unread and go.
+        try await read(h, contents, [30])
+        #expect(h.fs.walkAhead.pending.isEmpty)
+        #expect(h.fs.walkAhead.outcomes(in: "d") == (hits: 0, misses: 2))
+        // k = 4 files opened, k + 2 reads.
+        #expect(h.store.count("read") == 6)
+        // Four neighbours are not enough now: the evidence doubled.
+        try await read(h, contents, [31, 32])
+        #expect(h.fs.walkAhead.pending.isEmpty)
+        #expect(h.store.count("read") == 8)
+        try await read(h, contents, [33])
+        #expect(h.fs.walkAhead.pending.isEmpty)
+        // The walk goes on (five opens in a row): guessed for again.
+        try await read(h, contents, [34])
+        #expect(Set(h.fs.walkAhead.pending) == [name(35), name(36)])
+        try await read(h, contents, Array(35..<50))
+        for i in 30..<50 { #expect(h.store.reads.filter { $0.name == name(i) }.count == 1, "f\(i)") }
+        #expect(h.fs.walkAhead.outcomes(in: "d").hits == 15)
+    }
+
+    @Test func filesOpenedButNotReadAreNoWalk() async throws {
+        // borg opens every file of a directory in inode order (to fstat it) and reads only the
+        // changed ones: the opens walk, the reads do not.
+        let (h, contents) = try await harness()
+        var inos: [(Int, UInt64)] = []
+        for i in 0..<50 { inos.append((i, try await h.ino(name(i)))) }
+        for (i, ino) in inos.sorted(by: { $0.1 < $1.1 }) {
+            let fh = try await h.fs.open(ino: ino, flags: OpenFlags(O_RDONLY))
+            if i == 9 || i == 30 {
+                #expect(try await h.fs.read(ino: ino, fh: fh, offset: 0, size: 1 << 20) == contents[i])
+            }
+            try await h.fs.release(ino: ino, fh: fh)
+        }
+        #expect(h.fs.walkAhead.pending.isEmpty)
+        #expect(h.store.count("read") == 2)
+    }
+
+    @Test func aGuessOpenedAndClosedUnreadStopsTheWalk() async throws {
+        let (h, contents) = try await harness()
+        try await read(h, contents, [0, 1, 2])
+        #expect(Set(h.fs.walkAhead.pending) == [name(3), name(4)])
+        #expect(await eventually { h.store.count("read") == 5 })
+        let ino = try await h.ino(name(3))
+        let fh = try await h.fs.open(ino: ino, flags: OpenFlags(O_RDONLY))
+        try await h.fs.release(ino: ino, fh: fh)
+        #expect(h.fs.walkAhead.outcomes(in: "d").misses == 1)
+        // f04, fetched already, is read: one step of the longer evidence, nothing more guessed.
+        try await read(h, contents, [4])
+        #expect(h.fs.walkAhead.pending.isEmpty)
+        #expect(h.store.count("read") == 5)
+        try await read(h, contents, [5, 6])
+        #expect(h.fs.walkAhead.pending.isEmpty)
+        #expect(h.store.count("read") == 7)
+    }
+
+    @Test func guessesNobodyOpensStopTheWalkAtTheirTTL() async throws {
+        let (h, contents) = try await harness()
+        try await read(h, contents, [20, 21, 22])
+        #expect(h.fs.walkAhead.pending.count == 2)
+        h.clock.advance(61)
+        h.fs.walkAhead.sweep()
+        #expect(h.fs.walkAhead.pending.isEmpty)
+        #expect(h.fs.walkAhead.outcomes(in: "d").misses == 2)
+        // One more neighbour is not a walk any more.
+        try await read(h, contents, [23])
+        #expect(h.fs.walkAhead.pending.isEmpty)
+    }
+
+    @Test func theWindowIsAsWideAsTheLimit() async throws {
+        let (h, contents) = try await harness(files: 60, limit: 16)
+        var widest = 0
+        for i in 0..<60 {
+            #expect(try await h.readAll(name(i)) == contents[i])
+            widest = max(widest, h.fs.walkAhead.pending.count)
+        }
+        #expect(widest == 16)
+        #expect(h.store.totalRequests == 60)
+    }
+}
