@@ -231,10 +231,10 @@ func storageError(_ body: () async throws -> Void) async -> StorageError? {
     }
 
     @Test func persistent503EndsWithinTheDeadline() async throws {
-        // 6 s: room for several attempts even when the first one is slow to connect (the whole
-        // suite runs in parallel on 2 cores; a 3 s deadline once saw a single attempt, and 5 s did
-        // once, with other builds running).
-        try await withGCSServer(deadline: .seconds(6)) { server, store in
+        // 10 s: room for several attempts even when the first one is slow to connect (the whole
+        // suite runs in parallel on 2 cores; a 3 s deadline once saw a single attempt, and 5 s
+        // and 6 s did once each, with six builds running at a load of 12).
+        try await withGCSServer(deadline: .seconds(10)) { server, store in
             server.configure { $0.alwaysStatus = 503 }
             let start = ContinuousClock.now
             let e = await storageError { _ = try await store.getMetadata("x") }
@@ -244,8 +244,8 @@ func storageError(_ body: () async throws -> Void) async -> StorageError? {
                 return
             }
             #expect(m.contains("503") || m.contains("injected"), "the last cause is named: \(m)")
-            #expect(took < .seconds(9), "bounded by the 6 s deadline, took \(took)")
-            #expect(took > .seconds(3), "kept trying until near the deadline, took \(took)")
+            #expect(took < .seconds(14), "bounded by the 10 s deadline, took \(took)")
+            #expect(took > .seconds(5), "kept trying until near the deadline, took \(took)")
             #expect(server.recorded.count >= 2, "retried")
         }
     }
@@ -481,8 +481,12 @@ func storageError(_ body: () async throws -> Void) async -> StorageError? {
             #expect(server.object("stall.bin")?.data == data)
             let persisted = 3_000_000 / (256 << 10) * (256 << 10)
             let puts = server.recorded.filter { $0.method == "PUT" }
-            #expect(puts.last?.headers["content-range"] == "bytes \(persisted)-\(data.count - 1)/\(data.count)")
-            #expect(took < .seconds(10), "the stall was noticed after about 0.4 s, took \(took)")
+            // The first PUT with bytes after the stall resumes at the persisted offset. (On a
+            // loaded machine the short 400 ms idle timeout may also end a healthy attempt later;
+            // that one resumes from its own offset, so only the first resume is pinned.)
+            let resumes = puts.compactMap { $0.headers["content-range"] }.filter { !$0.hasPrefix("bytes */") }
+            #expect(resumes.first == "bytes \(persisted)-\(data.count - 1)/\(data.count)", "\(resumes)")
+            #expect(took < .seconds(30), "the stall was noticed by the 0.4 s idle timeout, not the 60 s deadline; took \(took)")
         }
     }
 
