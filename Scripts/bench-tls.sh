@@ -108,7 +108,7 @@ tar_kind() {  # KIND FIRST -> seconds
       local v; v=$(curl_v "$1")
       t0=$(now)
       curl_list "$v" bench/tar | awk -v a="$API/" '{ gsub("/", "%2F"); printf "url = \"%s%s?alt=media\"\noutput = \"/dev/null\"\n", a, $0 }' >"$WORK/urls"
-      curl -sf "$v" --cacert "$BUCKETFS_TLS_CA" -Z --parallel-max 16 -K "$WORK/urls"
+      curl -sf --no-progress-meter "$v" --cacert "$BUCKETFS_TLS_CA" -Z --parallel-max 16 -K "$WORK/urls"
       t1=$(now)
       [ "$(grep -c '^url' "$WORK/urls")" = "$SMALL" ] || { echo "bench: curl listed $(grep -c '^url' "$WORK/urls") of $SMALL" >&2; exit 1; }
       elapsed "$t0" "$t1"; return ;;
