@@ -74,8 +74,33 @@ package struct ClientSettings: Sendable {
         config.decompression = .disabled
         config.redirectConfiguration = .disallow
         let reads = GCSStore.socketReads(upTo: receiveBuffer)
-        config.http1_1ConnectionDebugInitializer = counter.counting(http2: false, then: reads)
+        // `--http-version 2` asks for HTTP/2 only: an https server that answers the handshake
+        // without choosing h2 (ALPN) would otherwise be spoken to in HTTP/1.1 without a word, so
+        // such a connection is closed and its requests fail at once, naming the protocol
+        // (docs/SEMANTICS.md §5.6). Plain http:// stays HTTP/1.1.
+        let h1 = httpVersion == .http2 ? Self.refusingTLS(then: reads) : reads
+        config.http1_1ConnectionDebugInitializer = counter.counting(http2: false, then: h1)
         config.http2ConnectionDebugInitializer = counter.counting(http2: true, then: reads)
         return config
     }
+
+    /// An HTTP/1.1 connection initializer that refuses TLS connections (`HTTP2NotOffered`) and
+    /// passes plain ones to `next`.
+    static func refusingTLS(then next: @escaping @Sendable (Channel) -> EventLoopFuture<Void>)
+        -> @Sendable (Channel) -> EventLoopFuture<Void> {
+        { channel in
+            channel.pipeline.context(handlerType: NIOSSLClientHandler.self).map { _ in true }.recover { _ in false }
+                .flatMap { tls in
+                    guard tls else { return next(channel) }
+                    channel.close(promise: nil)
+                    return channel.eventLoop.makeFailedFuture(HTTP2NotOffered())
+                }
+        }
+    }
+}
+
+/// An https server that completed the TLS handshake without choosing HTTP/2 while
+/// `--http-version 2` allows nothing else: never retried (the next handshake chooses the same).
+package struct HTTP2NotOffered: Error, CustomStringConvertible {
+    package var description: String { "the server does not offer HTTP/2 (ALPN chose no h2)" }
 }

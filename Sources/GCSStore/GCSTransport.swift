@@ -410,6 +410,9 @@ package final class GCSTransport: Sendable {
     package static func map(_ error: any Error) -> StorageError {
         if let e = error as? StorageError { return e }
         if error is CancellationError { return .cancelled }
+        if error is HTTP2NotOffered {
+            return .tls(message: "\(error), and --http-version 2 allows HTTP/2 only: use --http-version auto or 1.1")
+        }
         if TLSFailure.isHandshakeFailure(error) {
             return .tls(message: "the TLS handshake failed: \(error). If a private CA signed the server's certificate, pass it with --ca-file")
         }

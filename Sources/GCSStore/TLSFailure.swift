@@ -12,6 +12,7 @@ import StorageModel
 package enum TLSFailure {
     /// Whether `error` is a refused handshake (as opposed to a connection lost later).
     package static func isHandshakeFailure(_ error: any Error) -> Bool {
+        if error is HTTP2NotOffered { return true }
         if let e = error as? NIOSSLError {
             switch e {
             case .handshakeFailed, .noCertificateToValidate, .unableToValidateCertificate, .cannotMatchULabel: return true
@@ -33,6 +34,10 @@ package enum TLSFailure {
         let shown = "\(host):\(port)"
         let trusted = trust.description
         let text = "\(error)"
+        if error is HTTP2NotOffered {
+            return .tls(message: "\(shown) does not offer HTTP/2 (its TLS handshake chose no h2 by ALPN), and "
+                + "--http-version 2 allows HTTP/2 only. Use --http-version auto (HTTP/2 where the server offers it) or 1.1")
+        }
         if let e = error as? NIOSSLExtraError, e == .failedToValidateHostname {
             return .tls(message: "the TLS certificate of \(shown) is for another name (wrong name: it does not list "
                 + "\(host)). Use a name the certificate lists in --endpoint, or reissue the certificate with \(host) "

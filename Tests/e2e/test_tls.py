@@ -101,6 +101,8 @@ def _mount_check(source, *options, env=None, mnt=None):
     p = subprocess.run([BIN, "mount", source, str(mnt), *map(str, options)], capture_output=True, text=True,
                        env=env, timeout=60)
     took = time.monotonic() - t
+    if p.returncode == 0:  # not refused: leave no mount behind
+        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True, timeout=30)
     assert p.returncode != 0, f"the mount was not refused: {p.stdout}{p.stderr}"
     assert not os.path.ismount(str(mnt))
     return p.stderr, took
@@ -225,6 +227,33 @@ def test_http_version_and_connections_counted(choice, protocol, fronts, mounts, 
     total, h1, h2, tls = map(int, m.groups())
     assert total == counted and tls == counted and h1 + h2 == total, m.group(0)
     assert {"2": h2, "1.1": h1, "auto": min(h1, h2) and h1 + h2}[choice] == total, m.group(0)
+
+
+def test_http2_only_on_a_server_without_http2(fronts, mounts, tmp_path):
+    """`--http-version 2` on a port that offers HTTP/1.1 only (ALPN chooses no h2): the mount
+    check and a library command fail at once, saying the server does not offer HTTP/2 and to use
+    `auto` or `1.1`; no request reaches the server in HTTP/1.1 (no silent fall back). `auto`
+    mounts the same port (docs/SEMANTICS.md §5.6)."""
+    emu = server("emulator")
+    front = fronts(emu.hostport)
+    host = front.h1.split("//", 1)[1]
+    src = f"gs://{emu.bucket_name}/h2only-{uuid.uuid4().hex[:10]}"
+    opts = ["--endpoint", front.h1, "--anonymous", "--ca-file", front.ca]
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    err, took = _mount_check(src, *opts, "--http-version", "2", mnt=mnt)
+    assert took < CHECK_BOUND, (took, err)
+    assert host in err and "does not offer HTTP/2" in err and "--http-version auto" in err and "1.1" in err, err
+    t = time.monotonic()
+    p = run("ls", f"{src}/", *opts, "--http-version", "2", check=False)
+    cmd_err = p.stderr.decode()
+    assert p.returncode != 0 and time.monotonic() - t < CHECK_BOUND, cmd_err
+    assert "does not offer HTTP/2" in cmd_err and "--http-version auto" in cmd_err, cmd_err
+    assert front.requests(front.h1) == [], front.requests(front.h1)[:5]
+    run("put", "-", f"{src}/a.txt", *opts, input=b"alpha\n")
+    m = mounts.mount(src, *opts, "--http-version", "auto")
+    assert sh(["cat", f"{m}/a.txt"]).stdout == b"alpha\n"
+    _all_by(front, front.h1, "HTTP/1.1")
 
 
 # --- firebase:// ---------------------------------------------------------------------------
