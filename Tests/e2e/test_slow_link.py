@@ -2,38 +2,55 @@
 faultproxy.py), which Scripts/bench-slow-link.sh uses through latencyproxy.py for the
 full-size upload (2 GiB at 5 MB/s with the default timings)."""
 import http.client
+import http.server
 import os
+import threading
 import time
-import urllib.parse
-
-import pytest
-
-pytestmark = pytest.mark.faults
 
 # --- the proxy's bandwidth limit ----------------------------------------------------------------
 
 
-@pytest.mark.one_server
-def test_proxy_rate_limits_each_way(emulator, prefix):
-    """The proxy's `rate`: 512 KiB up and down at 256 KiB/s take about 2 s each (not less than
-    1.7 s, the client's socket buffer aside), and the bytes arrive whole; with no limit the same
+class _Store(http.server.BaseHTTPRequestHandler):
+    """A tiny upstream for the proxy: POST stores the body under the path, GET returns it. Its
+    own time is next to nothing, so the proxy's limit is what a transfer takes."""
+    data = {}
+
+    def do_POST(self):
+        self.data[self.path] = self.rfile.read(int(self.headers["Content-Length"]))
+        self._answer(b"{}")
+
+    def do_GET(self):
+        self._answer(self.data.get(self.path, b""))
+
+    def _answer(self, body):
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_proxy_rate_limits_each_way():
+    """The proxy's `rate`: 512 KiB up and down at 256 KiB/s take about 2 s each (at least 1.7 s,
+    the client's socket buffer aside), and the bytes arrive whole; with no limit the same
     transfers take a fraction of that."""
     from faultproxy import FaultProxy
+    upstream = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Store)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
     data = os.urandom(512 << 10)
-    name = urllib.parse.quote(f"{prefix}/rate.bin", safe="")
-    bucket = emulator.bucket_name
 
     def up_and_down(proxy):
         conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=60)
         t0 = time.monotonic()
-        conn.request("POST", f"/upload/storage/v1/b/{bucket}/o?uploadType=media&name={name}", body=data,
-                     headers={"Content-Type": "application/octet-stream"})
+        conn.request("POST", "/rate.bin", body=data, headers={"Content-Type": "application/octet-stream"})
         r = conn.getresponse()
         r.read()
         assert r.status == 200
         up = time.monotonic() - t0
         t0 = time.monotonic()
-        conn.request("GET", f"/storage/v1/b/{bucket}/o/{name}?alt=media")
+        conn.request("GET", "/rate.bin")
         r = conn.getresponse()
         got = r.read()
         down = time.monotonic() - t0
@@ -41,10 +58,13 @@ def test_proxy_rate_limits_each_way(emulator, prefix):
         conn.close()
         return up, down
 
-    with FaultProxy(emulator.hostport, rate=256 << 10) as slow:
-        up, down = up_and_down(slow)
-    with FaultProxy(emulator.hostport) as fast:
-        up0, down0 = up_and_down(fast)
+    try:
+        with FaultProxy(f"127.0.0.1:{upstream.server_port}", rate=256 << 10) as slow:
+            up, down = up_and_down(slow)
+        with FaultProxy(f"127.0.0.1:{upstream.server_port}") as fast:
+            up0, down0 = up_and_down(fast)
+    finally:
+        upstream.shutdown()
     print(f"512 KiB at 256 KiB/s: up {up:.2f} s, down {down:.2f} s; unlimited: up {up0:.2f} s, down {down0:.2f} s")
     assert 1.7 <= up < 6, f"upload took {up:.2f} s at 256 KiB/s"
     assert 1.7 <= down < 6, f"download took {down:.2f} s at 256 KiB/s"
