@@ -83,7 +83,14 @@ def fx(emulator, prefix, mounts, tmp_path):
     f.cleanup()
 
 
-@pytest.mark.parametrize("n", [1000, pytest.param(10_000, marks=pytest.mark.slow)])
+# At 10,000 the remount does not come up within the 30 s `bucketfs mount` waits: the stage files
+# are copied into lost+found one by one before it answers (measured on fake-gcs-server and
+# gcp-storage-emulator, load 11-14). Strict: it fails the run once that is fixed, to be unmarked.
+TEN_THOUSAND = pytest.param(10_000, marks=[pytest.mark.slow, pytest.mark.xfail(
+    strict=True, reason="the remount copies 9,000 stage files into lost+found before it answers, past 30 s")])
+
+
+@pytest.mark.parametrize("n", [1000, TEN_THOUSAND])
 def test_queued_files_land_once_after_kill_9_and_a_remount(fx, n):
     landed = collections.Counter()   # uploads answered 200, per object name
     def count(req, result):
