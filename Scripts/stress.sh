@@ -4,11 +4,12 @@
 # embedded bucket, then on gs:// against gcp-storage-emulator. Tests/e2e/stress.py says what is
 # checked. Not part of Scripts/test.sh (Tests/e2e/test_stress.py runs a short version there).
 #
-#   Scripts/stress.sh [SECONDS]           # per source; default 300
+#   Scripts/stress.sh [SECONDS]           # per source and mode; default 300
 #
 # Environment: BUCKETFS_BIN (default: the debug build, built here), STRESS_SOURCES (default
 # "embedded emulator"; also "fake-gcs"), EMULATOR_PORT / FAKE_GCS_PORT (servers started here if
-# none answers), STRESS_ARGS (more options for stress.py, e.g. "--workers 8 --keep").
+# none answers), STRESS_MODES (default "default write-back": the first mount in the default mode,
+# then with --write-back), STRESS_ARGS (more options for stress.py, e.g. "--workers 8 --keep").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH="${1:-300}"
@@ -43,8 +44,13 @@ for src in ${STRESS_SOURCES:-embedded emulator}; do
       [ "$src" = fake-gcs ] && source_args+=(--removed-key-is-empty) ;;
     *) echo "unknown source $src" >&2; exit 2 ;;
   esac
-  # shellcheck disable=SC2086
-  .venv/bin/python Tests/e2e/stress.py "${source_args[@]}" --bin "$BIN" --seconds "$SECONDS_EACH" \
-    --tmp "$TMP" ${STRESS_ARGS:-} || status=1
+  for mode in ${STRESS_MODES:-default write-back}; do
+    mode_args=()
+    [ "$mode" = write-back ] && mode_args=(--write-back)
+    echo "-- mode: $mode"
+    # shellcheck disable=SC2086
+    .venv/bin/python Tests/e2e/stress.py "${source_args[@]}" "${mode_args[@]}" --bin "$BIN" \
+      --seconds "$SECONDS_EACH" --tmp "$TMP" ${STRESS_ARGS:-} || status=1
+  done
 done
 exit $status

@@ -95,6 +95,8 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     let refusalLog = WarnOnce()
     /// Write-back's background uploads, in the order files were closed (UploadQueue.swift).
     let uploads: UploadQueue
+    /// The unmount's bound, set by `shutdown(within:)`: no operation's deadline passes it.
+    let shutdownLimit = OperationLimit()
     /// Failed upload attempts and cache-directory errors, for the metrics.
     public let uploadCounters = UploadCounters()
     /// Complete files an earlier run left unsaved, moved to lost+found by `init`; whether the
@@ -121,18 +123,25 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         readPath = ReadPath(store: store, config: config, logger: logger)
         recovered = staging.recoverOrphans()
         superblock = Superblock(config: config, stat: stat, counters: cacheCounters)
-        uploads = UploadQueue(limit: config.uploadConcurrency, delay: config.writeBackDelay)
+        uploads = UploadQueue(limit: config.uploadConcurrency, delay: config.writeBackDelay,
+                              maxFiles: config.writeBackMaxFiles, maxBytes: config.writeBackMaxBytes)
         uploads.start { [weak self] n, s in await self?.uploadQueued(n, s) ?? false }
     }
 
     var now: Double { config.now() }
 
+    /// A fresh deadline of `--op-timeout` that restarts with each byte moved, never past the
+    /// shutdown's bound once it is set.
+    func operationClock() -> OperationClock {
+        OperationClock(timeout: .milliseconds(Int64(config.operationTimeout * 1000)), limit: shutdownLimit)
+    }
+
     /// Every operation from the kernel runs under one deadline (`operationTimeout`) that covers
-    /// all its store requests and retries.
+    /// all its store requests and retries, and restarts whenever the operation moves bytes
+    /// (docs/SEMANTICS.md §5.2).
     public func perform<T: Sendable>(_ work: @escaping @Sendable () async throws(Errno) -> T) async throws(Errno) -> T {
-        let end = ContinuousClock.now + .milliseconds(Int64(config.operationTimeout * 1000))
         do {
-            return try await OperationContext.$deadline.withValue(end) { try await work() }
+            return try await OperationContext.$clock.withValue(operationClock()) { try await work() }
         } catch let e as Errno {
             throw e
         } catch {

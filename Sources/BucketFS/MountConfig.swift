@@ -71,6 +71,10 @@ public struct MountConfig: Sendable {
     /// rename a tool sets right after close (rsync's temporary name) join the upload that waits
     /// (docs/SEMANTICS.md §3.4).
     public var writeBackDelay: Double = 0.5
+    /// The write-back queue's bound: files waiting for their upload, and bytes of their data;
+    /// a close that finds the queue full waits until an upload starts (docs/SEMANTICS.md §3.4).
+    public var writeBackMaxFiles = 10_000
+    public var writeBackMaxBytes: Int64 = 4 << 30
     /// The type an object created here gets when nobody gives one, at its upload and again at a
     /// rename when that type was inferred here (docs/SEMANTICS.md §4.1).
     public var contentTypes = ContentTypePolicy()

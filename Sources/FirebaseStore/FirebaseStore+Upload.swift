@@ -5,7 +5,7 @@ import NIOHTTP1
 import StorageModel
 
 /// Uploads as the Firebase SDKs make them (firebase-v0.md §5): multipart for small objects;
-/// resumable for large ones, a chunk in memory at a time, resuming after a fault from what the
+/// resumable for large ones, a chunk at a time streamed from the source, resuming after a fault from what the
 /// session says it received. v0 writes are last-writer-wins (no preconditions reach the server),
 /// so a repeated request does what the first would have.
 extension FirebaseStore {
@@ -88,8 +88,7 @@ extension FirebaseStore {
     /// and goes on from there; a session the server forgot starts over (three times at most). The
     /// deadline restarts whenever the server holds more bytes.
     func resumableUpload(_ name: String, from source: UploadSource, size: Int64, metadata: WritableMetadata) async throws -> ObjectInfo {
-        let reader = try ChunkReader(source)
-        defer { reader.close() }
+        let sums = UploadChecksums()
         var session = try await startSession(name, size: size, metadata: metadata)
         var progress = ResumableProgress(policy: transport.policy)
         var mustAsk = false
@@ -126,17 +125,22 @@ extension FirebaseStore {
             }
             let offset = progress.offset
             let length = Int(min(Int64(tuning.chunkSize), size - offset))
-            let chunk = try reader.read(at: offset, count: length)
             let last = offset + Int64(length) == size
             let verb = last ? (length > 0 ? "upload, finalize" : "finalize") : "upload"
+            // The chunk streams from the source for as long as its bytes move (docs/SEMANTICS.md §5.2).
+            let body = StreamedBody(source: source, offset: offset, length: Int64(length), sums: sums,
+                                    stallTimeout: tuning.idleTimeout)
+            var request = command(session, verb, offset: offset, body: nil)
+            if length > 0 { request = GCSRequest(.POST, session, headers: request.headers, streaming: body) }
             do {
-                let r = try await transport.send("upload chunk", path: name, idempotent: false, deadline: progress.end,
-                                                 command(session, verb, offset: offset, body: chunk))
+                let r = try await transport.send("upload chunk", path: name, idempotent: false,
+                                                 deadline: max(progress.end, ContinuousClock.now + .seconds(86_400)), request)
                 if last || Self.isFinal(r) { return try parseObject(r) }
                 progress.persisted(offset + Int64(length))
             } catch StorageError.objectNotFound {
                 try await restart()
             } catch let e as StorageError where e.isTransient {
+                progress.sent(body.progress.bytes)
                 let pause = try progress.pause(after: e, name: name, size: size)
                 logger.debug("Firebase upload of \(name): \(e) at byte \(offset); asking the session in \(pause)")
                 try await progress.policy.pause(pause)

@@ -51,7 +51,8 @@ extension GCSStore {
     /// `tuning.chunkSize` set, one request per chunk, for servers and proxies that need it). Only
     /// after a reset, a stall, a timeout or a 5xx does it ask the session what it persisted
     /// (`Content-Range: bytes */N` → 308 with `Range: bytes=0-K`) and send the rest from there.
-    /// The deadline restarts whenever the server has persisted more bytes. The crc32c and md5 of
+    /// The deadline restarts whenever the server has persisted more bytes, and while the body's
+    /// bytes move (docs/SEMANTICS.md §5.2). The crc32c and md5 of
     /// the bytes sent are summed as they go, and the finished object must carry the same sums.
     func resumableUpload(_ name: String, from source: UploadSource, size: Int64, metadata: WritableMetadata,
                          preconditions: Preconditions) async throws -> ObjectInfo {
@@ -98,6 +99,7 @@ extension GCSStore {
                     mustAsk = true
                 }
             } catch let e as StorageError where e.isTransient {
+                progress.sent(body.progress.bytes)
                 let pause = try progress.pause(after: e, name: name, size: size)
                 logger.debug("GCS upload of \(name): \(e) after byte \(offset); asking the session in \(pause)")
                 try await progress.policy.pause(pause)

@@ -113,11 +113,14 @@ package final class GCSTransport: Sendable {
     }
 
     /// Sends `request` with retries when `idempotent`, until `deadline` (default: now + policy
-    /// deadline), never past the enclosing filesystem operation's deadline. Statuses in 200..<300
-    /// and those `expect` admits are returned; others become typed errors.
+    /// deadline), never past the enclosing filesystem operation's deadline. A streamed body is
+    /// the exception: it goes on for as long as its bytes move (each byte taken restarts the
+    /// operation's deadline, docs/SEMANTICS.md §5.2) and fails when none moves for its stall
+    /// timeout. Statuses in 200..<300 and those `expect` admits are returned; others become typed errors.
     package func send(_ what: String, path: String, idempotent: Bool, deadline: ContinuousClock.Instant? = nil,
               expect: Expect = .plain, _ request: GCSRequest) async throws -> GCSResponse {
-        let end = OperationContext.deadline(capping: deadline ?? ContinuousClock.now + policy.deadline)
+        let own = deadline ?? ContinuousClock.now + policy.deadline
+        let end = request.streamed == nil ? OperationContext.deadline(capping: own) : own
         var attempts = 0
         var refreshedAfter401 = false
         var lastError: StorageError?
@@ -217,25 +220,48 @@ package final class GCSTransport: Sendable {
         }
     }
 
-    /// Returns when a streamed body stops moving (no byte taken for its stall timeout), when its
-    /// answer has not come `answerWithin` after its last byte, or at `end`, whichever is first.
+    /// Returns when a streamed body stops moving (no byte taken for its stall timeout, or for the
+    /// operation's deadline), when its answer has not come `answerWithin` after its last byte
+    /// (plus the time the link needs for what the socket buffers still hold, `SendBacklog`), or
+    /// at `end`, whichever is first. Each byte taken restarts the operation's deadline.
     private func watch(_ body: StreamedBody, answerWithin: Duration, until end: ContinuousClock.Instant) async {
         var seen: Int64 = -1
         var moved = ContinuousClock.now
+        var backlog = SendBacklog(start: moved)
+        // Once every byte is taken: the answer must come by then (the time the link needs for
+        // what the buffers still hold, then `answerWithin`); the operation's deadline moves along.
+        var answerBy: ContinuousClock.Instant? = nil
         while !Task.isCancelled {
             let now = ContinuousClock.now
             if now >= end { return }
             let taken = body.progress.bytes
-            if taken != seen { seen = taken; moved = now }
-            let bound = taken >= body.length ? answerWithin : body.stallTimeout
-            if now - moved >= bound { return }
+            if taken != seen {
+                if seen >= 0 { OperationContext.moved() }
+                seen = taken
+                moved = now
+                backlog.record(taken, at: now)
+                if taken >= body.length { answerBy = now + backlog.drainTime(slowest: 0) + answerWithin }
+            }
+            if let answerBy {
+                if now >= answerBy { return }
+                OperationContext.moved()
+            } else {
+                // A body that takes no byte for its stall timeout is a stall; until then it counts
+                // as moving (the socket buffers hide the link's pace for that long), whatever the
+                // operation's deadline.
+                if now - moved >= body.stallTimeout { return }
+                OperationContext.moved()
+            }
+            // The operation's deadline, restarted by the bytes: past it only when nothing moved
+            // for `--op-timeout`, or at the unmount's bound.
+            if let operationEnd = OperationContext.deadline, now >= operationEnd { return }
             let tick = min(body.stallTimeout / 4, end - now, .milliseconds(250))
             do { try await Task.sleep(for: max(tick, .milliseconds(5))) } catch { return }
         }
     }
 
     /// The client's request for `r`, with the current access token.
-    private func clientRequest(_ r: GCSRequest, limit: Duration) async throws -> HTTPClientRequest {
+    func clientRequest(_ r: GCSRequest, limit: Duration) async throws -> HTTPClientRequest {
         var req = HTTPClientRequest(url: r.url)
         req.method = r.method
         req.headers = r.headers
@@ -298,84 +324,8 @@ package final class GCSTransport: Sendable {
         }
     }
 
-    /// A GET whose body is handed to `deliver` as it arrives, never gathered, on the connection's
-    /// event loop (so `deliver` must not block). Retried like any idempotent call until its first
-    /// byte is delivered; after that a fault is thrown (sending the bytes again would repeat them)
-    /// for the caller to read the rest another way. `check` sees status and headers before any
-    /// byte is delivered; a body shorter than its Content-Length fails after its last byte.
-    package func stream(_ what: String, path: String, _ r: GCSRequest, length: Int,
-                check: @escaping @Sendable (Int, HTTPHeaders) -> StorageError?,
-                deliver: @escaping @Sendable (ByteBuffer) throws -> Void) async throws {
-        let end = OperationContext.deadline(capping: ContinuousClock.now + policy.deadline)
-        let started = StreamProgress()
-        var attempts = 0
-        var refreshedAfter401 = false
-        while true {
-            attempts += 1
-            do {
-                return try await streamOnce(what, path: path, r, length: length, end: end, started: started,
-                                            check: check, deliver: deliver)
-            } catch let f as StreamFailure {
-                let e = f.error
-                if auth.refreshesStreams, f.status == 401, case .unauthenticated(let m) = e {
-                    // As `send` does: one fresh token, once, before any byte came.
-                    guard auth.canRefresh, !refreshedAfter401, !started.value else { throw auth.unauthenticated(m) }
-                    refreshedAfter401 = true
-                    await auth.unauthorized(sent: f.sentAuthorization, within: end - ContinuousClock.now)
-                    logger.debug("\(dialect.label) \(what) \(path): 401 (\(m)); refreshing the access token")
-                    continue
-                }
-                guard !started.value, e.isTransient else { throw e }
-                var pause = policy.delay(beforeRetry: attempts, random: Double.random(in: 0...1))
-                if let after = f.retryAfter, after > pause { pause = after }
-                if ContinuousClock.now + pause >= end { throw e }
-                Counter(label: "bucketfs_store_retries_total", dimensions: [("operation", what)]).increment()
-                try await policy.pause(pause)
-            }
-        }
-    }
-
-    private func streamOnce(_ what: String, path: String, _ r: GCSRequest, length: Int, end: ContinuousClock.Instant,
-                            started: StreamProgress,
-                            check: @escaping @Sendable (Int, HTTPHeaders) -> StorageError?,
-                            deliver: @escaping @Sendable (ByteBuffer) throws -> Void) async throws {
-        let limit = min(policy.requestTimeout, end - ContinuousClock.now)
-        guard limit > .zero else {
-            throw StreamFailure(error: .timeout(message: "\(what) \(path): the operation's deadline passed"))
-        }
-        let bucket = self.bucket
-        let dialect = self.dialect
-        var sent: String? = nil
-        do {
-            let head = try await clientRequest(r, limit: limit)
-            sent = head.headers.first(name: "Authorization")
-            let req = try HTTPClient.Request(url: head.url, method: head.method, headers: head.headers)
-            let receiver = StreamReceiver(length: length, started: started, check: check, errorFor: { status, body, headers in
-                // Ranges are asked inside the object only: a 416 is a fault of the answer.
-                if status == 416 { return StreamFailure(error: .unknown(status: 0, message: "download answer rejected: 416 for a range inside the object")) }
-                return StreamFailure(error: dialect.error(status, Self.errorMessage(body) ?? "HTTP \(status)", path, bucket),
-                                     retryAfter: headers.first(name: "Retry-After").flatMap(Self.retryAfter), status: status)
-            }, deliver: deliver)
-            let task = mediaClient.execute(request: req, delegate: receiver,
-                                      deadline: .now() + TimeAmount.nanoseconds(Self.nanos(limit)))
-            try await withTaskCancellationHandler {
-                try await task.futureResult.get()
-            } onCancel: {
-                task.cancel()
-            }
-        } catch var f as StreamFailure {
-            logger.debug("\(dialect.label) \(r.method) \(Self.shortURL(r.url)) (streamed) failed: \(f.error)")
-            f.sentAuthorization = sent
-            throw f
-        } catch {
-            let e = Task.isCancelled ? .cancelled : await failure(error, url: r.url)
-            logger.debug("\(dialect.label) \(r.method) \(Self.shortURL(r.url)) (streamed) failed: \(e)")
-            throw StreamFailure(error: e)
-        }
-    }
-
     /// `map`, with a refused TLS handshake explained (`StorageError.tls`, never transient).
-    private func failure(_ error: any Error, url: String) async -> StorageError {
+    func failure(_ error: any Error, url: String) async -> StorageError {
         guard TLSFailure.isHandshakeFailure(error) else { return Self.map(error) }
         return await TLSFailure.explain(error, url: url, tls: settings.tls, trust: settings.trust)
     }

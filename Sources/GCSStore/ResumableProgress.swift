@@ -11,6 +11,9 @@ package struct ResumableProgress {
     /// Bytes the server holds (as far as this side knows).
     package private(set) var offset: Int64 = 0
     private var retries = 0
+    /// Faults in a row with no more bytes persisted before the upload fails, however fast each
+    /// comes (a link that resets every request after sending some bytes).
+    package static let retriesWithoutProgress = 12
     private var restarts = 0
 
     package init(policy: RetryPolicy) {
@@ -18,10 +21,21 @@ package struct ResumableProgress {
         end = ContinuousClock.now + policy.deadline
     }
 
-    /// The server holds `persisted` bytes: more than before restarts the deadline and the retries.
+    /// The server holds `persisted` bytes: more than before restarts the deadline, the retries
+    /// and the operation's deadline (docs/SEMANTICS.md §5.2).
     package mutating func persisted(_ persisted: Int64) {
-        if persisted > offset { end = ContinuousClock.now + policy.deadline; retries = 0 }
+        if persisted > offset {
+            end = ContinuousClock.now + policy.deadline
+            retries = 0
+            OperationContext.moved()
+        }
         offset = persisted
+    }
+
+    /// A request that failed had sent `bytes` of its body: the link moves, so the wait for the
+    /// server restarts (the retries do not: only bytes the server holds reset them).
+    package mutating func sent(_ bytes: Int64) {
+        if bytes > 0 { end = ContinuousClock.now + policy.deadline }
     }
 
     /// An answer that moved nothing counts as a retry.
@@ -39,7 +53,7 @@ package struct ResumableProgress {
     package mutating func pause(after e: StorageError, name: String, size: Int64) throws -> Duration {
         retries += 1
         let pause = policy.delay(beforeRetry: retries, random: Double.random(in: 0...1))
-        if ContinuousClock.now + pause >= end {
+        if ContinuousClock.now + pause >= end || retries > Self.retriesWithoutProgress {
             throw StorageError.retryLimitExceeded(message: "upload of \(name) stuck at byte \(offset) of \(size): \(e)")
         }
         return pause

@@ -14,8 +14,10 @@ package struct StreamedBody: Sendable {
     package let progress = BodyProgress()
     /// A body that takes no byte for this long while the connection is open is a stall.
     package let stallTimeout: Duration
-    /// What one read from the source takes in at most.
-    static let pieceSize = 1 << 20
+    /// What one read from the source takes in at most. Also the grain at which progress is seen
+    /// (the stall watchdog, the operation's deadline: docs/SEMANTICS.md §5.2): a link that takes
+    /// less than one piece per `--idle-timeout` (26 KB/s at 10 s) counts as stalled.
+    static let pieceSize = 1 << 18
 
     package init(source: UploadSource, offset: Int64, length: Int64, sums: UploadChecksums, stallTimeout: Duration) {
         self.source = source

@@ -44,6 +44,7 @@ struct Mount: AsyncParsableCommand {
         guard uploadChunkMB >= 0 else { throw ValidationError("--upload-chunk-mb must be ≥ 0 (0: the whole file in one request)") }
         guard uploadConcurrency >= 1 else { throw ValidationError("--upload-concurrency must be ≥ 1") }
         guard writeBackDelay >= 0, writeBackDelay <= 3600 else { throw ValidationError("--write-back-delay must be between 0 and 3600 seconds") }
+        guard writeBackMaxFiles >= 1, writeBackMaxMB >= 1 else { throw ValidationError("--write-back-max-files and --write-back-max-mb must be at least 1") }
         guard metadataTTL >= 0 else { throw ValidationError("--metadata-ttl must be ≥ 0") }
         guard maxCachedEntries >= 1 else { throw ValidationError("--max-cached-entries must be ≥ 1") }
         guard opTimeout > 0, idleTimeout > 0 else { throw ValidationError("--op-timeout and --idle-timeout must be > 0") }
@@ -202,6 +203,8 @@ struct Mount: AsyncParsableCommand {
         config.writeBack = writeBack
         config.uploadConcurrency = uploadConcurrency
         config.writeBackDelay = writeBackDelay
+        config.writeBackMaxFiles = writeBackMaxFiles
+        config.writeBackMaxBytes = Int64(writeBackMaxMB) << 20
         config.failureTTL = failureTTL
         config.contentTypes = contentTypes.policy
         let core: BucketFileSystem
@@ -212,9 +215,11 @@ struct Mount: AsyncParsableCommand {
             throw ExitCode(1)
         }
         if let warning = CacheDirectoryRoom.warning(cacheDirectory) { logger.warning("\(warning)") }
-        // What an earlier run of this cache directory left, and what runs of this source left in
-        // other cache directories; then this one is recorded for later mounts and `recover`.
-        await core.settleRecovered(recoverCommand: "bucketfs recover \(cacheDirectory)")
+        // What an earlier run of this cache directory left (its complete files are uploaded in
+        // the background while the mount serves), and what runs of this source left in other
+        // cache directories; then this one is recorded for later mounts and `recover`.
+        let recoverCommand = "bucketfs recover \(cacheDirectory)"
+        let settling = Task { await core.settleRecovered(recoverCommand: recoverCommand) }
         for line in CacheDirectoryRegistry.elsewhere(source: parsed.display, own: cacheDirectory) { logger.error("\(line)") }
         if let problem = CacheDirectoryRegistry.record(.init(source: parsed.display, cacheDirectory: cacheDirectory,
                                                              mountPoint: mountpointPath)) {
@@ -242,6 +247,9 @@ struct Mount: AsyncParsableCommand {
         // logged. A second SIGTERM/SIGINT/SIGHUP does not cut this short (SIGKILL does; the next
         // mount then finds the stage files and keeps their data in lost+found).
         for sig in [SIGTERM, SIGINT, SIGHUP] { signal(sig, SIG_IGN) }
+        // Recovered files not uploaded yet stay in lost+found, each logged with `recover`.
+        settling.cancel()
+        await settling.value
         await core.shutdown(within: .milliseconds(Int64(opTimeout * 1000)))
         if let counting { logger.notice("connections made: \(counting.connections)") }
         logger.notice("exiting: every staged file is uploaded or kept in lost+found")

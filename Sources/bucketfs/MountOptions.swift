@@ -27,6 +27,10 @@ struct MountBehaviourOptions: ParsableArguments {
     var uploadConcurrency: Int = MountConfig.defaults.uploadConcurrency
     @Option(name: .customLong("write-back-delay"), help: "With --write-back: seconds from a close to the start of its upload, so that the xattrs, times and rename a tool sets right after close (rsync) join it.")
     var writeBackDelay: Double = MountConfig.defaults.writeBackDelay
+    @Option(name: .customLong("write-back-max-files"), help: "With --write-back: files waiting for their upload at most; a close that finds the queue full waits until an upload starts.")
+    var writeBackMaxFiles: Int = MountConfig.defaults.writeBackMaxFiles
+    @Option(name: .customLong("write-back-max-mb"), help: "With --write-back: MiB of data waiting for upload at most; a close that finds the queue full waits until an upload starts.")
+    var writeBackMaxMB: Int = Int(MountConfig.defaults.writeBackMaxBytes >> 20)
     @Flag(help: "Stay in the foreground (logs go to standard error); for systemd units and debugging.")
     var foreground = false
     @Flag(name: .customLong("allow-shared-files"), help: SharedFiles.help)
@@ -103,6 +107,8 @@ extension Mount {
     var writeBack: Bool { behaviour.writeBack }
     var uploadConcurrency: Int { behaviour.uploadConcurrency }
     var writeBackDelay: Double { behaviour.writeBackDelay }
+    var writeBackMaxFiles: Int { behaviour.writeBackMaxFiles }
+    var writeBackMaxMB: Int { behaviour.writeBackMaxMB }
     var metadataTTL: Double { caching.metadataTTL }
     var cacheDir: String? { caching.cacheDir }
     var readAheadMB: Int { caching.readAheadMB }

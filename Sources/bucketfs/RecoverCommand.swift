@@ -82,37 +82,11 @@ struct Recover: AsyncParsableCommand {
         if summary.left > 0 { throw ExitCode(1) }
     }
 
-    enum Outcome: Equatable {
-        case uploaded(Int64?)
-        case alreadyThere
-        case newer(Int64)
-    }
+    typealias Outcome = RecoveredUpload.Outcome
 
-    /// One complete entry: nothing when the bucket has the same content; else an upload with its
-    /// metadata, on condition that the object is still the generation the file was written over
-    /// (or absent, for a file created in the mount): a newer object is never replaced.
+    /// One complete entry (`RecoveredUpload`, as a remount on the same cache directory does it).
     static func recover(_ e: LostEntry, to store: any ObjectStore, dryRun: Bool) async throws -> Outcome {
-        let object = e.record.object
-        var there: ObjectInfo? = nil
-        do { there = try await store.getMetadata(object) } catch StorageError.objectNotFound {}
-        if let there, let md5 = e.md5, there.md5Hash == md5, there.size == e.bytes {
-            if !dryRun { e.remove() }
-            return .alreadyThere
-        }
-        let base = e.record.baseGeneration
-        if let there, there.generation != base { return .newer(there.generation) }
-        if dryRun { return .uploaded(nil) }
-        var meta = e.record.metadata
-        if meta.contentType == nil { meta.contentType = ContentTypePolicy().type(for: object) }
-        do {
-            let info = try await store.write(object, from: .file(path: e.path), metadata: meta,
-                                             preconditions: Preconditions(ifGenerationMatch: base))
-            e.remove()
-            return .uploaded(info.generation)
-        } catch StorageError.preconditionFailed {
-            let now = (try? await store.getMetadata(object))?.generation ?? -1
-            return .newer(now)
-        }
+        try await RecoveredUpload.run(e, to: store, contentTypes: ContentTypePolicy(), dryRun: dryRun)
     }
 
     static func recordedSource(_ dir: String) -> String? {

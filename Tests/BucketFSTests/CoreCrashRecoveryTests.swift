@@ -84,6 +84,42 @@ import TestSupport
         #expect(kept.count == 1 && kept[0].hasSuffix(LostEntry.cutOffSuffix), "\(kept)")
     }
 
+    /// A remount on the same cache directory uploads what a crash left complete: one the bucket
+    /// already has is not uploaded again, one it lacks is uploaded with its metadata, one whose
+    /// object someone else wrote meanwhile stays in lost+found; nothing else stays.
+    @Test func theNextMountUploadsWhatIsCompleteOnceAndNeverOverANewerObject() async throws {
+        let clock = ManualClock()
+        let h = Harness { $0.retrySleeper = clock.sleeper }
+        for name in ["landed.txt", "missing.txt", "raced.txt"] {
+            let (e, fh) = try await h.fs.create(parent: Harness.root, name: name, mode: 0o640, flags: OpenFlags(O_WRONLY | O_CREAT))
+            _ = try await h.fs.write(ino: e.attributes.ino, fh: fh, offset: 0, data: Data("content of \(name)".utf8))
+            try await h.fs.setxattr(ino: e.attributes.ino, name: "user.color", value: Array("blue".utf8), flags: 0)
+            h.store.failNext("write", times: 100, with: .unknown(status: 503, message: "busy"))
+            await #expect(throws: Errno.EIO) { try await h.fs.release(ino: e.attributes.ino, fh: fh) }
+        }
+        let copy = try crashedCopy(h)
+        defer { try? FileManager.default.removeItem(atPath: copy) }
+        h.store.clearFaults("write")
+        // The crash came after landed.txt's upload reached the bucket; someone else wrote raced.txt.
+        _ = h.store.put("landed.txt", "content of landed.txt")
+        let landed = h.store.object("landed.txt")!.generation
+        _ = h.store.put("raced.txt", "theirs")
+        var c = h.config
+        c.cacheDirectory = copy
+        let second = try BucketFileSystem(store: h.store, config: c)
+        #expect(entries(copy).count == 3)
+        await second.settleRecovered(recoverCommand: "bucketfs recover \(copy)")
+        let left = entries(copy)
+        #expect(left.count == 1 && left[0].hasPrefix("raced.txt."), "\(left)")
+        #expect(h.store.object("landed.txt")!.generation == landed, "not uploaded twice")
+        #expect(h.store.data("missing.txt") == Data("content of missing.txt".utf8))
+        let meta = h.store.object("missing.txt")!.customMetadata
+        #expect(meta.values.contains("blue"), "the xattr: \(meta)")
+        #expect(meta[PosixAttributes.modeKey] != nil, "\(meta)")
+        #expect(h.store.data("raced.txt") == Data("theirs".utf8))
+    }
+
+    /// The server still fails every write: missing.txt cannot be uploaded and stays.
     @Test func aFileTheBucketHasIsNotKeptAndOthersAre() async throws {
         let clock = ManualClock()
         let h = Harness { $0.retrySleeper = clock.sleeper }

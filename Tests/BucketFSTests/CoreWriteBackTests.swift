@@ -72,6 +72,56 @@ import Testing
         #expect(h.store.count("write") == 10)
     }
 
+    /// The queue's bound (`--write-back-max-files`): a close that queues its file past it waits
+    /// until an upload starts, so no more files wait than the bound.
+    @Test func aQueuePastItsBoundHoldsTheCloseUntilAnUploadStarts() async throws {
+        let h = Harness { c in
+            c.writeBack = true
+            c.uploadConcurrency = 1
+            c.writeBackMaxFiles = 3
+        }
+        let hold = h.store.holdNextWrites(times: 10)
+        for i in 0..<4 { _ = try await Self.write(h, "f\(i)", Data("\(i)".utf8)) }
+        for _ in 0..<200 where hold.waiting < 1 { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(h.core.statistics().queuedUploads == 3, "f0 under way, three waiting: every close returned")
+        let closed = Flag()
+        let fifth = Task {
+            _ = try await Self.write(h, "f4", Data("4".utf8))
+            closed.set()
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(!closed.value, "the close past the bound waits")
+        #expect(h.core.statistics().queuedUploads == 4)
+        hold.release()
+        try await fifth.value
+        #expect(closed.value)
+        await h.core.uploads.drained()
+        #expect(h.store.writes.map(\.name).sorted() == (0..<5).map { "f\($0)" })
+    }
+
+    /// Bytes waiting count too (`--write-back-max-mb`).
+    @Test func bytesWaitingPastTheBoundHoldTheClose() async throws {
+        let h = Harness { c in
+            c.writeBack = true
+            c.uploadConcurrency = 1
+            c.writeBackMaxBytes = 150_000
+        }
+        let hold = h.store.holdNextWrites(times: 10)
+        _ = try await Self.write(h, "a", Data.pattern(100_000, seed: 1))   // under way
+        _ = try await Self.write(h, "b", Data.pattern(100_000, seed: 2))   // waits: 100,000 bytes
+        let closed = Flag()
+        let third = Task {
+            _ = try await Self.write(h, "c", Data.pattern(100_000, seed: 3))  // 200,000 waiting: past
+            closed.set()
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(!closed.value)
+        hold.release()
+        try await third.value
+        await h.core.uploads.drained()
+        #expect(h.store.count("write") == 3)
+    }
+
     @Test func fsyncWaitsForItsFile() async throws {
         let h = Self.harness(concurrency: 1)
         let hold = h.store.holdNextWrites()
@@ -169,4 +219,12 @@ import Testing
         h.store.failNext("write", times: 1, with: .preconditionFailed(path: "f"))
         await #expect(throws: Errno.self) { _ = try await Self.write(h, "f", Data("x".utf8)) }
     }
+}
+
+/// A flag set from one task and read from another.
+final class Flag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var set_ = false
+    func set() { lock.withLock { set_ = true } }
+    var value: Bool { lock.withLock { set_ } }
 }

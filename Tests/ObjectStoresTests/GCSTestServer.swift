@@ -93,6 +93,9 @@ final class GCSTestServer: @unchecked Sendable {
     var stallsDone = 0
     /// Body bytes that reached the server in resumable PUTs, dropped ones included.
     var uploadBytesReceived = 0
+    /// A slow link for uploads: after each piece of a PUT's body, the server stops reading for
+    /// this long (the client's bytes move, slowly).
+    var uploadReadPause: Duration?
     /// The next N finished uploads store their data with the first byte flipped (a corruption in
     /// transit that the answer's checksums then show).
     var corruptNextUploads = 0
@@ -102,6 +105,8 @@ final class GCSTestServer: @unchecked Sendable {
         case stallAfterHeaders
         /// Headers without Content-Length (close-delimited, HTTP/1.0 framing), `keep` bytes, clean close.
         case truncateUnframed(keep: Int)
+        /// The whole body, `piece` bytes at a time, one piece every `every` (a slow link).
+        case trickle(piece: Int, every: Duration)
     }
     var mediaFault: MediaFault?
     var mediaFaultTimes = 0
@@ -682,6 +687,23 @@ final class GCSTestHandler: ChannelInboundHandler, @unchecked Sendable {
 
     init(server: GCSTestServer) { self.server = server }
 
+    static func nanos(_ d: Duration) -> Int64 {
+        d.components.seconds * 1_000_000_000 + d.components.attoseconds / 1_000_000_000
+    }
+
+    /// Sends `body` from `at`, a piece at a time, `every` apart, then the end of the answer.
+    static func trickle(_ body: Data, from at: Int, piece: Int, every: Duration, channel: any Channel) {
+        guard at < body.count else {
+            channel.writeAndFlush(HTTPServerResponsePart.end(nil), promise: nil)
+            return
+        }
+        let lo = body.startIndex + at, hi = body.startIndex + min(at + piece, body.count)
+        channel.writeAndFlush(HTTPServerResponsePart.body(.byteBuffer(ByteBuffer(bytes: body[lo..<hi]))), promise: nil)
+        channel.eventLoop.scheduleTask(in: .nanoseconds(nanos(every))) {
+            trickle(body, from: at + piece, piece: piece, every: every, channel: channel)
+        }
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if dropped { return }
         switch unwrapInboundIn(data) {
@@ -700,7 +722,18 @@ final class GCSTestHandler: ChannelInboundHandler, @unchecked Sendable {
                 dropped = true  // reads nothing more, answers nothing; the client gives up
                 context.channel.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in }
             case nil:
-                break
+                if h.method == .PUT, let pause = server.read({ $0.uploadReadPause }) {
+                    let channel = context.channel
+                    // Reads of 64 KiB, so the pace is 64 KiB per pause whatever NIO would adapt to.
+                    channel.setOption(ChannelOptions.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 1 << 16))
+                        .whenComplete { _ in }
+                    channel.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in
+                        channel.eventLoop.scheduleTask(in: .nanoseconds(Self.nanos(pause))) {
+                            channel.setOption(ChannelOptions.autoRead, value: true).whenComplete { _ in }
+                            channel.read()
+                        }
+                    }
+                }
             }
         case .end:
             guard let h = head else { return }
@@ -715,6 +748,13 @@ final class GCSTestHandler: ChannelInboundHandler, @unchecked Sendable {
                 let head = HTTPResponseHead(version: h.version, status: HTTPResponseStatus(statusCode: r.status), headers: headers)
                 context.writeAndFlush(wrapOutboundOut(.head(head)), promise: nil)
                 dropped = true  // nothing more, ever
+                return
+            case .media(.trickle(let piece, let every))?:
+                var headers = HTTPHeaders(r.headers)
+                headers.replaceOrAdd(name: "Content-Length", value: String(r.body.count))
+                let head = HTTPResponseHead(version: h.version, status: HTTPResponseStatus(statusCode: r.status), headers: headers)
+                context.writeAndFlush(wrapOutboundOut(.head(head)), promise: nil)
+                Self.trickle(r.body, from: 0, piece: piece, every: every, channel: context.channel)
                 return
             case .media(.truncateUnframed(let keep))?:
                 var headers = HTTPHeaders(r.headers)

@@ -179,6 +179,11 @@ public final class MemoryStore: ObjectStore, @unchecked Sendable {
         withLock { faults[op, default: []] += Array(repeating: error, count: times) }
     }
 
+    /// Forgets the faults still queued for `op` (the server is well again).
+    public func clearFaults(_ op: String) {
+        withLock { faults[op] = nil }
+    }
+
     public var names: [String] { withLock { objects.keys.sorted(by: Self.byteLess) } }
     public func object(_ name: String) -> ObjectInfo? { withLock { objects[name]?.info } }
     public func data(_ name: String) -> Data? { withLock { objects[name]?.data } }

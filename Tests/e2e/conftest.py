@@ -21,6 +21,16 @@ def state_directory(tmp_path_factory):
 def pytest_configure(config):
     config.addinivalue_line("markers", "faults: fault-injection tests through Tests/e2e/faultproxy.py")
     config.addinivalue_line("markers", "one_server: a gs:// test run against gcp-storage-emulator only")
+    config.addinivalue_line("markers", "slow: minutes long; runs only with BUCKETFS_SLOW=1 (docs/TESTING.md)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("BUCKETFS_SLOW") == "1":
+        return
+    skip = pytest.mark.skip(reason="slow: set BUCKETFS_SLOW=1 to run it")
+    for item in items:
+        if item.get_closest_marker("slow"):
+            item.add_marker(skip)
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

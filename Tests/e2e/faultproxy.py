@@ -39,6 +39,13 @@ not consulted. A request no rule takes is forwarded as it is. Actions (parameter
   has no effect upstream) and nothing is sent; the socket is held open like a stall.
 - `delay` [seconds=1]: waits, then forwards normally.
 - `forward`: forwards normally (a rule that only counts or shields later rules).
+
+A bandwidth limit, `FaultProxy(upstream, rate=BYTES_PER_SECOND)` (or `proxy.rate = ...` at any
+time; None: no limit), makes the proxy a slow link: everything it reads from its clients (requests
+and their bodies, the upload direction) passes at most `rate` bytes a second, all connections
+together, and so does everything it sends them (the download direction, a budget of its own). The
+client sockets' receive buffers are kept small then, so a client's sending slows at once, as on a
+slow link, instead of filling megabytes of kernel buffers first.
 """
 import collections
 import json
@@ -137,18 +144,57 @@ class _Closed(Exception):
     pass
 
 
-class _Conn:
-    """Buffered reading from a socket."""
+class Throttle:
+    """One direction of a link of `rate` bytes a second, shared by every connection: each piece
+    waits for its turn (its slot of len/rate seconds after the pieces before it). A piece whose
+    thread woke late may use up to `SLACK` seconds of the link's unused time, so a loaded machine's
+    late wake-ups do not slow the link; an idle link saves no more than that. `rate` may change
+    at any time; None lets everything through at once."""
 
-    def __init__(self, sock):
+    SLACK = 0.05
+
+    def __init__(self, rate=None, stopped=None):
+        self.rate = rate
+        self._next = time.monotonic()
+        self._lock = threading.Lock()
+        self._stopped = stopped or threading.Event()
+
+    def piece(self):
+        """How much to move at once: about 1/50 s of the link, 1 KiB to 64 KiB."""
+        return 1 << 16 if not self.rate else max(1024, min(1 << 16, int(self.rate / 50)))
+
+    def take(self, n):
+        rate = self.rate
+        if not rate or n <= 0:
+            return
+        with self._lock:
+            now = time.monotonic()
+            start = max(self._next, now - self.SLACK)
+            self._next = start + n / rate
+            wait = self._next - now
+        if wait > 0:
+            self._stopped.wait(wait)
+
+
+class _Conn:
+    """Buffered reading from a socket (through `throttle`, if given)."""
+
+    def __init__(self, sock, throttle=None):
         self.sock = sock
         self.buf = b""
+        self.throttle = throttle
 
-    def _fill(self):
-        d = self.sock.recv(1 << 16)
+    def _recv(self):
+        t = self.throttle
+        d = self.sock.recv(t.piece() if t and t.rate else 1 << 16)
         if not d:
             raise _Closed()
-        self.buf += d
+        if t:
+            t.take(len(d))
+        return d
+
+    def _fill(self):
+        self.buf += self._recv()
 
     def readline(self, limit=1 << 16):
         while b"\r\n" not in self.buf:
@@ -159,9 +205,16 @@ class _Conn:
         return line
 
     def read(self, n):
-        while len(self.buf) < n:
-            self._fill()
-        d, self.buf = self.buf[:n], self.buf[n:]
+        parts, have = [self.buf], len(self.buf)
+        while have < n:  # gathered in a list: appending to one bytes object is quadratic
+            d = self._recv()
+            parts.append(d)
+            have += len(d)
+        data = b"".join(parts)
+        if have == n:
+            self.buf = b""
+            return data
+        d, self.buf = data[:n], data[n:]
         return d
 
     def read_to_eof(self):
@@ -203,8 +256,9 @@ def _get(headers, name):
 
 
 class FaultProxy:
-    def __init__(self, upstream, upstream_timeout=120):
-        """`upstream` is "host:port" (or "http://host:port") of the real server."""
+    def __init__(self, upstream, upstream_timeout=120, rate=None):
+        """`upstream` is "host:port" (or "http://host:port") of the real server; `rate`, bytes a
+        second each way between the proxy and its clients (None: no limit)."""
         upstream = upstream.split("://", 1)[-1].rstrip("/")
         host, _, port = upstream.rpartition(":")
         self.upstream = (host, int(port))
@@ -212,15 +266,29 @@ class FaultProxy:
         self.upstream_timeout = upstream_timeout
         self.rules = []
         self.log = []
+        # called as on_request(request, result) for every request handled (result as in the log)
+        self.on_request = None
         self._lock = threading.Lock()
         self._release = threading.Event()
         self._stopped = threading.Event()
+        self._up = Throttle(rate, self._stopped)
+        self._down = Throttle(rate, self._stopped)
         self._clients = set()
         self._threads = []
         self._listener = None
         self.port = None
 
     # --- API ---------------------------------------------------------------------------------
+
+    @property
+    def rate(self):
+        """The link's bytes a second each way (None: no limit)."""
+        return self._up.rate
+
+    @rate.setter
+    def rate(self, value):
+        self._up.rate = value
+        self._down.rate = value
 
     @property
     def endpoint(self):
@@ -260,6 +328,18 @@ class FaultProxy:
         with self._lock:
             ev, self._release = self._release, threading.Event()
         ev.set()
+
+    def reset_clients(self):
+        """Resets (RST) every client connection open now, as a link that drops does; returns how many."""
+        with self._lock:
+            clients = list(self._clients)
+        for c in clients:
+            try:
+                c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        return len(clients)
 
     def stop(self):
         self._stopped.set()
@@ -326,6 +406,9 @@ class FaultProxy:
                 return
             c.settimeout(None)
             c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.rate:
+                c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
+                c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 16)
             with self._lock:
                 self._clients.add(c)
             t = threading.Thread(target=self._serve, args=(c,), daemon=True)
@@ -333,7 +416,7 @@ class FaultProxy:
             self._threads = [x for x in self._threads if x.is_alive()] + [t]
 
     def _serve(self, c):
-        conn = _Conn(c)
+        conn = _Conn(c, self._up)
         try:
             while not self._stopped.is_set():
                 req = self._read_request(conn)
@@ -365,7 +448,7 @@ class FaultProxy:
         method, target, version = parts
         headers = conn.headers()
         if (_get(headers, "Expect") or "").lower() == "100-continue":
-            conn.sock.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+            self._sendall(conn.sock, b"HTTP/1.1 100 Continue\r\n\r\n")
         if "chunked" in (_get(headers, "Transfer-Encoding") or "").lower():
             body = conn.chunked()
             headers = [(k, v) for k, v in headers if k.lower() != "transfer-encoding"]
@@ -390,6 +473,8 @@ class FaultProxy:
 
     def _record(self, req, result, t, rule):
         self.log.append(Entry(req.method, req.target, result, t, rule.index if rule else None))
+        if self.on_request:
+            self.on_request(req, result)
 
     def _client_keep_alive(self, req):
         conn = (req.header("Connection") or "").lower()
@@ -448,19 +533,19 @@ class FaultProxy:
             self._send(c, resp, keep, req)
             return keep
         if action == "stall_after_headers":
-            c.sendall(self._head(resp, keep, len(resp.body)))
+            self._sendall(c, self._head(resp, keep, len(resp.body)))
             self._hold(c)
             return False
         if action == "stall_mid_body":
-            c.sendall(self._head(resp, keep, len(resp.body)) + resp.body[:n])
+            self._sendall(c, self._head(resp, keep, len(resp.body)) + resp.body[:n])
             self._hold(c)
             return False
         if action == "short_body_no_cl":
-            c.sendall(self._head(resp, False, None) + resp.body[:n])
+            self._sendall(c, self._head(resp, False, None) + resp.body[:n])
             self._close_cleanly(c)
             return False
         if action == "reset_mid_body":
-            c.sendall(self._head(resp, keep, len(resp.body)) + resp.body[:n])
+            self._sendall(c, self._head(resp, keep, len(resp.body)) + resp.body[:n])
             c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             c.close()
             return False
@@ -469,7 +554,7 @@ class FaultProxy:
             cl = cl(len(resp.body)) if callable(cl) else int(cl)
             cut = p.get("bytes")
             body = resp.body[:int(cut)] if cut is not None else resp.body[:min(cl, len(resp.body))]
-            c.sendall(self._head(resp, keep, cl) + body)
+            self._sendall(c, self._head(resp, keep, cl) + body)
             self._close_cleanly(c)
             return False
         raise AssertionError(action)
@@ -478,6 +563,18 @@ class FaultProxy:
 
     def _wait(self, seconds):
         self._stopped.wait(seconds)
+
+    def _sendall(self, c, data):
+        """Sends `data` to a client through the link's download direction."""
+        if not self._down.rate:
+            c.sendall(data)
+            return
+        view = memoryview(data)
+        while len(view):
+            n = self._down.piece()
+            self._down.take(min(n, len(view)))
+            c.sendall(view[:n])
+            view = view[n:]
 
     def _hold(self, c):
         """Keeps the socket open, sending nothing, until released, stopped or closed by the client."""
@@ -526,9 +623,9 @@ class FaultProxy:
             cl = resp.header("Content-Length")
             if cl is not None:
                 head = head[:-2] + f"Content-Length: {cl}\r\n\r\n".encode()
-            c.sendall(head)
+            self._sendall(c, head)
         else:
-            c.sendall(self._head(resp, keep, None if no_body else len(resp.body)) + (b"" if no_body else resp.body))
+            self._sendall(c, self._head(resp, keep, None if no_body else len(resp.body)) + (b"" if no_body else resp.body))
 
     def _forward(self, req):
         u, conn, status, reason, headers = self._upstream(req)

@@ -57,8 +57,8 @@ def classify(method, path, query):
 
 
 class LatencyProxy(FaultProxy):
-    def __init__(self, upstream, delay=0.02, max_upstream=None, upstream_timeout=120, log_file=None):
-        super().__init__(upstream, upstream_timeout=upstream_timeout)
+    def __init__(self, upstream, delay=0.02, max_upstream=None, upstream_timeout=120, log_file=None, rate=None):
+        super().__init__(upstream, upstream_timeout=upstream_timeout, rate=rate)
         self.delay = delay
         self.log_file = open(log_file, "a", buffering=1) if log_file else None
         self._upstream_slots = threading.BoundedSemaphore(max_upstream) if max_upstream else contextlib.nullcontext()
@@ -128,17 +128,17 @@ class LatencyProxy(FaultProxy):
 
     def _stream(self, c, conn, resp, length, keep, kind):
         """Sends the head, then `length` body bytes as they come from upstream."""
-        c.sendall(self._head(resp, keep, length))
+        self._sendall(c, self._head(resp, keep, length))
         left = length
         if conn.buf:
             chunk, conn.buf = conn.buf[:left], conn.buf[left:]
-            c.sendall(chunk)
+            self._sendall(c, chunk)
             left -= len(chunk)
         while left > 0:
             chunk = conn.sock.recv(min(left, 1 << 18))
             if not chunk:
                 raise ConnectionError("upstream closed mid-body")
-            c.sendall(chunk)
+            self._sendall(c, chunk)
             left -= len(chunk)
         if kind == "media":
             self._count("media_bytes", length)
@@ -151,9 +151,13 @@ def main(argv=None):
     ap.add_argument("--delay-ms", type=float, default=20.0, help="added to every request (default 20)")
     ap.add_argument("--log", help="append one line per request (kind, method, target) to this file")
     ap.add_argument("--max-upstream", type=int, default=None, help="requests at the upstream at once (default: no limit)")
+    ap.add_argument("--rate", type=float, default=None,
+                    help="bandwidth limit, bytes a second each way (faultproxy.py's Throttle; default: none)")
     a = ap.parse_args(argv)
-    proxy = LatencyProxy(a.upstream, delay=a.delay_ms / 1000, max_upstream=a.max_upstream, log_file=a.log).start(a.port)
-    print(f"latencyproxy: {proxy.endpoint} -> {proxy.upstream_origin}, +{a.delay_ms:g} ms a request", flush=True)
+    proxy = LatencyProxy(a.upstream, delay=a.delay_ms / 1000, max_upstream=a.max_upstream, log_file=a.log,
+                         rate=a.rate).start(a.port)
+    limit = f", {a.rate / 1e6:g} MB/s each way" if a.rate else ""
+    print(f"latencyproxy: {proxy.endpoint} -> {proxy.upstream_origin}, +{a.delay_ms:g} ms a request{limit}", flush=True)
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     signal.signal(signal.SIGINT, lambda *_: done.set())

@@ -21,6 +21,11 @@ block by block without knowing which version it met. Checks:
 - the first mount's memory: RSS after mounting, its peak, and after the load (the kernel told to
   drop its caches, so it forgets inodes) must come back within --rss-slack-mb of the start.
 
+With --write-back the first mount queues its uploads (docs/SEMANTICS.md §3.4): a close returns
+once the data is staged, and everything above is checked the same way after the unmount, which
+uploads what is still queued. The run also samples the queue each second: the stage files in the
+cache directory and their bytes on disk (peak reported beside the RSS).
+
 Prints a summary table; exits 1 when any check fails.
 """
 import argparse
@@ -266,6 +271,23 @@ def rss_kib(pid):
     return None
 
 
+def queued(cache):
+    """(stage files, their bytes on disk) in a cache directory: the data waiting for its upload."""
+    files = size = 0
+    try:
+        with os.scandir(cache) as it:
+            for e in it:
+                if e.name.startswith("stage-") and "." not in e.name:
+                    try:
+                        size += e.stat().st_blocks * 512
+                        files += 1
+                    except OSError:
+                        pass
+    except OSError:
+        pass
+    return files, size
+
+
 def proc_state(pid):
     try:
         return open(f"/proc/{pid}/stat").read().rsplit(") ", 1)[1].split()[0]
@@ -292,7 +314,8 @@ class Stress:
         os.makedirs(mnt)
         p = subprocess.run([self.bin, "mount", self.a.source, mnt, "--cache-dir", os.path.join(self.tmp, name + ".cache"),
                             "--log-file", os.path.join(self.tmp, name + ".log"), "--log-level", "notice",
-                            "--metadata-ttl", "1", *self.gs_opts(), *self.a.mount_opt],
+                            "--metadata-ttl", "1", *self.gs_opts(), *self.a.mount_opt,
+                            *(["--write-back"] if self.a.write_back and name == "mnt1" else [])],
                            capture_output=True, text=True, timeout=60)
         if p.returncode != 0:
             raise SystemExit(f"mount of {self.a.source} failed: {p.stderr}")
@@ -315,8 +338,8 @@ class Stress:
 
     def run(self):
         a = self.a
-        print(f"stress: {a.workers} workers on {self.mnt1}, {a.readers} readers on {self.mnt2}, "
-              f"{a.seconds} s, source {a.source}", flush=True)
+        print(f"stress: {a.workers} workers on {self.mnt1}{' (--write-back)' if a.write_back else ''}, "
+              f"{a.readers} readers on {self.mnt2}, {a.seconds} s, source {a.source}", flush=True)
         pid1 = self.mount(self.mnt1, "mnt1")
         pid2 = self.mount(self.mnt2, "mnt2")
         root1 = os.path.join(self.mnt1, a.subdir)
@@ -336,7 +359,7 @@ class Stress:
         for p in procs:
             p.start()
         models, ops, readers = {}, {}, {}
-        drained = lambda: None
+        queue_peak = (0, 0)  # stage files in the first mount's cache directory, and their bytes
         while True:
             while not events.empty():
                 self.event(events.get(), models, ops, readers)
@@ -355,6 +378,8 @@ class Stress:
             r = rss_kib(pid1)
             if r and (rss_peak is None or r > rss_peak):
                 rss_peak = r
+            files, size = queued(os.path.join(self.tmp, "mnt1.cache"))
+            queue_peak = (max(queue_peak[0], files), max(queue_peak[1], size))
             if not alive:
                 break
             if time.monotonic() - t0 > a.seconds + 4 * a.op_bound:
@@ -402,6 +427,8 @@ class Stress:
             ("objects in the bucket that no worker kept", f"{len(extra)}", not extra),
             ("mount RSS (MiB): start / peak / after load", f"{rss_start / 1024:.0f} / {rss_peak / 1024:.0f} / "
              f"{(rss_end or 0) / 1024:.0f} (allowed: start + {a.rss_slack_mb})", rss_ok),
+            ("stage files in the cache directory, peak: files / MiB on disk", f"{queue_peak[0]} / {queue_peak[1] / 2**20:.1f}"
+             + (" (--write-back)" if a.write_back else ""), True),
             ("unmount (s): second / first mount", f"{t_u2:.1f} / {t_u1:.1f}", True),
             ("stage files left / lost+found entries", f"{len(staged)} / {len(lost)}", not staged and not lost),
         ]
@@ -556,6 +583,7 @@ def main(argv=None):
     ap.add_argument("--tmp", default=None)
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     ap.add_argument("--mount-opt", action="append", default=[], help="an extra mount option (repeat)")
+    ap.add_argument("--write-back", action="store_true", help="the first mount queues its uploads (--write-back)")
     ap.add_argument("--removed-key-is-empty", action="store_true",
                     help="the server stores a removed custom key as \"\" (fake-gcs-server): compare without them")
     ap.add_argument("--server-ignores-generation", action="store_true",

@@ -1,6 +1,7 @@
 """The short version of Scripts/stress.sh: 16 processes on one mount, 2 readers on a
 second mount of the same bucket, for STRESS_SECONDS (default 20) each on the embedded bucket and
-on gs:// against gcp-storage-emulator. stress.py says what is checked; its table is printed."""
+on gs:// against gcp-storage-emulator, in the default mode and with the first mount in
+--write-back. stress.py says what is checked; its table is printed."""
 import os
 import subprocess
 import sys
@@ -22,15 +23,20 @@ def stress(capsys, *args):
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
 
 
-def test_stress_embedded(tmp_path, capsys):
+MODES = pytest.mark.parametrize("mode", [[], ["--write-back"]], ids=["default", "write-back"])
+
+
+@MODES
+def test_stress_embedded(tmp_path, capsys, mode):
     run("mb", str(tmp_path / "bucket"))
-    stress(capsys, "--source", str(tmp_path / "bucket"), "--tmp", str(tmp_path))
+    stress(capsys, "--source", str(tmp_path / "bucket"), "--tmp", str(tmp_path), *mode)
 
 
-def test_stress_gs(tmp_path, capsys):
+@MODES
+def test_stress_gs(tmp_path, capsys, mode):
     hostport = os.environ.get("BUCKETFS_EMULATOR")
     if not hostport:
         pytest.skip("BUCKETFS_EMULATOR is not set")
     bucket = os.environ.get("BUCKETFS_EMULATOR_BUCKET", "bucketfs-test")
     stress(capsys, "--source", f"gs://{bucket}", "--endpoint", f"http://{hostport}", "--tmp", str(tmp_path),
-           "--server-ignores-generation")
+           "--server-ignores-generation", *mode)

@@ -314,8 +314,12 @@ def test_kill_during_close_when_the_bucket_has_the_file_raises_no_alarm(fx, tmp_
     assert [n for n in os.listdir(cache) if n.startswith("stage-") and n.endswith(".json")], "no stage sidecar left by the crash"
     again = fx.mounts.mount(f"gs://{fx.emulator.bucket_name}/{fx.prefix}", "--endpoint", fx.emulator.endpoint, "--anonymous",
                             cache_dir=cache)
-    assert lost_entries(cache) == []
     log = fx.mounts.log_path(again)
+    # the check runs in the background once the mount serves
+    deadline = time.time() + 15
+    while time.time() < deadline and not log_naming(log, "done.bin", r"notice"):
+        time.sleep(0.1)
+    assert lost_entries(cache) == []
     assert log_naming(log, "done.bin", r"notice") and "nothing to recover" in log_naming(log, "done.bin", r"notice")
     assert not log_naming(log, "done.bin"), open(log).read()
     fx.mounts.unmount(again)

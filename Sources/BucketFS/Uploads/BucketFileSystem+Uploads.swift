@@ -78,6 +78,8 @@ extension BucketFileSystem {
         if let kept = h.stage { superblock.withStage(kept) { $0.openHandles -= 1 } }
         dropStageIfIdle(n)
         if let uploadError { throw uploadError }
+        // A queue past its bound holds this close until one of its uploads starts (docs/SEMANTICS.md §3.4).
+        if h.writable, config.writeBack { await uploads.room() }
     }
 
     /// Drops a stage nobody has open whose content is saved (or was deleted by the user), with
@@ -106,7 +108,7 @@ extension BucketFileSystem {
         let (state, retrying) = superblock.withStage(of: n, stage: s) { s, _ in (s.state, s.retryTask != nil) }!
         switch state {
         case .givenUp(let e): throw e
-        case .dirty, .uploading(rewritten: true): if !retrying { uploads.enqueue(n, s) }
+        case .dirty, .uploading(rewritten: true): if !retrying { uploads.enqueue(n, s, bytes: superblock.withStage(s) { $0.size }) }
         case .clean, .deleted, .uploading(rewritten: false), .waitingToRetry: return
         }
     }
@@ -125,10 +127,10 @@ extension BucketFileSystem {
     /// lock: cancelling the caller (background retries stopped by unlink or shutdown) never cuts
     /// an upload in flight, whose effect would then be unknown. The error, or nil.
     private func attemptInOwnTask(_ n: Node, _ s: StagedFile) async -> Errno? {
-        let deadline = ContinuousClock.now + .milliseconds(Int64(config.operationTimeout * 1000))
+        let clock = operationClock()
         return await Task { [self] () async -> Errno? in
             do {
-                try await OperationContext.$deadline.withValue(deadline) {
+                try await OperationContext.$clock.withValue(clock) {
                     try await s.uploadLock.withLock { () async throws -> Void in try await self.uploadOnce(n, s) }
                 }
                 return nil
@@ -310,6 +312,8 @@ extension BucketFileSystem {
     /// one whose data could not even be copied to lost+found (logged; the next mount keeps it).
     public func shutdown(within limit: Duration) async {
         let end = ContinuousClock.now + limit
+        // Transfers under way, moving or not, end by then too (docs/SEMANTICS.md §5.5).
+        shutdownLimit.end = end
         // Queued uploads start no more: the last attempts below cover them.
         uploads.stop()
         readPath.dropAll()
@@ -338,7 +342,7 @@ extension BucketFileSystem {
             var failure: any Error = Errno.ETIMEDOUT
             if ContinuousClock.now < end {
                 do {
-                    try await OperationContext.$deadline.withValue(end) { try await self.uploadOnce(n, s) }
+                    try await OperationContext.$clock.withValue(OperationClock(fixedEnd: end)) { try await self.uploadOnce(n, s) }
                     logger.notice("uploaded '\(path)' before exiting")
                 } catch {
                     failure = error

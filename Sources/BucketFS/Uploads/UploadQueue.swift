@@ -11,15 +11,24 @@ import Foundation
 /// tool does right after close (rsync sets xattrs and times, then renames its temporary name)
 /// joins the upload that waits, instead of costing a request of its own or a second upload.
 ///
+/// The queue is bounded (`maxFiles` files waiting, `maxBytes` of their data): a close that finds
+/// it full waits until an upload starts (`room()`), as a close in the default mode waits for its
+/// own upload, so the files and bytes waiting on disk, and the memory and descriptors each
+/// waiting file holds, stay under the bound whatever the writers do (docs/SEMANTICS.md §3.4).
+///
 /// INVARIANT: a stage is at most once in `waiting`; `running` counts the jobs started and not
 /// finished, never more than `limit` while the queue is open.
 final class UploadQueue: @unchecked Sendable {
     let limit: Int
     /// Seconds from a file's close to the earliest start of its upload.
     let delay: Double
+    /// Files waiting, and bytes of their data, past which a close waits (`room()`).
+    let maxFiles: Int
+    let maxBytes: Int64
     private let lock = NSLock()
-    /// In the order files were closed, each with the earliest start of its upload.
-    private var waiting: [(Node, StagedFile, ready: ContinuousClock.Instant)] = []
+    /// In the order files were closed, each with the earliest start of its upload and its size.
+    private var waiting: [(Node, StagedFile, ready: ContinuousClock.Instant, bytes: Int64)] = []
+    private var waitingBytes: Int64 = 0
     /// A task waits for the first waiting file to be ready (slots were free when it was queued).
     private var wakeScheduled = false
     private var waitingIDs: Set<ObjectIdentifier> = []
@@ -30,9 +39,24 @@ final class UploadQueue: @unchecked Sendable {
     /// The job: one upload attempt of a file; true when its content is saved (or needs no upload).
     private var job: (@Sendable (Node, StagedFile) async -> Bool)?
 
-    init(limit: Int, delay: Double = 0) {
+    init(limit: Int, delay: Double = 0, maxFiles: Int = .max, maxBytes: Int64 = .max) {
         self.limit = max(1, limit)
         self.delay = max(0, delay)
+        self.maxFiles = max(1, maxFiles)
+        self.maxBytes = max(1, maxBytes)
+    }
+
+    /// Whether the queue is within its bound (at most `maxFiles` waiting, at most `maxBytes`): a
+    /// close that queued its file past it waits. (Closes that queue at the same moment may each
+    /// add one file past the bound before they wait.)
+    var hasRoom: Bool { lock.withLock { closed || (waiting.count <= maxFiles && waitingBytes <= maxBytes) } }
+
+    /// Returns once the queue has room (or is closed, or the caller is cancelled: an interrupted
+    /// close). Polls: it only waits while the queue is full, until one of its uploads starts.
+    func room() async {
+        while !hasRoom && !Task.isCancelled {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
     }
 
     /// Sets the job (once, when the core is made; nothing is queued before).
@@ -40,11 +64,12 @@ final class UploadQueue: @unchecked Sendable {
         lock.withLock { self.job = job }
     }
 
-    /// Queues `s` (no-op when it already waits, or after `close`).
-    func enqueue(_ n: Node, _ s: StagedFile) {
+    /// Queues `s`, of `bytes` (no-op when it already waits, or after `close`).
+    func enqueue(_ n: Node, _ s: StagedFile, bytes: Int64 = 0) {
         let start: [(Node, StagedFile)] = lock.withLock {
             guard !closed, waitingIDs.insert(ObjectIdentifier(s)).inserted else { return [] }
-            waiting.append((n, s, ContinuousClock.now + .milliseconds(Int64(delay * 1000))))
+            waiting.append((n, s, ContinuousClock.now + .milliseconds(Int64(delay * 1000)), max(0, bytes)))
+            waitingBytes += max(0, bytes)
             return startLocked()
         }
         launch(start)
@@ -60,6 +85,7 @@ final class UploadQueue: @unchecked Sendable {
             closed = true
             waiting.removeAll()
             waitingIDs.removeAll()
+            waitingBytes = 0
             guard running == 0 else { return [] }
             defer { idle.removeAll() }
             return idle
@@ -97,6 +123,10 @@ final class UploadQueue: @unchecked Sendable {
                 bad.append("the upload queue has \(waiting.count) files waiting and only \(running) of \(limit) running, and nothing scheduled to start them")
             }
             if failed < 0 { bad.append("the upload queue counts \(failed) failures") }
+            // INVARIANT: `waitingBytes` is the sum of the waiting files' sizes.
+            if waitingBytes != waiting.reduce(0, { $0 + $1.bytes }) {
+                bad.append("the upload queue counts \(waitingBytes) bytes waiting, its files have \(waiting.reduce(0, { $0 + $1.bytes }))")
+            }
             return bad
         }
     }
@@ -110,6 +140,7 @@ final class UploadQueue: @unchecked Sendable {
         while running < limit, let next = waiting.first, next.ready <= now {
             waiting.removeFirst()
             waitingIDs.remove(ObjectIdentifier(next.1))
+            waitingBytes -= next.bytes
             running += 1
             start.append((next.0, next.1))
         }

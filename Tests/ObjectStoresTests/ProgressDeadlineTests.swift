@@ -1,0 +1,101 @@
+import Foundation
+import GCSStore
+import StorageModel
+import Testing
+
+/// Deadlines on progress (docs/SEMANTICS.md §5.2): the operation's deadline bounds each wait that
+/// moves nothing, and restarts with every byte an upload sends or a read receives; a transfer
+/// that keeps moving outlasts it, one that stops does not.
+@Suite struct ProgressDeadlineTests {
+    @Test func aSlidingClockRestartsWithEachMove() async throws {
+        let clock = OperationClock(timeout: .milliseconds(300))
+        let first = clock.end
+        try await Task.sleep(for: .milliseconds(100))
+        clock.moved()
+        #expect(clock.end >= first + .milliseconds(90), "the end moved with the bytes")
+        let fixed = OperationClock(fixedEnd: ContinuousClock.now + .milliseconds(300))
+        let fixedEnd = fixed.end
+        try await Task.sleep(for: .milliseconds(50))
+        fixed.moved()
+        #expect(fixed.end == fixedEnd, "a fixed clock never moves")
+    }
+
+    @Test func aLimitCapsEveryClockMadeWithIt() {
+        let limit = OperationLimit()
+        let clock = OperationClock(timeout: .seconds(60), limit: limit)
+        #expect(clock.end > ContinuousClock.now + .seconds(50))
+        let hard = ContinuousClock.now + .milliseconds(10)
+        limit.end = hard
+        clock.moved()
+        #expect(clock.end == hard, "moving bytes do not pass the unmount's bound")
+    }
+
+    @Test func theOperationsDeadlineFollowsItsClock() async {
+        #expect(OperationContext.deadline == nil)
+        await OperationContext.run(timeout: .milliseconds(200)) {
+            let before = OperationContext.deadline!
+            try? await Task.sleep(for: .milliseconds(60))
+            OperationContext.moved()
+            #expect(OperationContext.deadline! >= before + .milliseconds(50))
+            // An inner run never outlasts the outer operation.
+            await OperationContext.run(timeout: .seconds(60)) {
+                #expect(OperationContext.deadline! <= ContinuousClock.now + .milliseconds(250))
+            }
+        }
+    }
+
+    /// The socket buffers took 8 MiB at once, then the body went at the link's pace (64 KiB
+    /// every 100 ms, 640 KiB/s): the burst needs about 12.8 s to drain. Before a pace is known it
+    /// drains at the slowest pace given; a body that was never held back leaves nothing.
+    @Test func theBacklogIsTheBurstAtTheLinksPace() {
+        let t0 = ContinuousClock.now
+        var slow = SendBacklog(start: t0)
+        for i in 1...32 { slow.record(Int64(i) << 18, at: t0 + .microseconds(500 * i)) }  // 8 MiB in 16 ms
+        #expect(slow.drainTime(slowest: 1_048_576) == .seconds(8), "before a pace: at the slowest")
+        var taken: Int64 = 8 << 20
+        for i in 1...30 {
+            taken += 64 << 10
+            slow.record(taken, at: t0 + .milliseconds(1000 + 100 * i))
+        }
+        let drain = slow.drainTime(slowest: 1_048_576)
+        #expect(drain > .seconds(12) && drain < .seconds(14), "\(drain)")
+        let none = SendBacklog(start: t0)
+        #expect(none.drainTime(slowest: 1_048_576) == .zero)
+    }
+
+    /// 9 MiB (one streamed request) through a server that reads a piece, then pauses 400 ms: the
+    /// upload takes longer than the 3 s deadline of its operation and of the store, and succeeds.
+    @Test func aSlowStreamedUploadOutlastsTheDeadlineWhileItsBytesMove() async throws {
+        try await withGCSServer(deadline: .seconds(3)) { server, store in
+            let data = bigData((9 << 20) + 7, seed: 41)
+            server.configure { $0.uploadReadPause = .milliseconds(400) }
+            let start = ContinuousClock.now
+            let info = try await OperationContext.run(timeout: .seconds(3)) {
+                try await store.write("slow.bin", from: .data(data), metadata: .init(), preconditions: .doesNotExist)
+            }
+            let took = ContinuousClock.now - start
+            #expect(info.size == Int64(data.count))
+            #expect(server.object("slow.bin")?.data == data)
+            #expect(took > .milliseconds(3300), "past the 3 s deadline, or the link was not slow: \(took)")
+        }
+    }
+
+    /// A streamed download (how the mount reads) whose body comes 8 KiB every 25 ms (about 0.9 s
+    /// for 300 KB) under a 300 ms deadline of its operation and of the store: it completes with
+    /// the right bytes.
+    @Test func aTrickledReadOutlastsTheDeadlineWhileItsBytesCome() async throws {
+        try await withGCSServer(deadline: .milliseconds(300)) { server, store in
+            let payload = Data((0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 5) })
+            let info = try await store.write("t", from: .data(payload), metadata: .init(), preconditions: .none)
+            server.configure { $0.mediaFault = .trickle(piece: 8 << 10, every: .milliseconds(25)); $0.mediaFaultTimes = 1 }
+            let start = ContinuousClock.now
+            let got = GCSFaultTests.Received()
+            try await OperationContext.run(timeout: .milliseconds(300)) {
+                try await store.stream("t", generation: info.generation, range: 0..<Int64(payload.count)) { got.add($0) }
+            }
+            let took = ContinuousClock.now - start
+            #expect(got.data == payload)
+            #expect(took > .milliseconds(600), "the body did not trickle: \(took)")
+        }
+    }
+}
