@@ -89,9 +89,12 @@ import Testing
             _ = try await Self.write(h, "f4", Data("4".utf8))
             closed.set()
         }
+        // Wait until f4 is queued (polled: on a loaded machine the task may take a while to get
+        // there), then give its close time to return if it wrongly would.
+        for _ in 0..<1000 where h.core.statistics().queuedUploads < 4 { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(h.core.statistics().queuedUploads == 4)
         try await Task.sleep(for: .milliseconds(300))
         #expect(!closed.value, "the close past the bound waits")
-        #expect(h.core.statistics().queuedUploads == 4)
         hold.release()
         try await fifth.value
         #expect(closed.value)
