@@ -120,10 +120,13 @@ extension BucketFileSystem {
             // asks for names that are not there yet. One page answers them all, if it holds the
             // whole directory.
             if let l = try await loadListing(parent, pagesAtMost: 1) {
-                guard let n = superblock.child(l, name) else { throw .ENOENT }
-                return n
+                if let n = superblock.child(l, name) { return n }
+                // Named, but its node left the table already (a cache smaller than the
+                // listing): asked by name below.
+                if l.children[name] == nil { throw .ENOENT }
+            } else {
+                superblock.noteLarge(parent)
             }
-            superblock.noteLarge(parent)
         }
         if let e = failures.check(.metadata(path: path)) { throw e }
         let since = superblock.readBegins()
