@@ -22,21 +22,29 @@
 #      timed until cp exits (the data staged; the upload follows, untimed), vs `cp` to a local
 #      file in the work directory.
 #  (4) `rsync -aX` of RSYNC_N x 4 KiB files (each with a user xattr when the work directory
-#      takes one) into the mount, through the same proxy: bucketfs default mode, bucketfs
-#      --write-back, and `rclone mount` (writes cache, write-back 0s; `rsync -a`: rclone mount
-#      has no xattrs), timed until every object is in the bucket; requests counted by the proxy
-#      (per file: target <= 1.1 with --write-back, where rsync's rename moves the queued upload),
-#      then a second rsync of the same tree, which must transfer nothing (its requests counted).
-#      The destination is listed first (`ls`) and bucketfs mounted with --metadata-ttl
-#      RSYNC_TTL (300 s, rclone's default --dir-cache-time): rsync looks up each new name several
-#      times, and a lookup in a directory with no fresh listing costs a GET and a one-item list
-#      (RSYNC_TTL=5, bucketfs's default, shows that cost). RSYNC_REPS (1) repetitions.
+#      takes one) into a directory of the mount that exists in the bucket and was never listed,
+#      through the same proxy, with bucketfs's DEFAULT options: bucketfs default mode, bucketfs
+#      --write-back, and `rclone mount` (writes cache, `--vfs-write-back RCLONE_RSYNC_WB`, 5 s,
+#      rclone's default; `rsync -a`: rclone mount has no xattrs), timed until every object is in
+#      the bucket; requests counted by the proxy (per file: target <= 1.1 with --write-back, where
+#      rsync's rename moves the queued upload), then a second rsync of the same tree, which must
+#      transfer nothing (its requests counted). With `--vfs-write-back 0s`, rclone 1.60 starts
+#      the upload at close and rsync's utime and rename then race it: "source file is being
+#      updated", and "corrupted on transfer: md5 hash differ \"\" vs ..." (rclone hashes its cache
+#      file after the upload, which the rename has moved: the empty hash is the missing file's),
+#      on gcp-storage-emulator and fake-gcs-server alike, and files are missing from the bucket.
+#      BENCH_RSYNC_TTL (unset: bucketfs's default) and BENCH_RSYNC_LIST=1 (list the destination
+#      first) give the earlier, friendlier setting. RSYNC_REPS (1) repetitions.
+#  (5) mkdir's requests, through the proxy, on a fresh mount: `mkdir -p a/b/c` in its root
+#      never listed, `mkdir` in a listed directory, `mkdir -p` of 3 levels in a listed directory.
+#      Targets: 1, and 1 a level.
 #
 # Starts its own servers and proxy on BENCH_EMU_PORT (9402), BENCH_FAKE_PORT (9403) and
 # BENCH_PROXY_PORT (9404); unmounts and stops everything on exit. Not part of the test suite.
 # Environment: BUCKETFS_BIN (default: build release), BENCH_REPS (3), BENCH_MIB (256),
 # BENCH_DELAY_MS (20), BENCH_SMALL_N (400), BENCH_BFS_OPTS (extra bucketfs mount options),
-# BENCH_RSYNC_N (300), BENCH_RSYNC_TTL (300), BENCH_RSYNC_REPS (1), BENCH_DIR, BENCH_KEEP, BENCH_ONLY (some of "tar cp write rsync": the
+# BENCH_RSYNC_N (300), BENCH_RSYNC_TTL (unset), BENCH_RSYNC_LIST (0), BENCH_RSYNC_REPS (1), BENCH_RCLONE_RSYNC_WB (5s),
+# BENCH_DIR, BENCH_KEEP, BENCH_ONLY (some of "tar cp write rsync mkdir": the
 # sections to run; all by default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,7 +53,9 @@ MIB="${BENCH_MIB:-256}"
 DELAY_MS="${BENCH_DELAY_MS:-20}"
 SMALL_N="${BENCH_SMALL_N:-400}"
 RSYNC_N="${BENCH_RSYNC_N:-300}"
-RSYNC_TTL="${BENCH_RSYNC_TTL:-300}"
+RSYNC_TTL="${BENCH_RSYNC_TTL:-}"
+RSYNC_LIST="${BENCH_RSYNC_LIST:-0}"
+RCLONE_RSYNC_WB="${BENCH_RCLONE_RSYNC_WB:-5s}"
 RSYNC_REPS="${BENCH_RSYNC_REPS:-1}"
 UPLOAD_CONC="${BENCH_UPLOAD_CONCURRENCY:-8}"  # the plain client's width: --upload-concurrency's default
 EMU_PORT="${BENCH_EMU_PORT:-9402}"
@@ -55,7 +65,7 @@ BUCKET=bucketfs-writes
 EMU="http://127.0.0.1:$EMU_PORT"
 FAKE="http://127.0.0.1:$FAKE_PORT"
 PROXY="http://127.0.0.1:$PROXY_PORT"
-ONLY="${BENCH_ONLY:-tar cp write rsync}"
+ONLY="${BENCH_ONLY:-tar cp write rsync mkdir}"
 # The server behind the proxy for (1): emu (gcp-storage-emulator, single-threaded Python, whose
 # CPU alone is about the --write-back target) or fake (fake-gcs-server, Go, concurrent).
 TAR_SERVER="${BENCH_TAR_SERVER:-emu}"
@@ -80,14 +90,15 @@ if wants cp || [ "$TAR_SERVER" = fake ]; then
   trap 'stop_fake; bench_cleanup' EXIT
 fi
 case "$TAR_SERVER" in
-  emu) TAR_EP="$EMU"; TAR_PID="$EMU_PID"; TAR_LABEL=gcp-storage-emulator; start_latency_proxy "$EMU_PORT" "$PROXY_PORT" "$DELAY_MS" ;;
+  emu) TAR_EP="$EMU"; TAR_PID="$EMU_PID"; TAR_LABEL=gcp-storage-emulator
+       start_latency_proxy "$EMU_PORT" "$PROXY_PORT" "$DELAY_MS" --timing-log "$WORK/timing.log" ;;
   fake) TAR_EP="$FAKE"; TAR_PID="$(cat "/tmp/bucketfs-fake-gcs-$FAKE_PORT.pid")"; TAR_LABEL=fake-gcs-server
-        start_latency_proxy "$FAKE_PORT" "$PROXY_PORT" "$DELAY_MS" ;;
+        start_latency_proxy "$FAKE_PORT" "$PROXY_PORT" "$DELAY_MS" --timing-log "$WORK/timing.log" ;;
   *) echo "bench: BENCH_TAR_SERVER is emu or fake" >&2; exit 2 ;;
 esac
-mount_rclone_rw() {  # REMOTE:BUCKET/PATH -> mount point (rclone's write cache, uploads at close)
+mount_rclone_rw() {  # REMOTE:BUCKET/PATH [WRITE_BACK] -> mount point (rclone's write cache, uploads at close: 0s)
   local mnt; mnt="$(mktemp -d "$WORK/mnt-rclone.XXXX")"
-  rclone --config "$RCLONE_CONF" mount "$1" "$mnt" --vfs-cache-mode writes --vfs-write-back 0s \
+  rclone --config "$RCLONE_CONF" mount "$1" "$mnt" --vfs-cache-mode writes --vfs-write-back "${2:-0s}" \
     --cache-dir "$mnt.cache" --log-file "$mnt.log" >/dev/null 2>&1 &
   echo "$!" >>"$WORK/pids"
   for _ in $(seq 1 400); do mountpoint -q "$mnt" && break; sleep 0.05; done
@@ -118,6 +129,8 @@ if wants tar; then
     t1=$(now)
     "$PY" Scripts/bench/await_objects.py "$TAR_EP" "$BUCKET" "tar/$run/t/" "$SMALL_N" 32768 >/dev/null
     t2=$(now)
+    # where the time went: with a request of the mount's at the proxy, or none (the last run's)
+    "$PY" Scripts/bench/request_gaps.py "$WORK/timing.log" "$t0" "$t1" "$SMALL_N" >"$WORK/gaps-$1" || true
     local counts cpu; counts=$(proxy_counts)
     cpu="$(children_cpu "$WORK/times")"
     for pair in "$mpid $m0" "$TAR_PID $e0" "$PROXY_PID $p0"; do
@@ -138,6 +151,7 @@ if wants tar; then
     "$PY" Scripts/bench/upload_many.py "$PROXY" "$BUCKET" "tar/$run/t" "$WORK/t" "$1" >/dev/null
     "$PY" Scripts/bench/await_objects.py "$TAR_EP" "$BUCKET" "tar/$run/t/" "$SMALL_N" 32768 >/dev/null
     t1=$(now)
+    "$PY" Scripts/bench/request_gaps.py "$WORK/timing.log" "$t0" "$t1" "$SMALL_N" >"$WORK/gaps-direct-$1" || true
     elapsed "$t0" "$t1"
   }
   for _ in $(seq 1 "$REPS"); do
@@ -275,30 +289,37 @@ if wants rsync; then
     if [ "$XATTRS" = yes ]; then setfattr -n user.origin -v "bench $i" "$WORK/rs/tree/f$i.txt" 2>/dev/null || XATTRS=no; fi
   done
   rsync_run() {  # KIND -> "seconds total list metadata media other second_total second_transferred"
-    local run mnt t0 t1 opts counts second moved
+    local run mnt t0 t1 opts counts second moved ttl=()
     run=$(next_run)
     opts=-aX
+    [ -n "$RSYNC_TTL" ] && ttl=(--metadata-ttl "$RSYNC_TTL")
+    # the destination exists in the bucket (one object), as a nightly backup's does
+    curl -sf -o /dev/null -X POST -H "Content-Type: text/plain" --data-binary "kept" \
+      "$TAR_EP/upload/storage/v1/b/$BUCKET/o?uploadType=media&name=rs/$run/d/keep.txt"
     case "$1" in
-      bucketfs) mnt="$(mount_bucketfs "gs://$BUCKET/rs/$run" --endpoint "$PROXY" --anonymous --metadata-ttl "$RSYNC_TTL")" ;;
-      bucketfs-wb) mnt="$(mount_bucketfs "gs://$BUCKET/rs/$run" --endpoint "$PROXY" --anonymous --metadata-ttl "$RSYNC_TTL" --write-back)" ;;
-      rclone) mnt="$(mount_rclone_rw "emuproxy:$BUCKET/rs/$run")"; opts=-a ;;
+      bucketfs) mnt="$(mount_bucketfs "gs://$BUCKET/rs/$run" --endpoint "$PROXY" --anonymous "${ttl[@]}")" ;;
+      bucketfs-wb) mnt="$(mount_bucketfs "gs://$BUCKET/rs/$run" --endpoint "$PROXY" --anonymous "${ttl[@]}" --write-back)" ;;
+      rclone) mnt="$(mount_rclone_rw "emuproxy:$BUCKET/rs/$run" "$RCLONE_RSYNC_WB")"; opts=-a ;;
     esac
-    ls "$mnt" >/dev/null
+    [ "$RSYNC_LIST" = 1 ] && ls "$mnt/d" >/dev/null
     curl -sf -o /dev/null "$PROXY/__reset"
     t0=$(now)
-    if ! rsync "$opts" "$WORK/rs/tree/" "$mnt/" >"$mnt.rsync.log" 2>&1; then
-      # (rclone 1.60 against gcp-storage-emulator: "corrupted on transfer: md5 hash differ" at
-      # every close after a rename; see its mount log)
+    if ! rsync "$opts" "$WORK/rs/tree/" "$mnt/d/" >"$mnt.rsync.log" 2>&1; then
       echo "bench: rsync into $1 failed: $(tail -1 "$mnt.rsync.log")" >&2
       unmount "$mnt"
       echo "failed"
       return
     fi
-    "$PY" Scripts/bench/await_objects.py "$TAR_EP" "$BUCKET" "rs/$run/" "$RSYNC_N" 4096 >/dev/null
+    if ! "$PY" Scripts/bench/await_objects.py "$TAR_EP" "$BUCKET" "rs/$run/d/f" "$RSYNC_N" 4096 120 >/dev/null; then
+      echo "bench: rsync into $1: not every file reached the bucket within 120 s" >&2
+      unmount "$mnt"
+      echo "failed"
+      return
+    fi
     t1=$(now)
     counts=$(proxy_counts)
     curl -sf -o /dev/null "$PROXY/__reset"
-    moved=$(rsync "$opts" --stats "$WORK/rs/tree/" "$mnt/" | awk -F': ' '/Number of regular files transferred/ { gsub(/,/, "", $2); print $2 }')
+    moved=$(rsync "$opts" --stats "$WORK/rs/tree/" "$mnt/d/" | awk -F': ' '/Number of regular files transferred/ { gsub(/,/, "", $2); print $2 }')
     second=$(proxy_counts | cut -d' ' -f1)
     unmount "$mnt"
     echo "$(elapsed "$t0" "$t1") $counts $second ${moved:-?}"
@@ -316,6 +337,24 @@ if wants rsync; then
     # shellcheck disable=SC2086
     if [ -n "${RES[rs_runs_$kind]:-}" ]; then RES[rs_$kind]=$(median ${RES[rs_runs_$kind]}); else RES[rs_$kind]=n/a; RES[rs_last_$kind]="- - - - - - -"; fi
   done
+fi
+
+# --- (5) mkdir's requests through the proxy ---------------------------------------------------------
+if wants mkdir; then
+  mkdir_counts() {  # -> "fresh_mkdir_p listed_mkdir listed_mkdir_p"
+    local run mnt a b c
+    run=$(next_run)
+    curl -sf -o /dev/null -X POST -H "Content-Type: text/plain" --data-binary "x" \
+      "$TAR_EP/upload/storage/v1/b/$BUCKET/o?uploadType=media&name=mk/$run/old.txt"
+    mnt="$(mount_bucketfs "gs://$BUCKET/mk/$run" --endpoint "$PROXY" --anonymous)"
+    curl -sf -o /dev/null "$PROXY/__reset"; mkdir -p "$mnt/a/b/c"; a=$(proxy_counts | cut -d' ' -f1)
+    ls "$mnt" >/dev/null
+    curl -sf -o /dev/null "$PROXY/__reset"; mkdir "$mnt/d"; b=$(proxy_counts | cut -d' ' -f1)
+    curl -sf -o /dev/null "$PROXY/__reset"; mkdir -p "$mnt/x/y/z"; c=$(proxy_counts | cut -d' ' -f1)
+    unmount "$mnt"
+    echo "$a $b $c"
+  }
+  read -r RES[mk_fresh] RES[mk_listed] RES[mk_listed_p] <<<"$(mkdir_counts)"
 fi
 
 # --- report -----------------------------------------------------------------------------------------
@@ -342,6 +381,11 @@ if wants tar; then
     row "  requests per file" "$(awk -v t="$bt" -v n="$SMALL_N" 'BEGIN { printf "%.3f", t / n }')" \
       "rclone $(awk -v t="$rt" -v n="$SMALL_N" 'BEGIN { printf "%.3f", t / n }')" "" "1 a file is the floor"
     row "  CPU s, last run: tar+daemon+emulator+proxy" "$(cpu_sum "${RES[cpu_$kind]}")" "rclone $(cpu_sum "${RES[cpu_rclone]}")" "" "(sum / $(nproc) cores: a floor)"
+    if [ "$kind" = bucketfs ] && [ -s "$WORK/gaps-bucketfs" ] && [ -s "$WORK/gaps-direct-1" ]; then
+      # per file, last run: ms with a request at the proxy (round trip: delay + server) + ms with none (the client's own work)
+      read -r _ _ _ _ gb gbr gbi <"$WORK/gaps-bucketfs"; read -r _ _ _ _ gd gdr gdi <"$WORK/gaps-direct-1"
+      row "  ms per file: at the proxy + between requests" "$gbr + $gbi = $gb" "plain $gdr + $gdi = $gd" "" "(where the gap is)"
+    fi
   done
 fi
 if wants cp; then
@@ -359,7 +403,7 @@ if wants write; then
   row "bucketfs vs cp to a local file (the limit)" "${RES[w_bucketfs]} s" "local ${RES[w_local]} s" "$(ratio "${RES[w_local]}" "${RES[w_bucketfs]}")" "(no target)"
 fi
 if wants rsync; then
-  echo "(4) rsync of $RSYNC_N x 4 KiB (user xattrs: $XATTRS), +$DELAY_MS ms a request, $TAR_LABEL, until all are in the bucket; bucketfs --metadata-ttl $RSYNC_TTL, medians of $RSYNC_REPS"
+  echo "(4) rsync of $RSYNC_N x 4 KiB (user xattrs: $XATTRS) into a directory never listed, +$DELAY_MS ms a request, $TAR_LABEL, until all are in the bucket; bucketfs --metadata-ttl ${RSYNC_TTL:-5 (default)}$([ "$RSYNC_LIST" = 1 ] && echo ', listed first'), rclone --vfs-write-back $RCLONE_RSYNC_WB, medians of $RSYNC_REPS"
   read -r rt rl rm rd ro r2 rm2 <<<"${RES[rs_last_rclone]}"
   [ -n "${RES[rs_failed_rclone]:-}" ] && echo "   rclone: rsync failed (see the bench's stderr and the rclone mount log)"
   for kind in bucketfs bucketfs-wb; do
@@ -372,5 +416,11 @@ if wants rsync; then
     row "  requests per file" "$pf" "rclone $(awk -v t="$rt" -v n="$RSYNC_N" 'BEGIN { printf "%.3f", t / n }')" "" "$want"
     row "  second rsync: files moved, requests" "$bm2, $b2" "rclone $rm2, $r2" "" "0 files moved"
   done
+fi
+if wants mkdir; then
+  echo "(5) mkdir, requests (bucketfs default options, a fresh mount)"
+  row "mkdir in a listed directory" "${RES[mk_listed]}" "" "" "1: $([ "${RES[mk_listed]}" = 1 ] && echo met || echo 'not met')"
+  row "mkdir -p of 3 levels in a listed directory" "${RES[mk_listed_p]}" "" "" "3: $([ "${RES[mk_listed_p]}" = 3 ] && echo met || echo 'not met')"
+  row "mkdir -p of 3 levels in a directory never listed" "${RES[mk_fresh]}" "" "" "(+2: the first lookup's GET and one-item list)"
 fi
 echo "   (whole bench $(elapsed "$T_START" "$(now)") s)"

@@ -129,6 +129,8 @@ import Testing
         let h = Self.harness(concurrency: 1)
         let hold = h.store.holdNextWrites()
         _ = try await Self.write(h, "first", Data("1".utf8))  // holds the one upload slot
+        // (Once its upload is held: else the fsync below could reach the store first and be the held one.)
+        while hold.waiting < 1 { try await Task.sleep(nanoseconds: 1_000_000) }
         let (e, fh) = try await h.fs.create(parent: Harness.root, name: "second", mode: 0o644, flags: OpenFlags(O_WRONLY | O_CREAT))
         _ = try await h.fs.write(ino: e.attributes.ino, fh: fh, offset: 0, data: Data("2".utf8))
         try await h.fs.fsync(ino: e.attributes.ino, fh: fh, dataOnly: false)

@@ -57,10 +57,13 @@ def classify(method, path, query):
 
 
 class LatencyProxy(FaultProxy):
-    def __init__(self, upstream, delay=0.02, max_upstream=None, upstream_timeout=120, log_file=None, rate=None):
+    def __init__(self, upstream, delay=0.02, max_upstream=None, upstream_timeout=120, log_file=None, rate=None,
+                 timing_file=None):
         super().__init__(upstream, upstream_timeout=upstream_timeout, rate=rate)
         self.delay = delay
         self.log_file = open(log_file, "a", buffering=1) if log_file else None
+        # One line per answered request: arrival and answer times (s), kind, method, target.
+        self.timing_file = open(timing_file, "a", buffering=1) if timing_file else None
         self._upstream_slots = threading.BoundedSemaphore(max_upstream) if max_upstream else contextlib.nullcontext()
         self._counts = self._zero()
 
@@ -107,6 +110,7 @@ class LatencyProxy(FaultProxy):
                 body = json.dumps({"error": {"code": 502, "message": f"latency proxy: upstream failed: {e}"}}).encode()
                 self._send(c, Response(502, "Bad Gateway", [("Content-Type", "application/json")], body), keep, req)
                 self._record(req, 502, t, None)
+                self._timing(t, kind, req)
                 return keep
             try:
                 resp = Response(status, reason, headers, b"")
@@ -124,7 +128,13 @@ class LatencyProxy(FaultProxy):
             finally:
                 u.close()
         self._record(req, status, t, None)
+        self._timing(t, kind, req)
         return keep
+
+    def _timing(self, t, kind, req):
+        if self.timing_file:
+            with self._lock:
+                self.timing_file.write(f"{t:.6f} {time.time():.6f} {kind} {req.method} {req.target}\n")
 
     def _stream(self, c, conn, resp, length, keep, kind):
         """Sends the head, then `length` body bytes as they come from upstream."""
@@ -150,12 +160,13 @@ def main(argv=None):
     ap.add_argument("--port", type=int, required=True, help="port to listen on (127.0.0.1)")
     ap.add_argument("--delay-ms", type=float, default=20.0, help="added to every request (default 20)")
     ap.add_argument("--log", help="append one line per request (kind, method, target) to this file")
+    ap.add_argument("--timing-log", help="append one line per answered request (arrival and answer times, kind, method, target)")
     ap.add_argument("--max-upstream", type=int, default=None, help="requests at the upstream at once (default: no limit)")
     ap.add_argument("--rate", type=float, default=None,
                     help="bandwidth limit, bytes a second each way (faultproxy.py's Throttle; default: none)")
     a = ap.parse_args(argv)
     proxy = LatencyProxy(a.upstream, delay=a.delay_ms / 1000, max_upstream=a.max_upstream, log_file=a.log,
-                         rate=a.rate).start(a.port)
+                         rate=a.rate, timing_file=a.timing_log).start(a.port)
     limit = f", {a.rate / 1e6:g} MB/s each way" if a.rate else ""
     print(f"latencyproxy: {proxy.endpoint} -> {proxy.upstream_origin}, +{a.delay_ms:g} ms a request{limit}", flush=True)
     done = threading.Event()

@@ -398,6 +398,45 @@ def test_rsync_aX_with_write_back_uploads_each_file_once_under_its_final_name(an
     assert [r for r in requests(log) if r[0] in ("write", "copy", "delete", "patch")] == [], requests(log)
 
 
+def test_rsync_aX_with_write_back_and_default_options_costs_about_one_request_per_file(any_bucket, mounts, tmp_path):
+    """With the default options (--metadata-ttl 5), into a directory that exists in the bucket and
+    was never listed: rsync looks each final name up, then a temporary name, creates it, and
+    looks the final name up again at the rename. The first name found missing costs a GET and a
+    one-item list; the directory is then listed once (docs/SEMANTICS.md §6) and answers the rest,
+    so the run costs at most 1.1 requests per file: the uploads, under the final names. A second
+    run transfers nothing (rsync's itemized output is empty)."""
+    n = 300
+    src = tmp_path / "tree"
+    src.mkdir()
+    for i in range(n):
+        p = src / f"f{i:03}.txt"
+        p.write_bytes(os.urandom(1000))
+        os.setxattr(p, "user.k", f"v{i}".encode())
+    any_bucket.put("rs/keep.txt", b"kept")
+    log = tmp_path / "req.log"
+    mnt = mounts.mount(any_bucket.src(), "--request-log", str(log), "--write-back")
+    sh(["rsync", "-aX", f"{src}/", f"{mnt}/rs/"])
+    deadline = time.time() + 120
+    while time.time() < deadline and sum(op == "write" and not name.endswith("/") for op, name in requests(log)) < n:
+        time.sleep(0.1)
+    reqs = requests(log)
+    # (the directory's times, which rsync -a sets, go to its placeholder: not a file)
+    writes = sorted(name for op, name in reqs if op == "write" and not name.endswith("/"))
+    assert writes == [f"rs/f{i:03}.txt" for i in range(n)], reqs
+    assert [r for r in reqs if r[0] in ("copy", "delete", "patch")] == [], reqs
+    assert len(reqs) <= 1.1 * n, (len(reqs), [r for r in reqs if r[0] != "write"])
+    for i in (0, n // 2, n - 1):
+        name = f"rs/f{i:03}.txt"
+        meta = any_bucket.stat(name)
+        assert meta["md5Hash"] == md5_b64((src / f"f{i:03}.txt").read_bytes()), name
+        assert meta["customMetadata"].get("k") == f"v{i}", meta
+    log.write_text("")
+    again = sh(["rsync", "-aXi", f"{src}/", f"{mnt}/rs/"]).stdout.decode().split("\n")
+    # nothing sent or created; at most the directory's own time (docs/SEMANTICS.md §8)
+    assert [line for line in again if line and not line.startswith(".d")] == [], again
+    assert [r for r in requests(log) if r[0] in ("copy", "delete") or (r[0] == "write" and not r[1].endswith("/"))] == [], requests(log)
+
+
 # --- lost races between two mounts -----------------------------------------------------------
 
 

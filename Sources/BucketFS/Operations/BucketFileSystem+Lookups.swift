@@ -13,6 +13,12 @@ extension BucketFileSystem {
     /// directory handle's snapshot is taken from it at once, before anything can be evicted.
     @discardableResult
     func loadListing(_ dir: Node, into handle: DirHandle? = nil) async throws(Errno) -> Listing {
+        try await loadListing(dir, into: handle, pagesAtMost: nil)!
+    }
+
+    /// `loadListing`, when the directory's listing fits in `pagesAtMost` pages; nil (nothing
+    /// applied) when it does not.
+    func loadListing(_ dir: Node, into handle: DirHandle? = nil, pagesAtMost: Int?) async throws(Errno) -> Listing? {
         let prefix = superblock.childPrefix(of: dir)
         if let e = failures.check(.listing(prefix: prefix)) { throw e }
         let since = superblock.readBegins()
@@ -25,6 +31,7 @@ extension BucketFileSystem {
         var placeholder: ObjectInfo? = nil
         var placeholderUnread = false
         var subdirectoryPlaceholders: [String: ObjectInfo] = [:]
+        var pages = 0
         do {
             repeat {
                 let page = try await store.list(ListRequest(prefix: prefix, delimiter: "/",
@@ -49,6 +56,8 @@ extension BucketFileSystem {
                 }
                 if page.metadataSkipped { placeholderUnread = true }
                 token = page.nextPageToken
+                pages += 1
+                if let most = pagesAtMost, pages >= most, token != nil { return nil }
             } while token != nil
         } catch {
             let e = fail(error, "list", prefix)
@@ -100,6 +109,25 @@ extension BucketFileSystem {
         }
         if let local = superblock.pendingNewFile(at: path) { return local }
         if StoragePath.mountProblem(path) != nil { throw .ENOENT }
+        // Found missing within the TTL (docs/SEMANTICS.md §6): a create's own check after the
+        // kernel's lookup, rsync's lookups of one name again and again.
+        if superblock.knownMissing(path) {
+            cacheCounters.count(.listing, hit: true)
+            throw .ENOENT
+        }
+        if superblock.listsAfterMiss(parent) {
+            // A name was missing here a moment ago: something is filling this directory, and
+            // asks for names that are not there yet. One page answers them all, if it holds the
+            // whole directory.
+            if let l = try await loadListing(parent, pagesAtMost: 1) {
+                if let n = superblock.child(l, name) { return n }
+                // Named, but its node left the table already (a cache smaller than the
+                // listing): asked by name below.
+                if l.children[name] == nil { throw .ENOENT }
+            } else {
+                superblock.noteLarge(parent)
+            }
+        }
         if let e = failures.check(.metadata(path: path)) { throw e }
         let since = superblock.readBegins()
         async let meta: Result<ObjectInfo?, any Error> = { () async -> Result<ObjectInfo?, any Error> in
@@ -128,7 +156,12 @@ extension BucketFileSystem {
             failures.note(.metadata(path: path), e)
             throw e
         }
-        return try superblock.bindLookedUp(path, listed: listed, info: info, at: now, since: since)
+        do {
+            return try superblock.bindLookedUp(path, listed: listed, info: info, at: now, since: since)
+        } catch {
+            if error == .ENOENT { superblock.noteMissing(path, in: parent) }
+            throw error
+        }
     }
 
     /// getattr with no I/O: nil when the metadata must be read first.

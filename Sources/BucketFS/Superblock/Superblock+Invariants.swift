@@ -13,6 +13,7 @@ extension Superblock {
         func expect(_ ok: Bool, _ what: @autoclosure () -> String) { if !ok { bad.append(what()) } }
         locked {
             bad += table.violations()
+            bad += negative.violations()
 
             // One pass over the table checks what is per node; the sums are compared after it.
             var queued = Set<UInt64>()

@@ -225,3 +225,65 @@ extension Superblock {
         }
     }
 }
+
+/// Names found missing by a lookup (`NegativeCache`, docs/SEMANTICS.md §6).
+extension Superblock {
+    /// lookup with no I/O: from a fresh listing of the parent (a miss there is ENOENT), or a
+    /// name found missing within the TTL.
+    func cachedLookup(parent: UInt64, name: String) -> Result<FuseEntry, Errno>? {
+        locked { () -> Result<FuseEntry, Errno>? in
+            guard let p = table[parent], p.type == .directory else { return nil }
+            guard let l = p.listing, l.expiry > now else {
+                // A name found missing within the TTL (a lookup's miss, not a listing's).
+                if !negative.isEmpty, knownMissingLocked(p.childPrefix + name) {
+                    counters.count(.listing, hit: true)
+                    return .failure(.ENOENT)
+                }
+                return nil
+            }
+            counters.count(.listing, hit: true)
+            guard let n = childLocked(l, name) else {
+                // Names the rules refuse get their logged error from the async path.
+                return name.utf8.count <= StoragePath.maxSegmentBytes && !name.contains("/") ? .failure(.ENOENT) : nil
+            }
+            // Its metadata was evicted: the async path reads it again.
+            if lacksInfoLocked(n) { return nil }
+            n.lookups += 1
+            return .success(stat.entry(n, now: now))
+        }
+    }
+
+    /// Whether `path` was found missing within the TTL, and no node this mount made or moved is
+    /// there since (a second guard: making one forgets the entry).
+    func knownMissingLocked(_ path: String) -> Bool {
+        guard negative.isMissing(path, now: now) else { return false }
+        for isDirectory in [false, true] {
+            if let n = table.bound(path, isDirectory: isDirectory), !n.removed { return false }
+        }
+        return true
+    }
+
+    func knownMissing(_ path: String) -> Bool { locked { knownMissingLocked(path) } }
+
+    /// A lookup found `path` missing in `dir` (no object, nothing below it).
+    func noteMissing(_ path: String, in dir: Node) {
+        locked {
+            let t = now
+            negative.noteMissing(path, in: dir.path, until: t + ttl, now: t)
+        }
+    }
+
+    /// Whether a lookup in `dir` found a name missing within the TTL (and its first page was not
+    /// found too small to hold it since): its next lookup lists it rather than asking by name.
+    func listsAfterMiss(_ dir: Node) -> Bool {
+        locked { negative.directoryState(dir.path, now: now) == .missed }
+    }
+
+    /// `dir`'s first page did not hold all of it: asked name by name for the rest of the TTL.
+    func noteLarge(_ dir: Node) {
+        locked {
+            let t = now
+            negative.noteLarge(dir.path, until: t + ttl, now: t)
+        }
+    }
+}

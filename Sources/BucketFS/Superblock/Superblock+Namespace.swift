@@ -85,6 +85,7 @@ extension Superblock {
             }
             table.unindex(src)
             src.path = dstPath
+            negative.forget(dstPath)
             if table.isTabled(src) { bindPathLocked(src) }
             if src.staged?.createdHere == true { pending.note(src) }
             src.infoExpiry = 0
@@ -110,6 +111,7 @@ extension Superblock {
             var stages: [(Node, StagedFile)] = []
             for n in moved {
                 n.path = dstPath + n.path.dropFirst(srcPath.count)
+                negative.forget(n.path)
                 n.infoExpiry = 0
                 if let c = copied[n.objectName] {
                     // What is there now is the copy (the generation a later unlink or upload

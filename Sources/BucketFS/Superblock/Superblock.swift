@@ -11,6 +11,7 @@ import StorageModel
 /// | `MetadataCache` | the bounded cache's order and counts, the change count |
 /// | `PendingNewIndex` | the files created here and not uploaded yet, by directory |
 /// | `HandleTable` | the open file and directory handles |
+/// | `NegativeCache` | names found missing, directories where one was |
 ///
 /// The superblock's methods are the only code that changes the parts, every field of every
 /// `Node` (its listing included), `DirHandle.entries` and the superblock-guarded fields of
@@ -36,6 +37,7 @@ final class Superblock: @unchecked Sendable {
     var cache = MetadataCache()
     var pending = PendingNewIndex()
     var handles = HandleTable()
+    var negative = NegativeCache()
     /// The mount is ending (unmount, SIGTERM): no new background upload attempts.
     /// GUARDED_BY(lock)
     var shuttingDown = false
@@ -175,22 +177,6 @@ final class Superblock: @unchecked Sendable {
     /// `n`'s attributes; `shown` when the cache evicted its metadata after the operation read it.
     func attributes(of n: Node, shown: ObjectInfo? = nil) -> FileAttributes {
         locked { stat.attributes(n, info: n.info ?? shown, now: now) }
-    }
-
-    /// lookup with no I/O: from a fresh listing of the parent (a miss there is ENOENT).
-    func cachedLookup(parent: UInt64, name: String) -> Result<FuseEntry, Errno>? {
-        locked {
-            guard let p = table[parent], p.type == .directory, let l = p.listing, l.expiry > now else { return nil }
-            counters.count(.listing, hit: true)
-            guard let n = childLocked(l, name) else {
-                // Names the rules refuse get their logged error from the async path.
-                return name.utf8.count <= StoragePath.maxSegmentBytes && !name.contains("/") ? .failure(.ENOENT) : nil
-            }
-            // Its metadata was evicted: the async path reads it again.
-            if lacksInfoLocked(n) { return nil }
-            n.lookups += 1
-            return .success(stat.entry(n, now: now))
-        }
     }
 
     /// getattr with no I/O: nil when the metadata must be read first.
@@ -347,11 +333,16 @@ final class Superblock: @unchecked Sendable {
     // back if it is seen again.
 
     /// The node for a path and type, made if needed.
-    func nodeLocked(path: String, type: FileType) -> Node { table.node(path: path, type: type) }
+    /// The node for a path and type, made if needed; the path is no longer known missing.
+    func nodeLocked(path: String, type: FileType) -> Node {
+        negative.forget(path)
+        return table.node(path: path, type: type)
+    }
 
     /// Binds `n`'s path to `n` in the path index; a node bound there before is unlinked and its
     /// listing goes.
     func bindPathLocked(_ n: Node) {
+        negative.forget(n.path)
         if let old = table.bind(n) {
             old.presence = .unlinked
             dropListingLocked(old)
