@@ -33,7 +33,10 @@ final class Harness: @unchecked Sendable {
 
     /// `checkEvery`: check the invariants after every call (1), or after every Nth: the check is
     /// O(inodes), so a test that makes thousands of calls over thousands of files samples.
-    init(store: MemoryStore = MemoryStore(), checkEvery: Int = 1, _ configure: (inout MountConfig) -> Void = { _ in }) {
+    /// `through`: the store the core is given, made from the memory store (a wrapper that
+    /// behaves like some server).
+    init(store: MemoryStore = MemoryStore(), checkEvery: Int = 1, _ configure: (inout MountConfig) -> Void = { _ in },
+         through: (MemoryStore) -> any ObjectStore = { $0 }) {
         self.store = store
         let clock = TestClock()
         self.clock = clock
@@ -45,7 +48,7 @@ final class Harness: @unchecked Sendable {
         // Queued uploads start at once unless a test asks for the delay.
         c.writeBackDelay = 0
         configure(&c)
-        fs = CheckedCore(try! BucketFileSystem(store: store, config: c), every: checkEvery)
+        fs = CheckedCore(try! BucketFileSystem(store: through(store), config: c), every: checkEvery)
     }
 
     deinit { try? FileManager.default.removeItem(atPath: cacheDirectory) }

@@ -16,7 +16,6 @@ extension BucketFileSystem {
         let prefix = superblock.childPrefix(of: dir)
         if let e = failures.check(.listing(prefix: prefix)) { throw e }
         let since = superblock.readBegins()
-        var token: String? = nil
         var dirs: [String] = []
         // In the bucket's order, so the cache's FIFO keeps the end of a listing it cannot hold.
         // A file listed by name only (nil info) has its metadata read when something asks for it
@@ -26,10 +25,14 @@ extension BucketFileSystem {
         var placeholderUnread = false
         var subdirectoryPlaceholders: [String: ObjectInfo] = [:]
         do {
-            repeat {
-                let page = try await store.list(ListRequest(prefix: prefix, delimiter: "/",
-                                                            maxResults: config.listPageSize, pageToken: token,
-                                                            includeTrailingDelimiter: true, namesOnly: true))
+            // Several name ranges at once when there is more than a page (RangeListing).
+            var pages = try await rangeListing.pages(of: ListRequest(prefix: prefix, delimiter: "/",
+                                                                     maxResults: config.listPageSize,
+                                                                     includeTrailingDelimiter: true, namesOnly: true),
+                                                     from: store)
+            pages.reverse()
+            // Each page is let go once read, so its entries are not held twice.
+            while let page = pages.popLast() {
                 for p in page.prefixes {
                     if let name = names.visibleName(p, relativeTo: prefix, isPrefix: true) { dirs.append(name) }
                 }
@@ -48,8 +51,7 @@ extension BucketFileSystem {
                     if let name = names.visibleName(full, relativeTo: prefix, isPrefix: false) { files.append((name, nil)) }
                 }
                 if page.metadataSkipped { placeholderUnread = true }
-                token = page.nextPageToken
-            } while token != nil
+            }
         } catch {
             let e = fail(error, "list", prefix)
             failures.note(.listing(prefix: prefix), e)
