@@ -112,30 +112,25 @@ import TestSupport
         #expect(server1.ranged == 0 && server1.listed == 30)
     }
 
-    /// Subdirectories whose runs of names are long next to a file's, where the first page's
-    /// names (`s0001.jpeg`) draw cuts like `s0150/jpe`: inside a subdirectory's run. The memory
-    /// store, like fake-gcs-server, leaves out a prefix before startOffset, so a range starting
-    /// there would lose the subdirectory; cut at the subdirectory instead, each shows once.
+    /// Cuts drawn from names like `s0001~zzzz` and `s0001/` land inside a subdirectory's run
+    /// of names (`s0150/zzzz`, before its only object `s0150/zzzzzz`). The memory store, like
+    /// fake-gcs-server, leaves out a prefix before startOffset, so a range starting there would
+    /// lose the subdirectory: a cut moves to the subdirectory (`s0150/`), and each name shows once.
     @Test func anEdgeInsideARunOfNamesSharingAPrefixLosesAndDoublesNothing() async throws {
         let store = MemoryStore()
         var expected: [String] = []
-        for i in 0..<1500 {
+        for i in 0..<1200 {
             let n = String(format: "s%04d", i)
-            if i % 3 == 0 {
-                for first in ["a", "f", "k", "p", "u"] {
-                    for j in 0..<8 { store.put("d/\(n)/\(first)\(j)", Data()) }
-                }
-                expected.append(n)
-            } else {
-                store.put("d/\(n).jpeg", Data())
-                expected.append(n + ".jpeg")
-            }
+            store.put("d/\(n)~zzzz", Data())
+            store.put("d/\(n)/zzzzzz", Data())
+            expected += [n, n + "~zzzz"]
         }
         let server = Server(store)
         let h = harness(store, server, pageSize: 50)
         let got = try await listed(h, "d")
-        #expect(got == Self.sorted(expected))
-        #expect(Set(got).count == got.count)
+        #expect(Set(expected).subtracting(got).sorted().prefix(10) == [], "lost")
+        #expect(got.count == expected.count, "\(got.count) names shown, \(expected.count) listed")
+        #expect(Set(got).count == got.count, "doubled")
         #expect(server.ranged > 10)
     }
 
@@ -153,12 +148,14 @@ import TestSupport
         #expect(try await listed(h, "d") == names)
         let c = h.fs.statistics().listing
         #expect(c.cuts >= 1, "no full range was cut again: \(c)")
-        #expect(server.maxInFlight > 1)
+        // The dense run was listed by ranges of its own, not walked page by page.
+        let inside = Set(store.lists.compactMap(\.startOffset).filter { $0.hasPrefix("d/a9950-") })
+        #expect(inside.count >= 5, "\(inside.count) ranges started inside the dense run")
     }
 
     /// A server that ignores the offsets answers every range with the directory's first page: the
     /// first such answer is caught, the listing walks the pages, and the mount walks from then on.
-    @Test func aStoreThatIgnoresTheOffsetsIsFoundOutAndTheListingIsExact() async throws {
+    @Test(.timeLimit(.minutes(1))) func aStoreThatIgnoresTheOffsetsIsFoundOutAndTheListingIsExact() async throws {
         let store = MemoryStore()
         let names = (0..<1000).map { String(format: "n%04d", $0) }
         for n in names { store.put("d/" + n, Data()); store.put("e/" + n, Data()) }

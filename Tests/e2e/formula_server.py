@@ -342,7 +342,8 @@ class Handler(BaseHTTPRequestHandler):
         fm = self.formula
         if url.path == "/__stats":
             return self._send(200, dict(self.counts))
-        m = re.fullmatch(r"(/download)?/storage/v1/b/([^/]+)(/o(?:/(.+))?)?", url.path)
+        # Also without /storage/v1 (a client given the endpoint as its base path: rclone).
+        m = re.fullmatch(r"(/download)?(?:/storage/v1)?/b/([^/]+)(/o(?:/(.+))?)?", url.path)
         if not m or urllib.parse.unquote(m.group(2)) != fm.bucket:
             return self._error(404, "No such bucket or path")
         download, objects, enc_name = m.group(1), m.group(3), m.group(4)
