@@ -189,9 +189,15 @@ final class RangeListing: @unchecked Sendable {
         return nil
     }
 
-    /// The page's names and prefixes in order (what its density is read from).
+    /// The page's names and prefixes in order (what its density is read from; the last is
+    /// where the rest starts). A server may send prefixes beyond its last item (fake-gcs-server
+    /// counts items only and sends prefixes on top): those after the last item are left out, so
+    /// the names between are not skipped.
     private static func keys(of page: ListPage) -> [String] {
-        (page.items.map(\.name) + page.names + page.prefixes).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        let all = (page.items.map(\.name) + page.names + page.prefixes).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        guard let lastName = [page.items.last?.name, page.names.last].compactMap({ $0 })
+            .max(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) else { return all }
+        return all.filter { !lastName.utf8.lexicographicallyPrecedes($0.utf8) }
     }
 
     /// Whether every entry of `page` could come from objects in [start, end): a prefix may sort
