@@ -7,7 +7,8 @@ server the listing bench runs against (formula_server.py), checked against fake-
 - A mount lists a directory of 2,500 objects on fake-gcs-server (which pages for real) and one of
   20,000 on the formula server, with small pages so that many ranges are used: the names are
   exactly those the official client lists, and the metrics show ranges were used and honoured.
-- gcp-storage-emulator: whatever it does with the offsets, the listing is exact.
+- gcp-storage-emulator (which ignores the offsets, and maxResults too): the listing is exact, in
+  one page, with no range asked for.
 """
 import concurrent.futures
 import os
@@ -169,7 +170,7 @@ def test_a_mount_lists_a_formula_directory_by_many_ranges(formula_server, mounts
     assert m["bucketfs_list_range_cuts_total"] >= 1, m
 
 
-def test_the_emulator_lists_exactly_whatever_it_does_with_offsets(mounts):
+def test_the_emulator_lists_exactly_in_one_page(mounts):
     srv = server("emulator")
     d = f"listing-emu-{os.getpid()}"
     formula = Formula([d + "/:600:5:2"], srv.bucket_name)
@@ -177,5 +178,8 @@ def test_the_emulator_lists_exactly_whatever_it_does_with_offsets(mounts):
     want = names_listed(srv.client(), srv.bucket_name, d + "/")
     shown, m = ls_mount(mounts, srv.src(), srv.endpoint, d, "--list-page-size", "50", "--list-concurrency", "8")
     assert shown == want
-    # It ignores the offsets: the first ranged answer showed it, and the mount walked the pages.
-    assert m["bucketfs_list_ranges_honoured"] == (0 if srv.has("no-list-offsets") else 1)
+    # It ignores maxResults as well as the offsets: the whole directory comes in the first page,
+    # so no range is asked for (and none can show the offsets ignored).
+    assert srv.has("no-list-offsets")
+    assert m['bucketfs_list_pages_total{by="range"}'] == 0, m
+    assert m['bucketfs_list_pages_total{by="token"}'] >= 1, m
