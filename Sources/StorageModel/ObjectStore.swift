@@ -54,9 +54,10 @@ public struct ListRequest: Sendable, Equatable {
     public var namesOnly: Bool
     /// The JSON API's `startOffset` (inclusive) and `endOffset` (exclusive): only objects whose
     /// full names fall in [startOffset, endOffset), in UTF-8 byte order, are listed; prefixes are
-    /// rolled up from those objects alone (so a prefix whose objects straddle an offset is listed
-    /// by both sides, and a prefix may sort before `startOffset`). A store or server that cannot
-    /// bound a listing ignores them: the caller checks the answer (`RangeListing`).
+    /// rolled up from those objects alone. Whether a prefix before `startOffset` is listed (some
+    /// of its objects in range) servers differ: fake-gcs-server and the test stores leave it out.
+    /// A store or server that cannot bound a listing ignores them: the caller checks the answer
+    /// (`RangeListing`).
     public var startOffset: String?
     public var endOffset: String?
     /// Also list names equal to the prefix / placeholders `p/` as items (the JSON API does).

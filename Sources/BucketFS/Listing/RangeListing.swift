@@ -7,8 +7,9 @@ import StorageModel
 /// is cut into ranges (`startOffset`/`endOffset`) by what that page showed (`NameSplits`), and
 /// up to `concurrency` ranges are listed at once; a range that comes back full is cut again
 /// (or followed by its page token when little is left of it). The pages are merged in the
-/// order of their ranges: a prefix whose objects straddle a cut is listed by both sides and
-/// kept once, a name at a cut once.
+/// order of their ranges, each name and prefix once. A cut never falls inside a
+/// subdirectory's run of names (it moves to the subdirectory's prefix, which every server lists
+/// then), and a name or prefix listed twice at an edge is kept once.
 ///
 /// A store that does not bound its answers by the offsets (Firebase's v0 API, a server that
 /// ignores them) is found out by its first ranged answer, which holds a name outside its range:
