@@ -5,8 +5,8 @@ import Foundation
 /// makes, never what it lists (`RangeListing` checks every bound it is given).
 ///
 /// The names a page showed are read as numbers in a mixed radix: each position's digits are
-/// the characters seen at that position or after it (so `f000999` is followed by `f001000`,
-/// not by `f000:`), and a name's value is where it falls in the space those digits span. The
+/// the characters seen at that position or at a later one where the names differ (so
+/// `f000999` is followed by `f001000`, not by `f000:`), and a name's value is where it falls in the space those digits span. The
 /// page's first and last names give its density; cuts are made a page's worth of values apart.
 struct NameSplits {
     /// The characters before the positions read as digits (shared by every sample).
@@ -41,12 +41,14 @@ struct NameSplits {
                 seen[i].insert(c)
             }
         }
-        // Characters seen at a position or after it, for as many positions as 2⁵⁰ values hold.
+        // Characters seen at a position, and those seen at any later position where the samples
+        // differ (a fixed `.dat` after the digits adds nothing to them), for as many positions as
+        // 2⁵⁰ values hold.
         var later = Set<Unicode.Scalar>()
         var all: [[Unicode.Scalar]] = Array(repeating: [], count: seen.count)
         for i in stride(from: seen.count - 1, through: 0, by: -1) {
-            later.formUnion(seen[i])
-            all[i] = later.sorted { $0.value < $1.value }
+            if seen[i].count > 1 { later.formUnion(seen[i]) }
+            all[i] = seen[i].union(later).sorted { $0.value < $1.value }
         }
         var kept: [[Unicode.Scalar]] = [], keptEnds: [Bool] = []
         var span = 1

@@ -89,10 +89,13 @@ final class RangeListing: @unchecked Sendable {
         // a few names would need a second request, after the first).
         let perRange = max(1, samples.count * 9 / 10)
         var queue = Self.ranges(from: Self.restStart(after: last, in: first),
-                                cuts: NameSplits(samples: samples)?.cuts(after: last, before: nil, pieces: concurrency,
+                                cuts: NameSplits(samples: samples)?.cuts(after: last, before: nil, pieces: 2,
                                                                            perPiece: perRange) ?? [],
                                 to: nil, in: request)
         count { $0.ranges += queue.count }
+        // The open-ended last range is cut into 2 pieces, then 4, 8… up to `concurrency` each
+        // time it comes back full: a directory of a few pages costs about a walk's requests.
+        var tailPieces = 2
         var done: [String: [ListPage]] = [:]
         try await withThrowingTaskGroup(of: Answer.self) { group in
             var running = 0
@@ -119,7 +122,12 @@ final class RangeListing: @unchecked Sendable {
                 // left; else follow the token.
                 let keys = Self.keys(of: answer.page)
                 if let lastKey = keys.last, let split = NameSplits(samples: keys) {
-                    let cuts = split.cuts(after: lastKey, before: answer.range.end, pieces: concurrency, perPiece: perRange)
+                    var pieces = concurrency
+                    if answer.range.end == nil {
+                        tailPieces = min(concurrency, tailPieces * 2)
+                        pieces = tailPieces
+                    }
+                    let cuts = split.cuts(after: lastKey, before: answer.range.end, pieces: pieces, perPiece: perRange)
                     if !cuts.isEmpty {
                         // The rest restarts at its last key (a name there again is dropped in the merge).
                         let pieces = Self.ranges(from: Self.restStart(after: lastKey, in: answer.page), cuts: cuts,
