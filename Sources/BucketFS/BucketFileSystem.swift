@@ -89,6 +89,9 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     let readPath: ReadPath
     var readBudget: ReadBudget { readPath.budget }
     var walkAhead: WalkAhead { readPath.walkAhead }
+    /// Lists a directory's pages by name ranges at once (Listing/), and remembers when the
+    /// store cannot.
+    let rangeListing: RangeListing
     /// Symbolic links' targets read from their content, by object generation.
     let linkTargets = LinkTargets()
     /// Refusals logged once (hard links, device nodes).
@@ -121,6 +124,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         failures = RecentFailures(ttl: config.failureTTL, now: config.now)
         createAnswers = CreateAnswers(ttl: config.createAnswerTTL, now: config.now)
         readPath = ReadPath(store: store, config: config, logger: logger)
+        rangeListing = RangeListing(concurrency: config.listConcurrency)
         recovered = staging.recoverOrphans()
         superblock = Superblock(config: config, stat: stat, counters: cacheCounters)
         uploads = UploadQueue(limit: config.uploadConcurrency, delay: config.writeBackDelay,

@@ -61,6 +61,8 @@ public struct CoreStatistics: Sendable, Equatable {
     public var lostAndFoundEntries = 0
     public var hits: [CacheKind: Int] = [:]
     public var misses: [CacheKind: Int] = [:]
+    /// List pages by how they were asked for, name ranges, and whether the store honours them.
+    public var listing = RangeListingCounts()
 
     public init() {}
 }
@@ -73,6 +75,7 @@ extension BucketFileSystem {
         var s = CoreStatistics()
         superblock.statistics(into: &s)
         s.readAheadBytes = readBudget.inUse
+        s.listing = rangeListing.snapshot
         (s.queuedUploads, s.uploadingFiles, _) = uploads.counts
         (s.failedUploads, s.cacheErrors) = uploadCounters.snapshot
         // Each kept file has a JSON sidecar naming its object: count the data files (not the

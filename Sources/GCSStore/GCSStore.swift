@@ -157,6 +157,7 @@ public final class GCSStore: ObjectStore, ConnectionCounting {
             ("prefix", full.isEmpty ? nil : full), ("delimiter", request.delimiter),
             ("maxResults", String(request.maxResults)), ("pageToken", request.pageToken),
             ("includeTrailingDelimiter", request.includeTrailingDelimiter && request.delimiter != nil ? "true" : nil),
+            ("startOffset", request.startOffset.map { prefix + $0 }), ("endOffset", request.endOffset.map { prefix + $0 }),
             ("fields", GCSJSONAPI.listFields),
         ])
         let r = try await transport.send("list", path: "", idempotent: true, GCSRequest(.GET, url))

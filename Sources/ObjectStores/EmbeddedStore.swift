@@ -322,6 +322,9 @@ public final class EmbeddedStore: ObjectStore, @unchecked Sendable {
                 if !ListKeys.byteLess(ub, prefix) { lower = ub; inclusive = true }
             }
         }
+        // [startOffset, endOffset): objects outside are not listed, nor rolled up into prefixes.
+        if let s = request.startOffset, ListKeys.byteLess(lower, s) { lower = s; inclusive = true }
+        let end = request.endOffset
         return try db.read { db in
             var page = ListPage()
             var emitted = 0
@@ -332,6 +335,7 @@ public final class EmbeddedStore: ObjectStore, @unchecked Sendable {
                 while let row = try rows.next() {
                     let name: String = row["name"]
                     guard ListKeys.hasBytePrefix(name, prefix) else { break scan }
+                    if let end, !ListKeys.byteLess(name, end) { break scan }
                     if emitted == limit {
                         page.nextPageToken = last.map(ListKeys.token)
                         break scan

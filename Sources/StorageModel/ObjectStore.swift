@@ -52,15 +52,26 @@ public struct ListRequest: Sendable, Equatable {
     /// own, may then answer them in `ListPage.names` and leave the listed directory's placeholder
     /// unread (`ListPage.metadataSkipped`). A store whose listings bring metadata anyway ignores it.
     public var namesOnly: Bool
+    /// The JSON API's `startOffset` (inclusive) and `endOffset` (exclusive): only objects whose
+    /// full names fall in [startOffset, endOffset), in UTF-8 byte order, are listed; prefixes are
+    /// rolled up from those objects alone. Whether a prefix before `startOffset` is listed (some
+    /// of its objects in range) servers differ: fake-gcs-server and the test stores leave it out.
+    /// A store or server that cannot bound a listing ignores them: the caller checks the answer
+    /// (`RangeListing`).
+    public var startOffset: String?
+    public var endOffset: String?
     /// Also list names equal to the prefix / placeholders `p/` as items (the JSON API does).
     public init(prefix: String = "", delimiter: String? = "/", maxResults: Int = 1000, pageToken: String? = nil,
-                includeTrailingDelimiter: Bool = false, namesOnly: Bool = false) {
+                includeTrailingDelimiter: Bool = false, namesOnly: Bool = false,
+                startOffset: String? = nil, endOffset: String? = nil) {
         self.prefix = prefix
         self.delimiter = delimiter
         self.maxResults = maxResults
         self.pageToken = pageToken
         self.includeTrailingDelimiter = includeTrailingDelimiter
         self.namesOnly = namesOnly
+        self.startOffset = startOffset
+        self.endOffset = endOffset
     }
 }
 

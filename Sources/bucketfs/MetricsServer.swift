@@ -44,6 +44,7 @@ final class CoreMetricsCollector: @unchecked Sendable {
     private var seenMisses: [CacheKind: Int] = [:]
     private var seenFailedUploads = 0
     private var seenCacheErrors: [String: Int] = [:]
+    private var seenListing = RangeListingCounts()
 
     init(core: BucketFileSystem) {
         self.core = core
@@ -76,6 +77,15 @@ final class CoreMetricsCollector: @unchecked Sendable {
                     .increment(by: Int64(count - (seenCacheErrors[name] ?? 0)))
                 seenCacheErrors[name] = count
             }
+            let l = s.listing, was = seenListing
+            r.makeCounter(name: "bucketfs_list_pages_total", labels: [("by", "token")])
+                .increment(by: Int64(l.walkedPages - was.walkedPages))
+            r.makeCounter(name: "bucketfs_list_pages_total", labels: [("by", "range")])
+                .increment(by: Int64(l.rangedPages - was.rangedPages))
+            r.makeCounter(name: "bucketfs_list_ranges_total", labels: []).increment(by: Int64(l.ranges - was.ranges))
+            r.makeCounter(name: "bucketfs_list_range_cuts_total", labels: []).increment(by: Int64(l.cuts - was.cuts))
+            seenListing = l
+            r.makeGauge(name: "bucketfs_list_ranges_honoured", labels: []).set(Double(l.rangesWork ? 1 : 0))
             for kind in CacheKind.allCases {
                 let h = s.hits[kind] ?? 0, m = s.misses[kind] ?? 0
                 r.makeCounter(name: "bucketfs_cache_hits_total", labels: [("cache", kind.rawValue)])

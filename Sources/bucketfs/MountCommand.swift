@@ -41,6 +41,7 @@ struct Mount: AsyncParsableCommand {
             throw ValidationError("--file-mode and --dir-mode take octal permission bits, e.g. 644")
         }
         guard (1...1000).contains(listPageSize) else { throw ValidationError("--list-page-size must be 1…1000") }
+        guard (1...256).contains(listConcurrency) else { throw ValidationError("--list-concurrency must be 1…256") }
         guard uploadChunkMB >= 0 else { throw ValidationError("--upload-chunk-mb must be ≥ 0 (0: the whole file in one request)") }
         guard uploadConcurrency >= 1 else { throw ValidationError("--upload-concurrency must be ≥ 1") }
         guard writeBackDelay >= 0, writeBackDelay <= 3600 else { throw ValidationError("--write-back-delay must be between 0 and 3600 seconds") }
@@ -188,6 +189,7 @@ struct Mount: AsyncParsableCommand {
         config.posixMetadata = posixMetadata
         config.metadataTTL = metadataTTL
         config.listPageSize = listPageSize
+        config.listConcurrency = listConcurrency
         config.readAheadBudget = max(0, readAheadMB) << 20
         config.readStreams = max(0, readStreams)
         config.readPartMax = max(1, readPartMB) << 20

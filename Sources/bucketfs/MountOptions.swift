@@ -60,6 +60,8 @@ struct CachingOptions: ParsableArguments {
     var kernelReadAheadKB: Int = MountConfig.defaults.kernelReadAhead >> 10
     @Option(name: .customLong("list-page-size"), help: "maxResults of each list call (1…1000).")
     var listPageSize: Int = MountConfig.defaults.listPageSize
+    @Option(name: .customLong("list-concurrency"), help: "List requests in flight at once for one directory: past its first page, a listing asks for that many name ranges at once (1: one page after another).")
+    var listConcurrency: Int = MountConfig.defaults.listConcurrency
     @Option(name: .customLong("max-cached-entries"),
             help: "Bound on cached metadata: each file's or directory's metadata and each name in a cached listing counts one; the oldest go first.")
     var maxCachedEntries: Int = MountConfig.defaults.maxCachedEntries
@@ -119,6 +121,7 @@ extension Mount {
     var maxConnections: Int { caching.maxConnections }
     var uploadChunkMB: Int { caching.uploadChunkMB }
     var listPageSize: Int { caching.listPageSize }
+    var listConcurrency: Int { caching.listConcurrency }
     var maxCachedEntries: Int { caching.maxCachedEntries }
     var opTimeout: Double { faults.opTimeout }
     var idleTimeout: Double { faults.idleTimeout }

@@ -34,9 +34,11 @@ final class Harness: @unchecked Sendable {
     /// `checkEvery`: check the invariants after every call (1), or after every Nth: the check is
     /// O(inodes), so a test that makes thousands of calls over thousands of files samples.
     /// `view`: a store over `store` that the core mounts instead (a view of its past); `store`
-    /// stays the one whose requests are counted.
+    /// stays the one whose requests are counted. `through`: the store the core is given, made
+    /// from the memory store (a wrapper that behaves like some server).
     init(store: MemoryStore = MemoryStore(), view: (any ObjectStore)? = nil, checkEvery: Int = 1,
-         _ configure: (inout MountConfig) -> Void = { _ in }) {
+         _ configure: (inout MountConfig) -> Void = { _ in },
+         through: (MemoryStore) -> any ObjectStore = { $0 }) {
         self.store = store
         let clock = TestClock()
         self.clock = clock
@@ -48,7 +50,7 @@ final class Harness: @unchecked Sendable {
         // Queued uploads start at once unless a test asks for the delay.
         c.writeBackDelay = 0
         configure(&c)
-        fs = CheckedCore(try! BucketFileSystem(store: view ?? store, config: c), every: checkEvery)
+        fs = CheckedCore(try! BucketFileSystem(store: view ?? through(store), config: c), every: checkEvery)
     }
 
     deinit { try? FileManager.default.removeItem(atPath: cacheDirectory) }

@@ -9,8 +9,8 @@ import Testing
 /// first, so racing writers may both get through), and the emulator's `maxResults` counting
 /// items only.
 @Suite(.serialized) struct FirebaseConformanceTests {
-    static let emulator = ConformanceCapabilities(maxResultsCountsPrefixes: false, atomicPreconditions: false)
-    static let production = ConformanceCapabilities(maxResultsCountsPrefixes: true, atomicPreconditions: false)
+    static let emulator = ConformanceCapabilities(maxResultsCountsPrefixes: false, atomicPreconditions: false, listOffsets: false)
+    static let production = ConformanceCapabilities(maxResultsCountsPrefixes: true, atomicPreconditions: false, listOffsets: false)
 
     @Test func conformanceAgainstTheEmulatorFlavour() async throws {
         try await withFirebase(flavour: .emulator) { f in

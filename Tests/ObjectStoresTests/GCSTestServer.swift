@@ -418,7 +418,13 @@ final class GCSTestServer: @unchecked Sendable {
         let token = q["pageToken"].flatMap { Data(base64Encoded: $0) }.map { String(decoding: $0, as: UTF8.self) }
         let after = token.map { String($0.dropFirst()) }
         let afterPrefix = token?.hasPrefix("P") == true
-        let names = objects.keys.filter { $0.hasPrefix(prefix) }.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        // startOffset (inclusive) and endOffset (exclusive) bound the objects, before they roll
+        // up into prefixes; a prefix before startOffset is left out (as fake-gcs-server does).
+        let start = q["startOffset"], end = q["endOffset"]
+        let names = objects.keys.filter { n in
+            n.hasPrefix(prefix) && start.map { s in !n.utf8.lexicographicallyPrecedes(s.utf8) } ?? true
+                && end.map { e in n.utf8.lexicographicallyPrecedes(e.utf8) } ?? true
+        }.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
         var items: [[String: Any]] = []
         var prefixes: [String] = []
         var last: String?
@@ -433,6 +439,7 @@ final class GCSTestServer: @unchecked Sendable {
                 entryPrefix = String(n[..<r.upperBound])
             }
             if let p = entryPrefix, prefixes.last == p { continue }
+            if let p = entryPrefix, let start, p.utf8.lexicographicallyPrecedes(start.utf8) { continue }
             if items.count + prefixes.count == maxResults { more = true; break }
             if let p = entryPrefix {
                 prefixes.append(p)

@@ -243,6 +243,11 @@ public final class MemoryStore: ObjectStore, @unchecked Sendable {
         return page
     }
 
+    /// Within the request's [startOffset, endOffset).
+    static func inRange(_ name: String, _ request: ListRequest) -> Bool {
+        request.startOffset.map { !byteLess(name, $0) } ?? true && request.endOffset.map { byteLess(name, $0) } ?? true
+    }
+
     private func listNow(_ request: ListRequest) throws -> ListPage {
         try withLock {
             try enter("list")
@@ -252,9 +257,15 @@ public final class MemoryStore: ObjectStore, @unchecked Sendable {
             // Every entry of the whole answer, in order: (key, item or prefix).
             var entries: [(key: String, item: ObjectInfo?)] = []
             var seenPrefixes = Set<String>()
-            for name in objects.keys.sorted(by: Self.byteLess) where name.utf8.starts(with: request.prefix.utf8) {
+            // [startOffset, endOffset) bounds the objects listed, before they roll up into prefixes.
+            for name in objects.keys.sorted(by: Self.byteLess) where name.utf8.starts(with: request.prefix.utf8)
+                && Self.inRange(name, request) {
                 if let cp = Self.commonPrefix(of: name, prefix: request.prefix, delimiter: delimiter) {
-                    if seenPrefixes.insert(cp).inserted { entries.append((cp, nil)) }
+                    // A prefix before startOffset is left out even when some of its objects are
+                    // in range (fake-gcs-server does so; the JSON API's documentation does not say).
+                    if seenPrefixes.insert(cp).inserted, request.startOffset.map({ !Self.byteLess(cp, $0) }) ?? true {
+                        entries.append((cp, nil))
+                    }
                 } else {
                     entries.append((name, objects[name]!.info))
                 }
@@ -274,7 +285,9 @@ public final class MemoryStore: ObjectStore, @unchecked Sendable {
                 } else {
                     page.prefixes.append(e.key)
                     // includeTrailingDelimiter: the object named like the prefix, as an item too.
-                    if request.includeTrailingDelimiter, let o = objects[e.key] { page.items.append(o.info) }
+                    if request.includeTrailingDelimiter, let o = objects[e.key], Self.inRange(e.key, request) {
+                        page.items.append(o.info)
+                    }
                 }
             }
             if end < entries.count {

@@ -22,7 +22,6 @@ extension BucketFileSystem {
         let prefix = superblock.childPrefix(of: dir)
         if let e = failures.check(.listing(prefix: prefix)) { throw e }
         let since = superblock.readBegins()
-        var token: String? = nil
         var dirs: [String] = []
         // In the bucket's order, so the cache's FIFO keeps the end of a listing it cannot hold.
         // A file listed by name only (nil info) has its metadata read when something asks for it
@@ -31,12 +30,28 @@ extension BucketFileSystem {
         var placeholder: ObjectInfo? = nil
         var placeholderUnread = false
         var subdirectoryPlaceholders: [String: ObjectInfo] = [:]
-        var pages = 0
         do {
-            repeat {
-                let page = try await store.list(ListRequest(prefix: prefix, delimiter: "/",
-                                                            maxResults: config.listPageSize, pageToken: token,
-                                                            includeTrailingDelimiter: true, namesOnly: true))
+            let request = ListRequest(prefix: prefix, delimiter: "/", maxResults: config.listPageSize,
+                                      includeTrailingDelimiter: true, namesOnly: true)
+            var pages: [ListPage]
+            if let most = pagesAtMost {
+                // Worth it only when the directory fits in `most` pages: walked page by page, and
+                // given up at the first page past the bound.
+                pages = []
+                var next = request
+                repeat {
+                    let page = try await store.list(next)
+                    pages.append(page)
+                    next.pageToken = page.nextPageToken
+                    if pages.count >= most, next.pageToken != nil { return nil }
+                } while next.pageToken != nil
+            } else {
+                // Several name ranges at once when there is more than a page (RangeListing).
+                pages = try await rangeListing.pages(of: request, from: store)
+            }
+            pages.reverse()
+            // Each page is let go once read, so its entries are not held twice.
+            while let page = pages.popLast() {
                 for p in page.prefixes {
                     if let name = names.visibleName(p, relativeTo: prefix, isPrefix: true) { dirs.append(name) }
                 }
@@ -55,10 +70,7 @@ extension BucketFileSystem {
                     if let name = names.visibleName(full, relativeTo: prefix, isPrefix: false) { files.append((name, nil)) }
                 }
                 if page.metadataSkipped { placeholderUnread = true }
-                token = page.nextPageToken
-                pages += 1
-                if let most = pagesAtMost, pages >= most, token != nil { return nil }
-            } while token != nil
+            }
         } catch {
             let e = fail(error, "list", prefix)
             failures.note(.listing(prefix: prefix), e)

@@ -1,0 +1,261 @@
+import Foundation
+import StorageModel
+
+/// Lists one directory's pages, several name ranges at once (docs/SEMANTICS.md §6).
+///
+/// The first page is asked for as usual. When it is not the last, the rest of the directory
+/// is cut into ranges (`startOffset`/`endOffset`) by what that page showed (`NameSplits`), and
+/// up to `concurrency` ranges are listed at once; a range that comes back full is cut again
+/// (or followed by its page token when little is left of it). The pages are merged in the
+/// order of their ranges, each name and prefix once. A cut never falls inside a
+/// subdirectory's run of names (it moves to the subdirectory's prefix, which every server lists
+/// then), and a name or prefix listed twice at an edge is kept once.
+///
+/// A store that does not bound its answers by the offsets (Firebase's v0 API, a server that
+/// ignores them) is found out by its first ranged answer, which holds a name outside its range:
+/// that listing, and every later one of this mount, walks the page tokens one after another.
+///
+/// Memory: the pages of one listing are held until it is whole (as the walk held them), and no
+/// more than `concurrency` requests are in flight.
+final class RangeListing: @unchecked Sendable {
+    let concurrency: Int
+    private let lock = NSLock()
+    /// GUARDED_BY(lock): false once the store answered a range with a name outside it.
+    private var rangesWork = true
+    /// GUARDED_BY(lock): pages by how they were asked for, ranges listed, cuts made.
+    private var counts = RangeListingCounts()
+
+    init(concurrency: Int) { self.concurrency = max(1, concurrency) }
+
+    var snapshot: RangeListingCounts {
+        lock.withLock { var c = counts; c.rangesWork = rangesWork; return c }
+    }
+
+    /// Every page of `request`'s listing, in the bucket's order (`request.pageToken` and the
+    /// offsets are set here).
+    func pages(of request: ListRequest, from store: any ObjectStore) async throws -> [ListPage] {
+        let first = try await store.list(request)
+        count { $0.walkedPages += 1 }
+        guard first.nextPageToken != nil else { return [first] }
+        // A local store answers at once: ranges would only add work.
+        if concurrency > 1, !store.isLocal, lock.withLock({ rangesWork }), let last = Self.keys(of: first).last {
+            do {
+                return Self.merged([first] + (try await ranged(request, after: first, last: last, from: store)))
+            } catch is RangeIgnored {
+                lock.withLock { rangesWork = false }
+            }
+        }
+        return try await walk(request, after: first, from: store)
+    }
+
+    private func count(_ change: (inout RangeListingCounts) -> Void) { lock.withLock { change(&counts) } }
+
+    /// The page tokens, one after another.
+    private func walk(_ request: ListRequest, after first: ListPage, from store: any ObjectStore) async throws -> [ListPage] {
+        var pages = [first]
+        var r = request
+        r.pageToken = first.nextPageToken
+        while r.pageToken != nil {
+            let page = try await store.list(r)
+            count { $0.walkedPages += 1 }
+            pages.append(page)
+            r.pageToken = page.nextPageToken
+        }
+        return pages
+    }
+
+    // MARK: - ranges
+
+    private struct Range {
+        /// Where the range starts (inclusive): its place in the merge.
+        var start: String
+        var end: String?
+        var token: String?
+    }
+
+    private struct RangeIgnored: Error {}
+
+    private struct Answer {
+        var range: Range
+        var page: ListPage
+    }
+
+    /// The rest of the directory after `first`, by ranges; throws `RangeIgnored` when an answer
+    /// shows the store does not honour the offsets.
+    private func ranged(_ request: ListRequest, after first: ListPage, last: String,
+                        from store: any ObjectStore) async throws -> [ListPage] {
+        let samples = Self.keys(of: first)
+        // A range of a little less than a page mostly fits in one answer (a range of a page and
+        // a few names would need a second request, after the first).
+        let perRange = max(1, samples.count * 9 / 10)
+        var queue = Self.ranges(from: Self.restStart(after: last, in: first),
+                                cuts: NameSplits(samples: samples)?.cuts(after: last, before: nil, pieces: 2,
+                                                                           perPiece: perRange) ?? [],
+                                to: nil, in: request)
+        count { $0.ranges += queue.count }
+        // The open-ended last range is cut into 2 pieces, then 4, 8… up to `concurrency` each
+        // time it comes back full: a directory of a few pages costs about a walk's requests.
+        var tailPieces = 2
+        var done: [String: [ListPage]] = [:]
+        try await withThrowingTaskGroup(of: Answer.self) { group in
+            var running = 0
+            while true {
+                while running < concurrency, !queue.isEmpty {
+                    let range = queue.removeFirst()
+                    var r = request
+                    r.startOffset = range.start
+                    r.endOffset = range.end
+                    r.pageToken = range.token
+                    group.addTask { Answer(range: range, page: try await store.list(r)) }
+                    running += 1
+                }
+                guard let answer = try await group.next() else { break }
+                running -= 1
+                count { $0.rangedPages += 1 }
+                guard Self.holds(answer.page, answer.range) else {
+                    group.cancelAll()
+                    throw RangeIgnored()
+                }
+                done[answer.range.start, default: []].append(answer.page)
+                guard let token = answer.page.nextPageToken else { continue }
+                // Full: cut what is left of it when the page's density says more than a page is
+                // left; else follow the token.
+                let keys = Self.keys(of: answer.page)
+                if let lastKey = keys.last, let split = NameSplits(samples: keys) {
+                    var pieces = concurrency
+                    if answer.range.end == nil {
+                        tailPieces = min(concurrency, tailPieces * 2)
+                        pieces = tailPieces
+                    }
+                    let cuts = split.cuts(after: lastKey, before: answer.range.end, pieces: pieces, perPiece: perRange)
+                    if !cuts.isEmpty {
+                        // The rest restarts at its last key (a name there again is dropped in the merge).
+                        let pieces = Self.ranges(from: Self.restStart(after: lastKey, in: answer.page), cuts: cuts,
+                                                 to: answer.range.end, in: request)
+                        count { $0.ranges += pieces.count; $0.cuts += 1 }
+                        queue.append(contentsOf: pieces)
+                        continue
+                    }
+                }
+                var rest = answer.range
+                rest.token = token
+                queue.append(rest)
+            }
+        }
+        return done.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }.flatMap(\.value)
+    }
+
+    /// [start, cut₁), [cut₁, cut₂) … [cutₙ, end): the cuts not after `start`, or not before
+    /// `end`, left out. A cut inside a subdirectory's run of names (`p/sub/x`) moves to the
+    /// subdirectory (`p/sub/`): whether a range that starts inside the run lists the prefix,
+    /// servers differ, and one that starts at it lists it on every server.
+    private static func ranges(from start: String, cuts: [String], to end: String?, in request: ListRequest) -> [Range] {
+        var bounds = [start]
+        for cut in cuts {
+            let c = snapped(cut, request)
+            if bounds.last!.utf8.lexicographicallyPrecedes(c.utf8), end.map({ c.utf8.lexicographicallyPrecedes($0.utf8) }) ?? true {
+                bounds.append(c)
+            }
+        }
+        return bounds.enumerated().map { i, b in Range(start: b, end: i + 1 < bounds.count ? bounds[i + 1] : end) }
+    }
+
+    /// `cut`, or the prefix it rolls up into under `request`'s delimiter.
+    private static func snapped(_ cut: String, _ request: ListRequest) -> String {
+        guard let d = request.delimiter, !d.isEmpty, cut.utf8.starts(with: request.prefix.utf8) else { return cut }
+        let bytes = Array(cut.utf8), delim = Array(d.utf8)
+        var i = request.prefix.utf8.count
+        while i + delim.count <= bytes.count {
+            if Array(bytes[i..<(i + delim.count)]) == delim {
+                return String(decoding: bytes[0..<(i + delim.count)], as: UTF8.self)
+            }
+            i += 1
+        }
+        return cut
+    }
+
+    /// Where the rest of a listing starts after `key`, its page's last entry: after every name
+    /// a prefix rolls up, or at the item itself (listed again and dropped in the merge: the
+    /// least name after an item is the item with U+0000 appended, which no server need accept).
+    private static func restStart(after key: String, in page: ListPage) -> String {
+        if page.prefixes.last == key, let ub = upperBound(ofStringsStartingWith: key) { return ub }
+        return key
+    }
+
+    /// The least string after every string that starts with `p`, in UTF-8 byte order.
+    static func upperBound(ofStringsStartingWith p: String) -> String? {
+        var scalars = Array(p.unicodeScalars)
+        while let last = scalars.popLast() {
+            var v = last.value + 1
+            if v == 0xD800 { v = 0xE000 }
+            if let next = Unicode.Scalar(v) {
+                scalars.append(next)
+                var s = String.UnicodeScalarView()
+                s.append(contentsOf: scalars)
+                return String(s)
+            }
+        }
+        return nil
+    }
+
+    /// The page's names and prefixes in order (what its density is read from; the last is
+    /// where the rest starts). A server may send prefixes beyond its last item (fake-gcs-server
+    /// counts items only and sends prefixes on top): those after the last item are left out, so
+    /// the names between are not skipped.
+    private static func keys(of page: ListPage) -> [String] {
+        let all = (page.items.map(\.name) + page.names + page.prefixes).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        guard let lastName = [page.items.last?.name, page.names.last].compactMap({ $0 })
+            .max(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) else { return all }
+        return all.filter { !lastName.utf8.lexicographicallyPrecedes($0.utf8) }
+    }
+
+    /// Whether every entry of `page` could come from objects in [start, end): a prefix may sort
+    /// before `start` when `start` begins with it (some of its objects are in the range).
+    private static func holds(_ page: ListPage, _ range: Range) -> Bool {
+        func inRange(_ n: String) -> Bool {
+            !n.utf8.lexicographicallyPrecedes(range.start.utf8) && range.end.map { n.utf8.lexicographicallyPrecedes($0.utf8) } ?? true
+        }
+        func prefixInRange(_ p: String) -> Bool {
+            (range.end.map { p.utf8.lexicographicallyPrecedes($0.utf8) } ?? true)
+                && (!p.utf8.lexicographicallyPrecedes(range.start.utf8) || range.start.utf8.starts(with: p.utf8))
+        }
+        let prefixes = Set(page.prefixes)
+        return page.prefixes.allSatisfy(prefixInRange)
+            && page.items.allSatisfy { inRange($0.name) || (prefixes.contains($0.name) && prefixInRange($0.name)) }
+            && page.names.allSatisfy(inRange)
+    }
+
+    /// The ranges' pages in order, each name and prefix once: a prefix listed by two ranges, or
+    /// an item listed again where the rest of a range restarted, is dropped the second time.
+    private static func merged(_ pages: [ListPage]) -> [ListPage] {
+        var lastItem: String?, lastName: String?, lastPrefix: String?
+        func fresh(_ n: String, _ last: inout String?) -> Bool {
+            if let l = last, !l.utf8.lexicographicallyPrecedes(n.utf8) { return false }
+            last = n
+            return true
+        }
+        return pages.map { page in
+            var p = page
+            p.items = page.items.filter { fresh($0.name, &lastItem) }
+            p.names = page.names.filter { fresh($0, &lastName) }
+            p.prefixes = page.prefixes.filter { fresh($0, &lastPrefix) }
+            p.nextPageToken = nil
+            return p
+        }
+    }
+}
+
+/// What `RangeListing` did since the mount started, for the metrics.
+public struct RangeListingCounts: Sendable, Equatable {
+    /// Pages asked for by page token (a listing's first page, and every page of a walk).
+    public var walkedPages = 0
+    /// Pages asked for within a name range.
+    public var rangedPages = 0
+    /// Name ranges listed (a range followed by its page token counts once).
+    public var ranges = 0
+    /// Full ranges cut again.
+    public var cuts = 0
+    /// False once the store was found to ignore the offsets (every listing then walks).
+    public var rangesWork = true
+    public init() {}
+}
