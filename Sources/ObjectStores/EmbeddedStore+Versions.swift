@@ -199,7 +199,7 @@ extension EmbeddedStore: VersionListing {
             case .afterVersion(let n, let g):
                 if !ListKeys.byteLess(n, prefix) { lower = n; afterGeneration = g }
             case .afterPrefix(let p):
-                guard let ub = ListKeys.upperBound(ofStringsStartingWith: p) else { return VersionPage() }
+                guard let ub = NameOrder.upperBound(ofStringsStartingWith: p) else { return VersionPage() }
                 if !ListKeys.byteLess(ub, prefix) { lower = ub; afterGeneration = Int64.min }
             }
         }
@@ -228,7 +228,7 @@ extension EmbeddedStore: VersionListing {
                         page.prefixes.append(cp)
                         emitted += 1
                         last = .afterPrefix(cp)
-                        guard let ub = ListKeys.upperBound(ofStringsStartingWith: cp) else { break scan }
+                        guard let ub = NameOrder.upperBound(ofStringsStartingWith: cp) else { break scan }
                         lower = ub
                         afterGeneration = Int64.min
                         continue scan

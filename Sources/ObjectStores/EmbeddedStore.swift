@@ -318,7 +318,7 @@ public final class EmbeddedStore: ObjectStore, @unchecked Sendable {
             case .afterItem(let k):
                 if !ListKeys.byteLess(k, prefix) { lower = k; inclusive = false }
             case .afterPrefix(let p):
-                guard let ub = ListKeys.upperBound(ofStringsStartingWith: p) else { return ListPage() }
+                guard let ub = NameOrder.upperBound(ofStringsStartingWith: p) else { return ListPage() }
                 if !ListKeys.byteLess(ub, prefix) { lower = ub; inclusive = true }
             }
         }
@@ -345,7 +345,7 @@ public final class EmbeddedStore: ObjectStore, @unchecked Sendable {
                         emitted += 1
                         last = .afterPrefix(cp)
                         // Skip every name under this prefix: seek past its range.
-                        guard let ub = ListKeys.upperBound(ofStringsStartingWith: cp) else { break scan }
+                        guard let ub = NameOrder.upperBound(ofStringsStartingWith: cp) else { break scan }
                         lower = ub
                         inclusive = true
                         continue scan

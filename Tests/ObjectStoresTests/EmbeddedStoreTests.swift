@@ -335,10 +335,10 @@ struct TempDir {
     }
 
     @Test func listKeysUpperBound() throws {
-        #expect(ListKeys.upperBound(ofStringsStartingWith: "dir/") == "dir0")
-        #expect(ListKeys.upperBound(ofStringsStartingWith: "a\u{D7FF}") == "a\u{E000}")
-        #expect(ListKeys.upperBound(ofStringsStartingWith: "a\u{10FFFF}") == "b")
-        #expect(ListKeys.upperBound(ofStringsStartingWith: "\u{10FFFF}") == nil)
+        #expect(NameOrder.upperBound(ofStringsStartingWith: "dir/") == "dir0")
+        #expect(NameOrder.upperBound(ofStringsStartingWith: "a\u{D7FF}") == "a\u{E000}")
+        #expect(NameOrder.upperBound(ofStringsStartingWith: "a\u{10FFFF}") == "b")
+        #expect(NameOrder.upperBound(ofStringsStartingWith: "\u{10FFFF}") == nil)
         #expect(ListKeys.commonPrefix(of: "p/a/b", prefix: "p/", delimiter: "/") == "p/a/")
         #expect(ListKeys.commonPrefix(of: "p/a", prefix: "p/", delimiter: "/") == nil)
         #expect(ListKeys.commonPrefix(of: "p/a--b--c", prefix: "p/", delimiter: "--") == "p/a--")

@@ -178,24 +178,8 @@ final class RangeListing: @unchecked Sendable {
     /// a prefix rolls up, or at the item itself (listed again and dropped in the merge: the
     /// least name after an item is the item with U+0000 appended, which no server need accept).
     private static func restStart(after key: String, in page: ListPage) -> String {
-        if page.prefixes.last == key, let ub = upperBound(ofStringsStartingWith: key) { return ub }
+        if page.prefixes.last == key, let ub = NameOrder.upperBound(ofStringsStartingWith: key) { return ub }
         return key
-    }
-
-    /// The least string after every string that starts with `p`, in UTF-8 byte order.
-    static func upperBound(ofStringsStartingWith p: String) -> String? {
-        var scalars = Array(p.unicodeScalars)
-        while let last = scalars.popLast() {
-            var v = last.value + 1
-            if v == 0xD800 { v = 0xE000 }
-            if let next = Unicode.Scalar(v) {
-                scalars.append(next)
-                var s = String.UnicodeScalarView()
-                s.append(contentsOf: scalars)
-                return String(s)
-            }
-        }
-        return nil
     }
 
     /// The page's names and prefixes in order (what its density is read from; the last is
