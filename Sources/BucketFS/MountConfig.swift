@@ -11,6 +11,11 @@ public struct MountConfig: Sendable {
     /// The moment a mount at a moment shows (`--at`; read-only): modes show as they were then,
     /// not masked to read-only ones as a live `--read-only` mount masks them.
     public var pastMoment: Date?
+    /// The mount's root is a prefix of the bucket (`gs://B/PREFIX`), whose placeholder object
+    /// `PREFIX/` the store names "": the root's times, mode and xattrs live there. A whole
+    /// bucket's root has no object (docs/SEMANTICS.md §3.2): its times and mode are the mount
+    /// options', a change of them is accepted and kept nowhere, and its xattrs cannot be set.
+    public var rootIsPrefix = false
     public var uid: UInt32 = getuid()
     public var gid: UInt32 = getgid()
     public var fileMode: UInt32 = 0o644

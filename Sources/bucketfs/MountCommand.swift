@@ -182,6 +182,10 @@ struct Mount: AsyncParsableCommand {
         var config = MountConfig()
         config.readOnly = readOnly
         config.pastMoment = (store as? PastStore)?.moment
+        switch parsed {
+        case .gcs(_, let path), .firebase(_, let path, _): config.rootIsPrefix = !path.isEmpty
+        case .embedded: config.rootIsPrefix = false
+        }
         if let uid { config.uid = uid }
         if let gid { config.gid = gid }
         config.fileMode = UInt32(fileMode, radix: 8) ?? MountConfig.defaults.fileMode

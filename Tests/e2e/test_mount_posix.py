@@ -248,3 +248,25 @@ def test_ls_l_of_1000_files_with_mode_keys_costs_only_the_list_pages(bucket, mou
     # the root's listing and ceil(1000/1000) + 1 pages of many/, and at most the placeholder
     # of many/ (a listing of the root names it without its metadata): nothing per file
     assert kinds.count("list") <= 3 and len(kinds) - kinds.count("list") <= 1, kinds
+
+
+def test_the_mount_roots_times_go_to_its_prefix_placeholder_or_nowhere(emulator, mounts, prefix):
+    """`touch` or `rsync -a` of the mount point (docs/SEMANTICS.md §3.2): a prefix mount keeps the
+    root's mtime in the placeholder `PREFIX/`, never in `PREFIX//`; a whole bucket's root has no
+    object, so the change is accepted, kept nowhere, and no object named `/` appears."""
+    b = emulator.bucket()
+    b.blob(f"{prefix}/f").upload_from_string(b"x")
+    mnt = mounts.mount(emulator.src(prefix))
+    os.utime(mnt, (1_600_000_000, 1_600_000_000))
+    assert b.get_blob(f"{prefix}//") is None
+    placeholder = b.get_blob(f"{prefix}/")
+    assert placeholder is not None and placeholder.metadata.get("goog-reserved-file-mtime") == "1600000000"
+    assert int(os.stat(mnt).st_mtime) == 1600000000
+    assert sorted(os.listdir(mnt)) == ["f"]
+    whole = mounts.mount(emulator.src())
+    os.utime(whole, (1_600_000_000, 1_600_000_000))
+    os.chmod(whole, 0o700)
+    assert b.get_blob("/") is None
+    with pytest.raises(OSError) as e:
+        os.setxattr(whole, "user.k", b"v")
+    assert e.value.errno == errno.ENOTSUP

@@ -153,6 +153,13 @@ extension BucketFileSystem {
     func changeMetadata(ino: UInt64, op: String,
                         _ edit: (inout WritableMetadata) throws(Errno) -> Void) async throws(Errno) {
         let n = try node(ino)
+        if hasNoObject(ino) {
+            // A whole bucket's root: its times and mode are the mount options'; a change of them
+            // is accepted and kept nowhere (`touch` or `rsync -a` of the mount point succeeds);
+            // an xattr cannot be kept, so setting one is refused.
+            if op.hasPrefix("setxattr") || op.hasPrefix("removexattr") { throw .ENOTSUP }
+            return
+        }
         if try rideAlong(n, edit) { return }
         var box = try await refreshed(n)
         var attempt = 0
@@ -205,6 +212,7 @@ extension BucketFileSystem {
     /// Reads a directory's placeholder again (nil: it has none). Returns what it read.
     @discardableResult
     func reloadPlaceholder(_ n: Node) async throws(Errno) -> InfoBox? {
+        if hasNoObject(n.ino) { return nil }
         let name = superblock.objectName(of: n)
         do {
             let info = try await store.getMetadata(name)
@@ -236,6 +244,9 @@ extension BucketFileSystem {
         logger.warning("setxattr '\(what.prefix(200))' refused: \(why) → \(e)")
         return e
     }
+
+    /// The root of a mount of a whole bucket: no object holds it (`MountConfig.rootIsPrefix`).
+    func hasNoObject(_ ino: UInt64) -> Bool { ino == Superblock.rootIno && !config.rootIsPrefix }
 }
 
 extension XattrName {

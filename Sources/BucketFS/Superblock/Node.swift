@@ -55,7 +55,9 @@ final class Node: @unchecked Sendable {
 
     var name: String { StoragePath.lastSegment(path) }
     /// The object name of a directory's placeholder, or of a file.
-    var objectName: String { type == .directory ? path + "/" : path }
+    /// The object that holds this node: a directory's placeholder `path/`; the root's is "" (a
+    /// prefix store's `PREFIX/`; a whole bucket's root has none, `MountConfig.rootIsPrefix`).
+    var objectName: String { type == .directory ? (path.isEmpty ? "" : path + "/") : path }
     /// The list prefix for a directory's children.
     var childPrefix: String { path.isEmpty ? "" : path + "/" }
 }
