@@ -401,7 +401,18 @@ class Soak:
         o = Outcome(case)
         data = os.urandom(3 << 20)
         self.put(name, data)
-        os.stat(f"{self.mnt}/{name}")  # look it up before the fault (metadata is not the point)
+        # Look it up before the fault (metadata is not the point). Another client's new object
+        # may stay hidden for the metadata TTL (5 s) after a miss or a listing of its directory
+        # (docs/SEMANTICS.md §6), so the lookup is repeated until it shows.
+        shows_by = now() + 8
+        while True:
+            try:
+                os.stat(f"{self.mnt}/{name}")
+                break
+            except FileNotFoundError:
+                if now() > shows_by:
+                    raise
+                time.sleep(0.25)
         rule = self.download_rule(name, action, times=times, **params)
         t, rc, got, err = self.cat(name)
         self.lift(rule)
