@@ -61,7 +61,11 @@ import Testing
             let e = await storageError { _ = try await f.store.getMetadata("o") }
             let took = ContinuousClock.now - start
             #expect(took < .seconds(4), "waited \(took) for a token")
-            #expect(e.map { "\($0)" }?.contains("Firebase Auth did not answer the token refresh") == true, "got: \(e.map { "\($0)" } ?? "none")")
+            // Either deadline may be the one that ends it (the token wait's or the request's own,
+            // both 2 s; in a full parallel run the request's came first): a timeout either way.
+            let text = e.map { "\($0)" } ?? "none"
+            #expect(text.contains("Firebase Auth did not answer the token refresh") || text.contains("no complete answer within"),
+                    "got: \(text)")
         }
     }
 
