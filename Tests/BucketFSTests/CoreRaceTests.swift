@@ -82,4 +82,52 @@ import Testing
         #expect(try await h.fs.getattr(ino: ino).0.size == 7, "the listing's older answer replaced the upload's metadata")
         #expect(try await h.readAll(ino: ino) == Data("abcdefg".utf8))
     }
+
+    /// The stress test's `rename ENOENT` and `listing differs: missing`: a listing asked while a
+    /// file created here waited for its upload, answered after that upload ended, held neither
+    /// the object (the bucket had none when it was read) nor the waiting file (it waits no more),
+    /// and for its TTL the file was missing from listings and lookups.
+    @Test func aFileUploadedWhileAListingIsInFlightStaysListed() async throws {
+        let h = Harness()
+        _ = h.store.put("d/old", Data("o".utf8))
+        let dir = try await h.ino("d")
+        let hold = h.store.holdNextListAnswers()
+        let listing = Task { try await h.readdirAll(dir).map(\.name) }
+        while hold.entered == 0 { try await Task.sleep(for: .milliseconds(2)) }
+        // While that answer (d/old only) is in flight, a file is created and uploaded.
+        _ = try await h.createFile("d", "new", Data("n".utf8))
+        #expect(h.store.data("d/new") == Data("n".utf8))
+        hold.release()
+        #expect(try await listing.value.filter { $0 != "." && $0 != ".." }.sorted() == ["new", "old"])
+        #expect(try await h.names("d").filter { $0 != "." && $0 != ".." }.sorted() == ["new", "old"], "the listing cached without the file uploaded meanwhile")
+        guard case .success(let e)? = h.fs.cachedLookup(parent: dir, name: "new") else {
+            Issue.record("the cached listing does not answer the lookup of the file uploaded meanwhile")
+            return
+        }
+        #expect(e.attributes.size == 1)
+    }
+
+    /// The other side: a file unlinked, or renamed away, while a listing is in flight is not
+    /// brought back by its answer, and the renamed one shows under its new name.
+    @Test func aFileRemovedOrRenamedWhileAListingIsInFlightIsNotBroughtBack() async throws {
+        let h = Harness()
+        _ = h.store.put("d/gone", Data("g".utf8))
+        _ = h.store.put("d/moved", Data("m".utf8))
+        let dir = try await h.ino("d")
+        _ = try await h.lookup("d/gone")
+        _ = try await h.lookup("d/moved")
+        let hold = h.store.holdNextListAnswers()
+        let listing = Task { try await h.readdirAll(dir).map(\.name) }
+        while hold.entered == 0 { try await Task.sleep(for: .milliseconds(2)) }
+        try await h.fs.unlink(parent: dir, name: "gone")
+        try await h.fs.rename(parent: dir, name: "moved", newParent: dir, newName: "there", flags: 0)
+        #expect(h.store.data("d/gone") == nil)
+        #expect(h.store.data("d/moved") == nil)
+        hold.release()
+        let want = ["there"]
+        #expect(try await listing.value.filter { $0 != "." && $0 != ".." }.sorted() == want)
+        #expect(try await h.names("d").filter { $0 != "." && $0 != ".." }.sorted() == want)
+        await #expect(throws: Errno.ENOENT) { try await h.lookup("d/gone") }
+        await #expect(throws: Errno.ENOENT) { try await h.lookup("d/moved") }
+    }
 }

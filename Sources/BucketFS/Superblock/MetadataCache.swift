@@ -28,6 +28,9 @@ struct MetadataCache {
     /// `Node.infoSeq`), so that a read of the bucket applies only what nothing here changed since
     /// it began (`Superblock.readBegins`). GUARDED_BY(Superblock.lock)
     private(set) var changes: UInt64 = 0
+    /// The paths of the latest changes, so a listing that began before them is corrected by them.
+    /// GUARDED_BY(Superblock.lock)
+    private(set) var recent = RecentChanges()
 
     var entries: Int { order.entries }
 
@@ -63,6 +66,14 @@ struct MetadataCache {
     mutating func noteChange(_ n: Node) {
         changes += 1
         n.infoSeq = changes
+        recent.note(changes, n.path, n.removed ? .left : .changed)
+    }
+
+    /// `path` left through this mount (a rename moved its node away): a listing that began
+    /// before shows it no more.
+    mutating func noteLeft(_ path: String) {
+        changes += 1
+        recent.note(changes, path, .left)
     }
 
     /// Caches `dir`'s listing; returns the one it replaces (whose children the caller may drop).

@@ -39,10 +39,17 @@ extension Superblock {
             // bucket has anything under them.
             let pendingDirs = pending.directories(in: dir.path, table: table).subtracting(dirs)
             let dirs = dirs + pendingDirs.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            // What changed here while the pages were read, which they may not show yet: a name
+            // that left through this mount is not brought back, a node made or uploaded here
+            // stays (`RecentChanges`; unknown when more changed than it keeps: as listed).
+            let changed = since == .max ? [:] : (cache.recent.since(since, in: dir.path) ?? [:])
+            func leftHere(_ name: String) -> Bool {
+                changed[prefix + name] == .left && liveBoundLocked(prefix + name) == nil
+            }
             var children: [String: UInt64] = [:]
             children.reserveCapacity(dirs.count + files.count)
             var hidden: [String: ObjectInfo?] = [:]
-            for name in dirs {
+            for name in dirs where !leftHere(name) {
                 let n = nodeLocked(path: prefix + name, type: .directory)
                 children[name] = n.ino
                 // Its placeholder, when the listing brought it (a hint: none proves nothing).
@@ -50,7 +57,7 @@ extension Superblock {
                     setInfoLocked(n, ph, expiry: t + ttl)
                 }
             }
-            for (name, info) in files {
+            for (name, info) in files where !leftHere(name) {
                 if children[name] != nil {
                     hidden[name] = .some(info)
                     continue
@@ -64,6 +71,10 @@ extension Superblock {
             // no listing yet when they were created).
             for n in pending.files(in: dir.path, table: table) where children[n.name] == nil {
                 children[n.name] = n.ino
+            }
+            for (path, kind) in changed where kind == .changed {
+                let name = StoragePath.lastSegment(path)
+                if children[name] == nil, let n = liveBoundLocked(path) { children[name] = n.ino }
             }
             var listing = Listing(children: children, expiry: t + ttl)
             listing.hiddenFiles = hidden
@@ -135,6 +146,14 @@ extension Superblock {
             keepListedInfoLocked(n, info, expiry: t + ttl, since: since)
             return n
         }
+    }
+
+    /// The live node bound at `path`, the directory first (it wins over a file of that name).
+    private func liveBoundLocked(_ path: String) -> Node? {
+        for isDirectory in [true, false] {
+            if let n = table.bound(path, isDirectory: isDirectory), !n.removed { return n }
+        }
+        return nil
     }
 
     /// Drops `dir`'s cached listing (the next lookup or readdir asks the bucket).

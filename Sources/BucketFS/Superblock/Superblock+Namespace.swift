@@ -84,7 +84,9 @@ extension Superblock {
                 table.unindex(dst)
             }
             table.unindex(src)
+            cache.noteLeft(src.path)
             src.path = dstPath
+            cache.noteChange(src)
             negative.forget(dstPath)
             if table.isTabled(src) { bindPathLocked(src) }
             if src.staged?.createdHere == true { pending.note(src) }
@@ -110,7 +112,9 @@ extension Superblock {
             for n in moved { table.unindex(n) }
             var stages: [(Node, StagedFile)] = []
             for n in moved {
+                cache.noteLeft(n.path)
                 n.path = dstPath + n.path.dropFirst(srcPath.count)
+                cache.noteChange(n)
                 negative.forget(n.path)
                 n.infoExpiry = 0
                 if let c = copied[n.objectName] {
