@@ -102,12 +102,12 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     let shutdownLimit = OperationLimit()
     /// Failed upload attempts and cache-directory errors, for the metrics.
     public let uploadCounters = UploadCounters()
-    /// Complete files an earlier run left unsaved, moved to lost+found by `init`; whether the
-    /// bucket has them already is `settleRecovered`'s question.
-    let recovered: [LostEntry]
+    /// The stage files an earlier run left unsaved (a crash), by name: `settleRecovered` moves
+    /// them into lost+found and uploads the complete ones, in the background.
+    let leftovers: [String]
 
     /// Takes the cache directory (refused when it is a symlink, someone else's, or in use by
-    /// another mount) and moves what an earlier run left unsaved there into lost+found.
+    /// another mount) and finds, by name only, the stage files an earlier run left there.
     public init(store: any ObjectStore, config: MountConfig = MountConfig(),
                 logger: Logger = Logger(label: "bucketfs")) throws(CacheDirectoryError) {
         self.store = store
@@ -125,7 +125,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         createAnswers = CreateAnswers(ttl: config.createAnswerTTL, now: config.now)
         readPath = ReadPath(store: store, config: config, logger: logger)
         rangeListing = RangeListing(concurrency: config.listConcurrency)
-        recovered = staging.recoverOrphans()
+        leftovers = staging.findLeftovers()
         superblock = Superblock(config: config, stat: stat, counters: cacheCounters)
         uploads = UploadQueue(limit: config.uploadConcurrency, delay: config.writeBackDelay,
                               maxFiles: config.writeBackMaxFiles, maxBytes: config.writeBackMaxBytes)

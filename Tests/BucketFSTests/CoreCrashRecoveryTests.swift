@@ -23,6 +23,21 @@ import TestSupport
         ((try? FileManager.default.contentsOfDirectory(atPath: dir + "/lost+found")) ?? []).filter { !$0.hasSuffix(".json") }.sorted()
     }
 
+    /// Stage files (data, not sidecars) in a cache directory.
+    func stages(_ dir: String) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).filter { $0.hasPrefix("stage-") && !$0.contains(".") }.sorted()
+    }
+
+    /// Stage sidecars, and any temporary file beside them.
+    func sidecars(_ dir: String) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).filter { $0.hasPrefix("stage-") && $0.contains(".") }.sorted()
+    }
+
+    func inode(_ path: String) -> UInt64? {
+        var st = stat()
+        return lstat(path, &st) == 0 ? UInt64(st.st_ino) : nil
+    }
+
     func sidecar(_ path: String) throws -> [String: Any] {
         try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path + ".json"))) as! [String: Any]
     }
@@ -43,7 +58,10 @@ import TestSupport
         defer { try? FileManager.default.removeItem(atPath: copy) }
         var c = h.config
         c.cacheDirectory = copy
+        c.readOnly = true  // uploads nothing: what is complete stays in lost+found
         let second = try BucketFileSystem(store: h.store, config: c)
+        #expect(second.leftovers.count == 2)
+        await second.settleRecovered(recoverCommand: "bucketfs recover \(copy)")
         let kept = entries(copy)
         #expect(kept.count == 2, "\(kept)")
         let whole = try #require(kept.first { $0.hasPrefix("closed.txt.") })
@@ -60,8 +78,6 @@ import TestSupport
         let cs = try sidecar(copy + "/lost+found/" + cut)
         #expect(cs["closed"] as? Bool == false && cs["complete"] as? Bool == false)
         #expect((cs["reason"] as? String)?.hasPrefix("CUT OFF") == true)
-        // Only the complete one is left for the bucket check.
-        #expect(second.recovered.map(\.record.object) == ["closed.txt"])
         let all = LostEntry.all(in: copy + "/lost+found")
         #expect(all.entries.count == 2 && all.unreadable.isEmpty)
     }
@@ -79,9 +95,11 @@ import TestSupport
         defer { try? FileManager.default.removeItem(atPath: copy) }
         var c = h.config
         c.cacheDirectory = copy
-        _ = try BucketFileSystem(store: h.store, config: c)
+        let second = try BucketFileSystem(store: h.store, config: c)
+        await second.settleRecovered(recoverCommand: "bucketfs recover \(copy)")
         let kept = entries(copy)
         #expect(kept.count == 1 && kept[0].hasSuffix(LostEntry.cutOffSuffix), "\(kept)")
+        #expect(h.store.data("again.txt") == nil, "a cut-off file was uploaded")
     }
 
     /// A remount on the same cache directory uploads what a crash left complete: one the bucket
@@ -107,7 +125,7 @@ import TestSupport
         var c = h.config
         c.cacheDirectory = copy
         let second = try BucketFileSystem(store: h.store, config: c)
-        #expect(entries(copy).count == 3)
+        #expect(stages(copy).count == 3)
         await second.settleRecovered(recoverCommand: "bucketfs recover \(copy)")
         let left = entries(copy)
         #expect(left.count == 1 && left[0].hasPrefix("raced.txt."), "\(left)")
@@ -117,6 +135,7 @@ import TestSupport
         #expect(meta.values.contains("blue"), "the xattr: \(meta)")
         #expect(meta[PosixAttributes.modeKey] != nil, "\(meta)")
         #expect(h.store.data("raced.txt") == Data("theirs".utf8))
+        #expect(stages(copy).isEmpty && sidecars(copy).isEmpty, "\(stages(copy)) \(sidecars(copy))")
     }
 
     /// The server still fails every write: missing.txt cannot be uploaded and stays.
@@ -136,10 +155,109 @@ import TestSupport
         var c = h.config
         c.cacheDirectory = copy
         let second = try BucketFileSystem(store: h.store, config: c)
-        #expect(entries(copy).count == 2)
+        #expect(stages(copy).count == 2)
         await second.settleRecovered(recoverCommand: "bucketfs recover \(copy)")
         let left = entries(copy)
         #expect(left.count == 1 && left[0].hasPrefix("missing.txt."), "\(left)")
+    }
+
+    /// A cache directory as a crash of a write-back mount leaves it, made by hand: for each
+    /// `(object, content, closed)` a stage file and its sidecar (`StageRecord`, as `StagingArea`
+    /// writes it), plus one stage file never dirty (no sidecar). Returns the directory.
+    func crashedDirectory(_ files: [(String, String, Bool)]) throws -> String {
+        let dir = NSTemporaryDirectory() + "bucketfs-crashed-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        for (i, (object, content, closed)) in files.enumerated() {
+            let stage = dir + "/stage-" + String(format: "%06d", i)
+            try Data(content.utf8).write(to: URL(fileURLWithPath: stage))
+            let meta = WritableMetadata(customMetadata: [PosixAttributes.modeKey: "600", "n": String(i)])
+            let size = closed ? Int64(content.utf8.count) : nil
+            let r = StageRecord(bucket: "test-bucket", object: object, baseGeneration: 0, closed: closed, size: size, metadata: meta)
+            try JSONSerialization.data(withJSONObject: r.json).write(to: URL(fileURLWithPath: stage + ".json"))
+        }
+        try Data("clean".utf8).write(to: URL(fileURLWithPath: dir + "/stage-clean0"))
+        return dir
+    }
+
+    /// A mount's start reads only the names of what a crash left (a write-back queue of many
+    /// files): every stage file is where it was when the mount answers. The background then
+    /// uploads each complete one from where it lies, once, with its metadata, moves what it
+    /// cannot upload into lost+found by a rename (the same inode: no copy), and the one never
+    /// closed as cut off; nothing else stays.
+    @Test func aMountStartsWithoutTouchingWhatACrashLeftAndSettlesItInTheBackground() async throws {
+        let n = 600
+        var files = (0..<n).map { ("q/f\($0)", "content of \($0)\n", true) }
+        files.append(("q/open", "half of it", false))
+        let dir = try crashedDirectory(files)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let before = Dictionary(uniqueKeysWithValues: stages(dir).map { ($0, inode(dir + "/" + $0)) })
+        let h = Harness()
+        // Someone else wrote f7 since: it is never replaced, and is kept (moved) in lost+found.
+        _ = h.store.put("q/f7", "theirs")
+        var c = h.config
+        c.cacheDirectory = dir
+        let second = try BucketFileSystem(store: h.store, config: c)
+        #expect(stages(dir).count == n + 2, "the mount's start moved or removed stage files")
+        #expect(entries(dir).isEmpty, "the mount's start put entries in lost+found")
+        #expect(h.store.count("write") == 0 && h.store.count("get") == 0)
+        await second.settleRecovered(recoverCommand: "bucketfs recover \(dir)")
+        #expect(stages(dir).isEmpty && sidecars(dir).isEmpty, "\(stages(dir).prefix(5)) \(sidecars(dir).prefix(5))")
+        let written = h.store.writes.map(\.name)
+        #expect(written.count == n - 1 && Set(written).count == n - 1, "\(written.count) uploads")
+        for i in [0, 1, 299, n - 1] {
+            #expect(h.store.data("q/f\(i)") == Data("content of \(i)\n".utf8))
+            #expect(h.store.object("q/f\(i)")?.customMetadata["n"] == String(i))
+        }
+        #expect(h.store.data("q/f7") == Data("theirs".utf8))
+        #expect(h.store.data("q/open") == nil, "a cut-off file was uploaded")
+        let kept = LostEntry.all(in: dir + "/lost+found")
+        #expect(kept.unreadable.isEmpty)
+        #expect(kept.entries.map(\.record.object).sorted() == ["q/f7", "q/open"])
+        for e in kept.entries {
+            let stage = files.firstIndex { $0.0 == e.record.object }.map { "stage-" + String(format: "%06d", $0) }
+            #expect(stage.flatMap { before[$0] } == inode(e.path), "\(e.path) was copied, not moved")
+            #expect(e.complete == (e.record.object == "q/f7"))
+            #expect(e.md5 != nil && e.bytes > 0)
+        }
+    }
+
+    /// A crash during that recovery leaves everything recoverable: one file whose move into
+    /// lost+found was cut short after its sidecar said where it goes (its data is still a stage
+    /// file), one cut short after its data moved (its sidecar still beside the stage's name), and
+    /// what a cut-short copy or sidecar write leaves. The next mount uploads the first, puts the
+    /// second's sidecar beside its data in lost+found, and clears the rest.
+    @Test func aCrashDuringRecoveryLeavesEverythingRecoverable() async throws {
+        let dir = try crashedDirectory([("a.txt", "aaa", true), ("b.txt", "bbb", true), ("c.txt", "ccc", false)])
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        func enrich(_ stage: String, lostAs: String, complete: Bool) throws {
+            var o = try sidecar(dir + "/" + stage)
+            o["lostAs"] = lostAs
+            o["complete"] = complete
+            o["bytes"] = 3
+            o["reason"] = complete ? "unsaved data found at mount time" : "CUT OFF: test"
+            try JSONSerialization.data(withJSONObject: o).write(to: URL(fileURLWithPath: dir + "/" + stage + ".json"))
+        }
+        try enrich("stage-000001", lostAs: "b.txt.5", complete: true)
+        try enrich("stage-000002", lostAs: "c.txt.6.cut-off", complete: false)
+        try FileManager.default.createDirectory(atPath: dir + "/lost+found", withIntermediateDirectories: true)
+        try FileManager.default.moveItem(atPath: dir + "/stage-000002", toPath: dir + "/lost+found/c.txt.6.cut-off")
+        try Data("{\"object\": \"gone\"}".utf8).write(to: URL(fileURLWithPath: dir + "/stage-gone00.json"))
+        try Data("part".utf8).write(to: URL(fileURLWithPath: dir + "/.keep-1234"))
+        try Data("{".utf8).write(to: URL(fileURLWithPath: dir + "/stage-000000.json.tmp"))
+        let h = Harness()
+        var c = h.config
+        c.cacheDirectory = dir
+        let second = try BucketFileSystem(store: h.store, config: c)
+        await second.settleRecovered(recoverCommand: "bucketfs recover \(dir)")
+        #expect(h.store.data("a.txt") == Data("aaa".utf8))
+        #expect(h.store.data("b.txt") == Data("bbb".utf8))
+        #expect(h.store.data("c.txt") == nil)
+        let kept = LostEntry.all(in: dir + "/lost+found")
+        #expect(kept.unreadable.isEmpty, "\(kept.unreadable)")
+        #expect(kept.entries.map(\.path) == [dir + "/lost+found/c.txt.6.cut-off"])
+        #expect(kept.entries.first?.complete == false)
+        let all = try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0 != "lost+found" && $0 != ".lock" }
+        #expect(all.isEmpty, "\(all)")
     }
 
     @Test func aFileCutOffByAFullCacheIsNeverUploaded() async throws {

@@ -128,7 +128,9 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: copy) }
         try? FileManager.default.removeItem(atPath: copy + "/.lock")
         c.cacheDirectory = copy
-        _ = try BucketFileSystem(store: h.store, config: c)
+        c.readOnly = true  // uploads nothing: it stays in lost+found
+        let second = try BucketFileSystem(store: h.store, config: c)
+        await second.settleRecovered(recoverCommand: "bucketfs recover \(copy)")
         let lost = try FileManager.default.contentsOfDirectory(atPath: copy + "/lost+found").filter { !$0.hasSuffix(".json") }
         #expect(lost.count == 1)
         #expect(lost.first?.hasPrefix("unsaved.txt.") == true)

@@ -119,7 +119,9 @@ import TestSupport
         defer { try? FileManager.default.removeItem(atPath: copy) }
         var c = h.config
         c.cacheDirectory = copy
-        _ = try BucketFileSystem(store: h.store, config: c)
+        c.readOnly = true  // uploads nothing: it stays in lost+found
+        let second = try BucketFileSystem(store: h.store, config: c)
+        await second.settleRecovered(recoverCommand: "bucketfs recover \(copy)")
         let kept = ((try? FileManager.default.contentsOfDirectory(atPath: copy + "/lost+found")) ?? []).filter { !$0.hasSuffix(".json") }
         #expect(kept.contains { $0.hasPrefix("notes.txt.") }, "\(kept)")
         #expect(!kept.contains { $0.hasPrefix(".notes.txt") }, "\(kept)")

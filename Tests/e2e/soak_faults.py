@@ -478,6 +478,11 @@ class Soak:
         w.kill()
         w.wait()
         self.mount()
+        # the move into lost+found runs in the background once the mount serves
+        t0 = now()
+        while now() - t0 < 15 and not any(self.logged(os.path.join(self.cache, "lost+found", n))
+                                          for n in self.lost_entries() if n not in before):
+            time.sleep(0.1)
         new = [n for n in self.lost_entries() if n not in before]
         cut = [n for n in new if n.startswith("part.bin.") and n.endswith(".cut-off")]
         if len(cut) != 1:

@@ -281,6 +281,10 @@ def test_kill_during_a_write_keeps_a_file_marked_cut_off(bucket, mounts, tmp_pat
     w.kill()
     w.wait()
     again = mounts.mount(bucket.src(), cache_dir=cache)
+    # the move into lost+found runs in the background once the mount serves
+    deadline = time.time() + 15
+    while time.time() < deadline and not (lost_entries(cache) and log_naming(mounts.log_path(again), lost_entries(cache)[0])):
+        time.sleep(0.1)
     [entry] = lost_entries(cache)
     assert os.path.basename(entry).startswith("part.bin.") and entry.endswith(".cut-off"), entry
     side = sidecar(entry)

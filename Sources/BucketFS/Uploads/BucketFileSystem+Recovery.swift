@@ -3,29 +3,49 @@ import Logging
 import StorageModel
 
 /// What an earlier run left unsaved in this cache directory (docs/OPERATING.md, "lost+found, and
-/// recovering from it"): `init` moved its stage files into lost+found, cut-off ones logged at once
-/// (StagingArea.recoverOrphans); here the complete ones are uploaded, or found in the bucket.
+/// recovering from it"): `init` found its stage files by name only (`StagingArea.findLeftovers`,
+/// CrashLeftovers.swift); here, in the background while the mount serves, the complete ones are
+/// uploaded from where they lie, or found in the bucket, and the rest go to lost+found.
 extension BucketFileSystem {
-    /// Each complete file (closed before the crash, its size as at close) is uploaded as
-    /// `bucketfs recover` would (`RecoveredUpload`): not at all when the bucket has the same md5
-    /// and size (the crash came after its upload; logged at notice), else with its metadata on
-    /// condition that the object is still the one it was written over, and then removed from
-    /// lost+found (logged at notice). What the bucket holds newer, or what cannot be uploaded,
-    /// stays in lost+found, logged at error level with the command that uploads it. Up to
-    /// `uploadConcurrency` at once, each under its own `--op-timeout` (docs/SEMANTICS.md §5.2).
-    /// A read-only mount uploads nothing and keeps them all.
+    /// First each leftover is sorted, a batch at a time off the async threads: one never dirty
+    /// goes, a cut-off one (not closed, or not the size it had at close) is moved into lost+found
+    /// and logged at error level. Then each complete one (closed before the crash, its size as
+    /// at close) is uploaded as `bucketfs recover` would (`RecoveredUpload`): not at all when the
+    /// bucket has the same md5 and size (the crash came after its upload; logged at notice),
+    /// else with its metadata on condition that the object is still the one it was written
+    /// over (logged at notice); either way its stage file then goes. What the bucket holds newer,
+    /// or what cannot be uploaded, is moved into lost+found, logged at error level with the
+    /// command that uploads it. Up to `uploadConcurrency` at once, each under its own
+    /// `--op-timeout` (docs/SEMANTICS.md §5.2). A read-only mount uploads nothing and keeps
+    /// them all. Cancelled (the unmount), it stops: what is not done yet stays as stage files,
+    /// for the next mount or `bucketfs recover`.
     public func settleRecovered(recoverCommand: String) async {
-        guard !recovered.isEmpty else { return }
-        let width = max(1, config.uploadConcurrency)
-        let entries = recovered
-        var uploaded = 0
+        guard !leftovers.isEmpty else { return }
+        let staging = staging
+        var complete: [String] = []
         var next = 0
+        while next < leftovers.count, !Task.isCancelled {
+            let batch = Array(leftovers[next..<min(next + Self.sortBatch, leftovers.count)])
+            next += batch.count
+            complete += await Self.offAsyncThreads {
+                batch.compactMap { name -> String? in
+                    guard let l = staging.readLeftover(name) else { return nil }
+                    if l.complete { return name }
+                    _ = staging.moveLeftover(l)
+                    return nil
+                }
+            }
+        }
+        let unsorted = leftovers.count - next
+        let width = max(1, config.uploadConcurrency)
+        var uploaded = 0
+        next = 0
         await withTaskGroup(of: Bool.self) { group in
             func add() {
-                guard next < entries.count, !Task.isCancelled else { return }
-                let e = entries[next]
+                guard next < complete.count, !Task.isCancelled else { return }
+                let name = complete[next]
                 next += 1
-                group.addTask { await self.settle(e, recoverCommand: recoverCommand) }
+                group.addTask { await self.settle(name, recoverCommand: recoverCommand) }
             }
             for _ in 0..<width { add() }
             while let done = await group.next() {
@@ -33,17 +53,32 @@ extension BucketFileSystem {
                 add()
             }
         }
-        if Task.isCancelled, next < entries.count {
-            logger.error("the mount ended before \(entries.count - next) complete file(s) an earlier mount left unsaved were uploaded: they stay in \(config.lostAndFound); upload them with `\(recoverCommand)`")
+        let left = unsorted + complete.count - next
+        if left > 0 {
+            logger.error("the mount ended before \(left) file(s) an earlier mount left unsaved were uploaded: they stay in \(config.cacheDirectory) as stage files, for the next mount on it; or upload them with `\(recoverCommand)`")
         }
         if uploaded > 0 {
-            logger.notice("uploaded \(uploaded) of \(entries.count) complete file(s) an earlier mount of this cache directory left unsaved")
+            logger.notice("uploaded \(uploaded) of \(complete.count) complete file(s) an earlier mount of this cache directory left unsaved")
         }
     }
 
-    /// One complete entry; true when it was uploaded now.
-    private func settle(_ e: LostEntry, recoverCommand: String) async -> Bool {
-        let object = e.record.object
+    /// Leftovers sorted per trip off the async threads: a cancellation is seen between batches.
+    static let sortBatch = 256
+
+    /// Blocking disk work on a dispatch thread, so that the async threads keep serving.
+    static func offAsyncThreads<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { c in
+            DispatchQueue.global(qos: .utility).async { c.resume(returning: work()) }
+        }
+    }
+
+    /// One complete leftover; true when it was uploaded now.
+    private func settle(_ name: String, recoverCommand: String) async -> Bool {
+        let staging = staging
+        guard let found = await Self.offAsyncThreads({ staging.leftoverToUpload(name) }) else { return false }
+        let (l, e) = found
+        defer { staging.leftovers.done(name) }
+        let object = l.record.object
         var why: String
         do {
             let outcome: RecoveredUpload.Outcome? = try await OperationContext.$clock.withValue(operationClock()) {
@@ -71,15 +106,15 @@ extension BucketFileSystem {
         } catch {
             why = "it could not be uploaded: \(error)"
         }
-        logger.error("recovered unsaved data of '\(object)' (\(e.bytes) bytes, complete: closed before the mount ended; \(why)) from an earlier mount that did not finish uploading it: kept in \(e.path); upload it with `\(recoverCommand)`")
+        let kept = await Self.offAsyncThreads { staging.moveLeftover(l) }
+        logger.error("recovered unsaved data of '\(object)' (\(e.bytes) bytes, complete: closed before the mount ended; \(why)) from an earlier mount that did not finish uploading it: kept in \(kept?.path ?? l.path); upload it with `\(recoverCommand)`")
         return false
     }
 }
 
 extension StagingArea {
     /// For `bucketfs recover`: takes the directory (its lock, held while the result lives; refused
-    /// when a mount holds it) and moves the stage files an earlier run left into lost+found, as a
-    /// mount would.
+    /// when a mount holds it) and moves the stage files an earlier run left into lost+found.
     public static func openForRecovery(_ directory: String, logger: Logger) throws(CacheDirectoryError) -> StagingArea {
         let s = try StagingArea(directory: directory, bucket: "", logger: logger, now: { Date().timeIntervalSince1970 })
         _ = s.recoverOrphans()

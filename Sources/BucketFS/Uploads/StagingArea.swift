@@ -17,10 +17,12 @@ public struct CacheDirectoryError: Error, CustomStringConvertible {
 public final class StagingArea: @unchecked Sendable {
     let directory: String
     let bucket: String
-    private let logger: Logger
-    private let now: @Sendable () -> Double
+    let logger: Logger
+    let now: @Sendable () -> Double
     private var lockFD: Int32 = -1
     let counters: UploadCounters
+    /// Stage files an earlier run left, until each is moved into lost+found (CrashLeftovers.swift).
+    let leftovers = CrashLeftovers()
 
     var lostAndFound: String { directory + "/lost+found" }
 
@@ -97,16 +99,27 @@ public final class StagingArea: @unchecked Sendable {
 
     /// A new, empty stage file.
     func makeStage(origin: StageOrigin, metadata: WritableMetadata, dirty: Bool, object: String) throws(Errno) -> StagedFile {
-        var template = Array((directory + "/stage-XXXXXX").utf8CString)
-        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        if fd < 0 {
-            let e = Errno(Glibc.errno)
-            counters.cacheError(e)
-            logger.error("cannot create a stage file in the cache directory \(directory) (--cache-dir): \(e)")
-            throw e.rawValue == ENOSPC || e.rawValue == EDQUOT ? e : .EIO
-        }
+        var fd: Int32 = -1
+        var path = ""
+        repeat {
+            var template = Array((directory + "/stage-XXXXXX").utf8CString)
+            fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+            if fd < 0 {
+                let e = Errno(Glibc.errno)
+                counters.cacheError(e)
+                logger.error("cannot create a stage file in the cache directory \(directory) (--cache-dir): \(e)")
+                throw e.rawValue == ENOSPC || e.rawValue == EDQUOT ? e : .EIO
+            }
+            path = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            // The name of an earlier run's stage file whose move into lost+found is not over
+            // (its sidecar may still be renamed or deleted): another one.
+            if leftovers.contains(String(path.dropFirst(directory.count + 1))) {
+                Glibc.close(fd)
+                unlink(path)
+                fd = -1
+            }
+        } while fd < 0
         PrivateFiles.restrict(fd)
-        let path = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
         let s = StagedFile(fd: fd, path: path, origin: origin, dirty: dirty, size: 0, metadata: metadata)
         if dirty { record(s) { SidecarTarget(object: object, baseGeneration: origin.ifGenerationMatch, size: 0, metadata: metadata) } }
         return s
@@ -207,7 +220,7 @@ public final class StagingArea: @unchecked Sendable {
     private func keep(fd: Int32, length: Int64, record: StageRecord, complete: Bool, reason: String) -> LostEntry? {
         let object = record.object
         _ = try? PrivateFiles.makeDirectory(lostAndFound)
-        let dest = "\(lostAndFound)/\(Self.escape(object)).\(Int64(now() * 1000))" + (complete ? "" : LostEntry.cutOffSuffix)
+        let dest = freeLostName(object, complete: complete)
         // Both files are written under temporary names beside lost+found and renamed in, sidecar
         // first: lost+found only ever holds complete entries.
         let tmp = "\(directory)/.keep-\(UUID().uuidString)"
@@ -256,45 +269,6 @@ public final class StagingArea: @unchecked Sendable {
             return LostEntry(path: tmp, record: record, complete: complete, reason: reason, bytes: off, md5: md5.base64())
         }
         return LostEntry(path: dest, record: record, complete: complete, reason: reason, bytes: off, md5: md5.base64())
-    }
-
-    /// Stage files left by an earlier run that ended without unmounting (a crash, `kill -9`):
-    /// each dirty one moves to lost+found under its object's name; clean ones go. One its writer
-    /// never closed (or wrote after closing, or that is not the size it had at close) is cut off:
-    /// kept as such and logged at error level at once. The complete ones are returned, unlogged:
-    /// the caller checks whether the bucket has them already (`BucketFileSystem.settleRecovered`).
-    func recoverOrphans() -> [LostEntry] {
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return [] }
-        // A copy into lost+found cut short by the crash: its stage file is still here and is kept again.
-        for name in names where name.hasPrefix(".keep-") { unlink(directory + "/" + name) }
-        var complete: [LostEntry] = []
-        for name in names.sorted() where name.hasPrefix("stage-") && !name.contains(".") {
-            let path = directory + "/" + name
-            let sidecar = path + ".json"
-            defer { unlink(path); unlink(sidecar); unlink(sidecar + ".tmp") }
-            guard let d = FileManager.default.contents(atPath: sidecar),
-                  let o = try? JSONSerialization.jsonObject(with: d) as? [String: Any],
-                  let record = StageRecord(json: o) else {
-                continue  // never dirty: nothing of the user's is in it
-            }
-            let fd = open(path, O_RDONLY | O_CLOEXEC)
-            guard fd >= 0 else { continue }
-            defer { Glibc.close(fd) }
-            var st = Glibc.stat()
-            fstat(fd, &st)
-            let size = Int64(st.st_size)
-            let whole = record.closed && record.size == size
-            let reason = whole
-                ? "unsaved data found at mount time: the file was closed (\(size) bytes), and the mount ended (crash or kill) before its upload was known to succeed"
-                : "CUT OFF: the mount ended (crash or kill) while the file was open for writing; it holds what was written until then (\(size) bytes\(record.size.map { ", \($0) at close" } ?? "")), not necessarily the whole file"
-            guard let kept = keep(fd: fd, length: size, record: record, complete: whole, reason: reason) else { continue }
-            if whole {
-                complete.append(kept)
-            } else {
-                logger.error("found a cut-off file of '\(record.object)' (\(size) bytes, never closed) left by an earlier mount that ended while it was being written: kept in \(kept.path); it is not a complete copy")
-            }
-        }
-        return complete
     }
 
     /// An object name as one file name: `%` and `/` escaped; long names cut, with a checksum of
