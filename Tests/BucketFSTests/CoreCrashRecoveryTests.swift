@@ -260,6 +260,39 @@ import TestSupport
         #expect(all.isEmpty, "\(all)")
     }
 
+    /// An unmount while the recovery's uploads wait on the server: the uploads cut short and
+    /// those not started stay as stage files with their sidecars (none goes to lost+found), and
+    /// a later mount on the directory uploads every one of them.
+    @Test func anUnmountDuringTheRecoveryLeavesTheRestForTheNextMount() async throws {
+        let n = 300
+        let dir = try crashedDirectory((0..<n).map { ("f\($0)", "content \($0)", true) })
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let h = Harness()
+        let hold = h.store.holdNextWrites(times: n)
+        var c = h.config
+        c.cacheDirectory = dir
+        let second = try BucketFileSystem(store: h.store, config: c)
+        let settling = Task { await second.settleRecovered(recoverCommand: "bucketfs recover \(dir)") }
+        while hold.entered < c.uploadConcurrency { try await Task.sleep(for: .milliseconds(5)) }
+        settling.cancel()
+        await settling.value
+        hold.release()
+        #expect(h.store.names.isEmpty)
+        #expect(entries(dir).isEmpty, "\(entries(dir).prefix(5))")
+        #expect(stages(dir).count == n && sidecars(dir).count == n)
+        // The next mount (the lock of this one left behind, as after its exit).
+        let copy = dir + "-next"
+        try FileManager.default.copyItem(atPath: dir, toPath: copy)
+        try? FileManager.default.removeItem(atPath: copy + "/.lock")
+        defer { try? FileManager.default.removeItem(atPath: copy) }
+        c.cacheDirectory = copy
+        let third = try BucketFileSystem(store: h.store, config: c)
+        await third.settleRecovered(recoverCommand: "bucketfs recover \(copy)")
+        #expect(h.store.names.count == n)
+        #expect(h.store.data("f123") == Data("content 123".utf8))
+        #expect(stages(copy).isEmpty && sidecars(copy).isEmpty && entries(copy).isEmpty)
+    }
+
     @Test func aFileCutOffByAFullCacheIsNeverUploaded() async throws {
         let h = Harness()
         _ = h.store.put("old.txt", "the old content")

@@ -39,8 +39,9 @@ extension BucketFileSystem {
         let unsorted = leftovers.count - next
         let width = max(1, config.uploadConcurrency)
         var uploaded = 0
+        var cut = 0
         next = 0
-        await withTaskGroup(of: Bool.self) { group in
+        await withTaskGroup(of: Settled.self) { group in
             func add() {
                 guard next < complete.count, !Task.isCancelled else { return }
                 let name = complete[next]
@@ -49,11 +50,12 @@ extension BucketFileSystem {
             }
             for _ in 0..<width { add() }
             while let done = await group.next() {
-                if done { uploaded += 1 }
+                if done == .uploaded { uploaded += 1 }
+                if done == .left { cut += 1 }
                 add()
             }
         }
-        let left = unsorted + complete.count - next
+        let left = unsorted + complete.count - next + cut
         if left > 0 {
             logger.error("the mount ended before \(left) file(s) an earlier mount left unsaved were uploaded: they stay in \(config.cacheDirectory) as stage files, for the next mount on it; or upload them with `\(recoverCommand)`")
         }
@@ -72,10 +74,15 @@ extension BucketFileSystem {
         }
     }
 
-    /// One complete leftover; true when it was uploaded now.
-    private func settle(_ name: String, recoverCommand: String) async -> Bool {
+    /// How one complete leftover ended.
+    enum Settled { case uploaded, settled, left }
+
+    /// One complete leftover: uploaded now; settled otherwise (in the bucket already, or kept
+    /// in lost+found); or left as it was, when the mount ends during its upload (an upload cut
+    /// by the unmount is no reason to give up on it: the next mount tries again).
+    private func settle(_ name: String, recoverCommand: String) async -> Settled {
         let staging = staging
-        guard let found = await Self.offAsyncThreads({ staging.leftoverToUpload(name) }) else { return false }
+        guard let found = await Self.offAsyncThreads({ staging.leftoverToUpload(name) }) else { return .settled }
         let (l, e) = found
         defer { staging.leftovers.done(name) }
         let object = l.record.object
@@ -94,21 +101,22 @@ extension BucketFileSystem {
             switch outcome {
             case .alreadyThere?:
                 logger.notice("'\(object)' was left unsaved by an earlier mount (crash or kill during its close), and the bucket has it with the same content (md5 \(e.md5 ?? "?"), \(e.bytes) bytes): nothing to recover")
-                return false
+                return .settled
             case .uploaded(let g)?:
                 logger.notice("uploaded '\(object)' (\(e.bytes) bytes, generation \(g.map(String.init) ?? "?")), left unsaved by an earlier mount of this cache directory (crash or kill after its close)")
-                return true
+                return .uploaded
             case .newer(let g)?:
                 why = g == 0 ? "the object it was written over is gone from the bucket" : "the bucket has a newer object (generation \(g))"
             case nil:
                 why = "a read-only mount uploads nothing"
             }
         } catch {
+            if Task.isCancelled { return .left }
             why = "it could not be uploaded: \(error)"
         }
         let kept = await Self.offAsyncThreads { staging.moveLeftover(l) }
         logger.error("recovered unsaved data of '\(object)' (\(e.bytes) bytes, complete: closed before the mount ended; \(why)) from an earlier mount that did not finish uploading it: kept in \(kept?.path ?? l.path); upload it with `\(recoverCommand)`")
-        return false
+        return .settled
     }
 }
 
