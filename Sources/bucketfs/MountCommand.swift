@@ -253,7 +253,8 @@ struct Mount: AsyncParsableCommand {
         // logged. A second SIGTERM/SIGINT/SIGHUP does not cut this short (SIGKILL does; the next
         // mount then finds the stage files and keeps their data in lost+found).
         for sig in [SIGTERM, SIGINT, SIGHUP] { signal(sig, SIG_IGN) }
-        // Recovered files not uploaded yet stay in lost+found, each logged with `recover`.
+        // What an earlier run left and the recovery has not settled yet stays as stage files,
+        // for the next mount or `recover` (logged).
         settling.cancel()
         await settling.value
         await core.shutdown(within: .milliseconds(Int64(opTimeout * 1000)))
