@@ -3,11 +3,12 @@ import FuseKit
 import StorageModel
 
 /// The stage files an earlier run of a cache directory left (a crash, `kill -9`), by name, until
-/// each is moved into lost+found (docs/SEMANTICS.md §3.4). A mount only reads their names when it
-/// starts; the moves run in the background (`BucketFileSystem.settleRecovered`) while it serves,
-/// so its start costs the same with ten thousand leftovers as with none. A name stays here until
-/// its move is over: `StagingArea.makeStage` never gives a new stage file one of these names (one
-/// just moved away is free for `mkstemp`, while the move may still rename or delete its sidecar).
+/// each is settled: uploaded from where it lies, or moved into lost+found (docs/SEMANTICS.md
+/// §3.4). A mount only reads their names when it starts; the rest runs in the background
+/// (`BucketFileSystem.settleRecovered`) while it serves, so its start costs the same with ten
+/// thousand leftovers as with none. A name stays here until its file is settled:
+/// `StagingArea.makeStage` never gives a new stage file one of these names (one just moved or
+/// deleted is free for `mkstemp`, while the recovery may still rename or delete its sidecar).
 final class CrashLeftovers: @unchecked Sendable {
     private let lock = NSLock()
     private var names: Set<String> = []
@@ -15,7 +16,6 @@ final class CrashLeftovers: @unchecked Sendable {
     func add(_ found: [String]) { lock.withLock { names.formUnion(found) } }
     func contains(_ name: String) -> Bool { lock.withLock { names.contains(name) } }
     func done(_ name: String) { _ = lock.withLock { names.remove(name) } }
-    var count: Int { lock.withLock { names.count } }
 }
 
 /// A stage file an earlier run left, and what its sidecar says. Unchecked: `sidecar` holds only
@@ -33,7 +33,7 @@ struct Leftover: @unchecked Sendable {
 
 extension StagingArea {
     /// The stage files an earlier run left here, sorted, by name only (nothing is opened): they
-    /// are recorded as leftovers for `moveLeftover`. What that run's crash cut short in the
+    /// are recorded as leftovers, for the recovery. What that run's crash cut short in the
     /// directory itself is settled now, as it is no stage file's: a copy into lost+found
     /// (`.keep-*`; its stage file is still here), a sidecar being written (`*.json.tmp`), and a
     /// sidecar whose stage file is gone: the rest of a move (`moveLeftover`) when lost+found has
@@ -66,7 +66,7 @@ extension StagingArea {
            let lostAs = o["lostAs"] as? String, !lostAs.contains("/") {
             let entry = lostAndFound + "/" + lostAs
             if access(entry, F_OK) == 0, access(entry + ".json", F_OK) != 0, Glibc.rename(path, entry + ".json") == 0 {
-                logger.notice("finished moving the unsaved data of '\(o["object"] as? String ?? "?")' into \(entry) (an earlier mount ended during its move)")
+                logger.error("unsaved data of '\(o["object"] as? String ?? "?")' left by an earlier mount (which ended while moving it into lost+found: \(o["reason"] as? String ?? "")) is kept in \(entry); upload it with `bucketfs recover \(directory)`")
                 return
             }
         }
