@@ -153,6 +153,8 @@ def test_queued_files_land_once_after_kill_9_and_a_remount(fx, n):
             f"{sum(1 for k in want if landed[k])} of {n} landed; {len(stages)} stage files, {len(lost)} in lost+found"
         time.sleep(1)
     settled = time.monotonic() - t1
+    left = [x for x in os.listdir(cache) if x.startswith(("stage-", ".keep-"))]
+    assert not left, f"left in the cache directory: {left[:10]}"
 
     twice = {k: c for k, c in landed.items() if c != 1}
     assert not twice, f"uploaded more than once: {dict(list(twice.items())[:10])}"
