@@ -423,3 +423,38 @@ def test_put_recursive_shows_progress_on_a_terminal_only(bucket, tmp_path):
     os.close(master)
     text = shown.decode(errors="replace")
     assert "5/5 files" in text and "KiB of" in text and "/s" in text, text
+
+
+def test_the_past_commands_hold_no_token(mounts, tmp_path):
+    """`versions`, `ls/stat/cat --at`, `restore` and `mount --at` given a token: it is in no
+    output, no log line (trace), and not in the mount's process title; nor in the error of a
+    bucket that keeps no versions (docs/SEMANTICS.md §7)."""
+    from conftest import server
+    from daemons import daemon_of
+    from test_restore import VersionedGS, rfc3339
+    srv = server("fake-gcs")
+    b = VersionedGS(srv)
+    secret = "ya29.SECRET-TOKEN-of-the-past-never-shown"
+    opts = [o for o in srv.options if o != "--anonymous"] + ["--token", secret]
+    run("put", "-", b.src("a.txt"), *srv.options, input=b"one")
+    time.sleep(1.2)
+    moment = rfc3339(time.time())
+    time.sleep(1.2)
+    run("put", "-", b.src("a.txt"), *srv.options, input=b"two")
+    seen = b""
+    for args in (["versions", b.src("a.txt")], ["versions", "-r", b.src()], ["ls", "--at", moment, b.src()],
+                 ["stat", "--at", moment, b.src("a.txt")], ["restore", b.src("a.txt"), "--at", moment, "--log-level", "trace"]):
+        p = run(*args, *opts)
+        seen += p.stdout + p.stderr
+    assert run("cat", "--at", moment, b.src("a.txt"), *opts).stdout == b"one"
+    assert run("cat", b.src("a.txt"), *opts).stdout == b"one", "restore brought the moment's bytes back"
+    unversioned = run("versions", f"gs://{srv.bucket_name}/a", *opts, check=False)
+    seen += unversioned.stdout + unversioned.stderr
+    mounts.gs_options = opts
+    mnt = mounts.mount(b.src(), "--at", moment, "--log-level", "trace")
+    assert open(f"{mnt}/a.txt", "rb").read() == b"one"
+    pid, cmdline = daemon_of(mnt)
+    mounts.unmount(mnt)
+    assert secret.encode() not in seen
+    assert secret.encode() not in cmdline
+    assert secret.encode() not in open(mounts.log_path(mnt), "rb").read()
