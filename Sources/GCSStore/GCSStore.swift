@@ -163,7 +163,7 @@ public final class GCSStore: ObjectStore, ConnectionCounting {
         let r = try await transport.send("list", path: "", idempotent: true, GCSRequest(.GET, url))
         let decoded: ListPageJSON
         do {
-            decoded = try JSONDecoder().decode(ListPageJSON.self, from: r.data)
+            decoded = try ListPageJSON.decode(r.data)
         } catch {
             throw StorageError.unknown(status: r.status, message: "the server's list answer is not a list page: \(error)")
         }

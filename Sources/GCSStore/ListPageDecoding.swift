@@ -4,14 +4,14 @@ import StorageModel
 /// A list page decoded with `JSONDecoder` into plain structs: a page of a large listing parses into
 /// far fewer, smaller objects than `JSONSerialization`'s dictionaries (the emulator answers a
 /// listing of 20,000 objects in one 15 MB page).
-struct ListPageJSON: Decodable {
+struct ListPageJSON: Decodable, Equatable {
     var prefixes: [String]?
     var items: [ObjectJSON]?
     var nextPageToken: String?
 }
 
 /// An object resource; numbers come as strings (int64 in JSON), some servers send numbers.
-struct ObjectJSON: Decodable {
+struct ObjectJSON: Decodable, Equatable {
     var bucket: String?
     var name: String?
     var generation: Int64Text?
@@ -66,8 +66,9 @@ struct BucketVersioningJSON: Decodable {
 }
 
 /// An int64 sent as a JSON string (the API's way) or as a number.
-struct Int64Text: Decodable {
+struct Int64Text: Decodable, Equatable {
     let value: Int64
+    init(_ value: Int64) { self.value = value }
     init(from decoder: Decoder) throws {
         let c = try decoder.singleValueContainer()
         if let s = try? c.decode(String.self), let v = Int64(s) { value = v; return }

@@ -118,8 +118,11 @@ import Testing
         h.clock.advance(100)  // even with stale caches
         h.store.resetCounts()
         await #expect(throws: Errno.ENODATA) { try await h.fs.getxattr(ino: ino, name: "security.capability") }
-        await #expect(throws: Errno.ENODATA) { try await h.fs.getxattr(ino: ino, name: "system.posix_acl_access") }
         await #expect(throws: Errno.ENODATA) { try await h.fs.getxattr(ino: ino, name: "trusted.x") }
+        // system.* and the rest of security.* are not supported: `ls -l` then asks once per
+        // mount, not per file.
+        await #expect(throws: Errno.ENOTSUP) { try await h.fs.getxattr(ino: ino, name: "security.selinux") }
+        await #expect(throws: Errno.ENOTSUP) { try await h.fs.getxattr(ino: ino, name: "system.posix_acl_access") }
         // docs/SEMANTICS.md §4: answered locally; setting such a name is not supported here.
         await #expect(throws: Errno.ENOTSUP) { try await h.setXattr(ino, "security.selinux", "x") }
         await #expect(throws: Errno.ENOTSUP) { try await h.setXattr(ino, "trusted.x", "x") }

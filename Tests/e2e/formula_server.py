@@ -397,9 +397,16 @@ class Handler(BaseHTTPRequestHandler):
     do_POST = do_PUT = do_PATCH = do_DELETE = _refuse
 
 
+class _Server(ThreadingHTTPServer):
+    # socketserver listens with a backlog of 5; the latency proxy opens an upstream connection
+    # per request, and a lister has 16 requests in flight: a full backlog drops a connection,
+    # which the kernel retries a second later.
+    request_queue_size = 128
+
+
 def serve(formula, port, host="127.0.0.1"):
     handler = type("FormulaHandler", (Handler,), {"formula": formula, "counts": {}})
-    server = ThreadingHTTPServer((host, port), handler)
+    server = _Server((host, port), handler)
     server.daemon_threads = True
     server.lock = threading.Lock()
     return server

@@ -252,9 +252,9 @@ extension BucketFileSystem {
 extension XattrName {
     /// What this name answers without looking at any object, for a read (getxattr) or a change
     /// (setxattr, removexattr); nil: the object decides. The one place for the namespaces:
-    /// `security.*`, `system.*` and `trusted.*` are answered locally (nothing to read, nothing
-    /// may be set: the kernel asks for `security.capability` on every write), other namespaces
-    /// are not supported, hidden keys read as absent and are refused, `user.` alone is no name,
+    /// `trusted.*` and `security.capability` are answered locally (nothing to read, nothing may
+    /// be set: the kernel asks for `security.capability` on every write), `system.*`, the rest
+    /// of `security.*` and other namespaces are not supported, hidden keys read as absent and are refused, `user.` alone is no name,
     /// and the object's read-only properties can be read, not changed.
     func refusal(change: Bool) -> Errno? {
         switch self {

@@ -10,11 +10,14 @@ public enum XattrName: Equatable, Sendable {
     case readOnly(String)
     /// A custom key the mount never shows or sets (secrets, mtime keys, `storage.` names).
     case hidden(String)
-    /// `security.*`, `system.*`, `trusted.*`: answered locally, no request.
+    /// `trusted.*` and `security.capability`: answered locally (absent), no request.
     case local
     /// `user.` with no key: never a valid name (EINVAL to set, ENODATA to get).
     case emptyKey
-    /// Anything else.
+    /// Anything else, `system.*` and `security.*` but `security.capability` included: not
+    /// supported (ENOTSUP to get and to set). `ls -l` asks for `security.selinux` and
+    /// `system.posix_acl_access` once per file, and stops asking on a filesystem that answers
+    /// ENOTSUP: a request each for a whole listing instead of two a file (docs/SEMANTICS.md §4).
     case unsupported
 
     public enum WritableProperty: String, CaseIterable, Sendable {
@@ -36,6 +39,10 @@ public enum XattrName: Equatable, Sendable {
     }
 
     public init(_ name: String) {
+        if name.hasPrefix("system.") || (name.hasPrefix("security.") && name != "security.capability") {
+            self = .unsupported
+            return
+        }
         if name.hasPrefix("security.") || name.hasPrefix("system.") || name.hasPrefix("trusted.") {
             self = .local
             return
