@@ -2,8 +2,10 @@
 then overwritten, deleted from and added to, comes back exactly through `mount --at T`;
 `restore -r --at T` makes the live bucket equal to it again; a restore that meets a concurrent
 change refuses that name and loses nothing; `ls -l` + `getfattr -d` of an `--at` mount cost
-list requests only; every write is EROFS. On the embedded bucket (`mb --versioning`) and on a
-versioned bucket of fake-gcs-server."""
+list requests only; every write is EROFS. On the embedded bucket (`mb --versioning`), on a
+versioned bucket of fake-gcs-server, and on one of the project's own Cloud Storage test server
+(`gcs-test-server --versioning`, Tests/e2e/own_gcs.py), which honours `ifGenerationMatch` on a
+copy as the JSON API documents: there the concurrent change is refused, as on a real bucket."""
 import datetime
 import errno
 import os
@@ -14,6 +16,7 @@ import uuid
 import pytest
 
 from conftest import BIN, Bucket, run, server, sh
+from own_gcs import OwnServer
 
 
 def rfc3339(t):
@@ -34,15 +37,34 @@ class VersionedGS(Bucket):
         self.server = srv
 
 
-@pytest.fixture(params=["embedded", "fake-gcs"])
+class OwnVersionedGS(Bucket):
+    """A gcs-test-server of its own (one bucket per process), with object versioning on."""
+
+    def __init__(self, srv):
+        super().__init__(srv.src())
+        self.extra = list(srv.options)
+        self.server = srv
+
+
+@pytest.fixture(params=["embedded", "fake-gcs", "own"])
 def versioned(request, tmp_path, mounts):
     if request.param == "embedded":
         b = Bucket(tmp_path / "bucket")
         run("mb", b.src(), "--versioning")
-        return b
-    srv = server("fake-gcs")
+        yield b
+        return
+    if request.param == "fake-gcs":
+        srv = server("fake-gcs")
+        mounts.gs_options = list(srv.options)
+        yield VersionedGS(srv)
+        return
+    srv = OwnServer(f"v-{uuid.uuid4().hex[:12]}", versioning=True)
     mounts.gs_options = list(srv.options)
-    return VersionedGS(srv)
+    try:
+        yield OwnVersionedGS(srv)
+    finally:
+        mounts.cleanup()  # before the server goes: a mount a failed test left must not outlive it
+        srv.stop()
 
 
 def write_tree(root):
