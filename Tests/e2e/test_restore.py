@@ -204,9 +204,15 @@ def test_versions_lists_generations_and_restore_refuses_a_concurrent_change(vers
 def test_a_restore_meeting_a_concurrent_change_refuses_it_and_loses_nothing(versioned, mounts, tmp_path):
     """The concurrent writer is a mount writing into the bucket while `restore -r` copies
     thousands of names: each name the writer changed after the restore listed it is refused
-    (never overwritten), every other name is restored."""
+    (never overwritten), every other name is restored. On the project's own server, which pages
+    versioned listings as the JSON API documents, there are enough names that the restore's
+    listing of their generations (two each, and the writer's) takes more than one page of 1,000;
+    fake-gcs-server's versioned pages repeat (docs/TESTING.md), so there the listing stays within
+    one page, as on the embedded bucket (to keep the tier's time)."""
     b = versioned
-    names = [f"d/{i:04d}" for i in range(300)]
+    srv = getattr(b, "server", None)
+    pages = srv is not None and not srv.has("versions-paging-repeats")
+    names = [f"d/{i:04d}" for i in range(600 if pages else 300)]
     live = mounts.mount(b.src())
     os.mkdir(f"{live}/d")
     for n in names:
@@ -238,6 +244,10 @@ def test_a_restore_meeting_a_concurrent_change_refuses_it_and_loses_nothing(vers
     out, err = p.communicate(timeout=300)
     mounts.unmount(live)
     refused = {l.split("\t")[1] for l in out.decode().splitlines() if l.startswith("refused\t")}
+    restored = {l.split("\t")[1] for l in out.decode().splitlines() if l.startswith("restored\t")}
+    # every name had changed since the moment, so each is restored or refused: none is missed (as
+    # by a versioned listing cut short after its first page)
+    assert restored | refused == set(names), sorted(set(names) - restored - refused)[:10]
     gap = getattr(b, "server", None) is not None and b.server.has("no-preconditions")
     if gap:
         # the server ignores ifGenerationMatch on a copy: it refuses nothing, so a concurrent
@@ -249,8 +259,11 @@ def test_a_restore_meeting_a_concurrent_change_refuses_it_and_loses_nothing(vers
         assert p.returncode == 1
     assert f"{len(refused)} refused by a concurrent change" in err.decode(), err.decode()
     assert refused <= written
+    # what each name holds now, read through a fresh mount (one process, not one `cat` per name)
+    check = mounts.mount(b.src())
     for n in names:
-        data = b.cat(n)
+        with open(f"{check}/{n}", "rb") as f:
+            data = f.read()
         if gap and n in written:
             assert data in (b"then", b"concurrent"), n
         elif n in refused:
@@ -261,11 +274,17 @@ def test_a_restore_meeting_a_concurrent_change_refuses_it_and_loses_nothing(vers
             assert data in (b"then", b"concurrent"), n
         else:
             assert data == b"then", n            # restored (the writer's late write was refused)
-    # nothing lost: every "concurrent" write is live or kept as an old version
+    mounts.unmount(check)
+    # nothing lost: every "concurrent" write is live or kept as an old version (one versioned
+    # listing of the prefix, itself more than a page where the server pages)
+    sizes = {}
+    for line in run("versions", b.src("d"), "-r", *b.extra).stdout.decode().splitlines():
+        name, _, size, *_ = line.split("\t")
+        if not name.endswith("/"):  # (d/, the directory's placeholder on gs://)
+            sizes.setdefault(name, []).append(size)
+    assert set(sizes) == set(names), sorted(set(sizes) ^ set(names))[:10]
     for n in written:
-        versions = run("versions", b.src(n), *b.extra).stdout.decode().splitlines()
-        sizes = [l.split("\t")[2] for l in versions]
-        assert str(len("concurrent")) in sizes, (n, versions)
+        assert str(len("concurrent")) in sizes[n], (n, sizes[n])
 
 
 def test_listing_and_xattrs_of_a_mount_at_a_moment_cost_list_requests_only(versioned, mounts, tmp_path):
