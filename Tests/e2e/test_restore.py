@@ -321,6 +321,18 @@ def test_a_bucket_without_versions_is_refused_by_name(bucket, mounts, tmp_path):
     p = subprocess.run([BIN, "mount", bucket.src(), str(mnt), "--at", "1h"], capture_output=True, timeout=60)
     assert p.returncode != 0
     assert "keeps no old versions" in p.stderr.decode() and "versioning is off" in p.stderr.decode(), p.stderr
+    # a gs:// bucket whose versioning is off, as its bucket resource says (the own server without
+    # --versioning)
+    srv = OwnServer(f"nv-{uuid.uuid4().hex[:12]}")
+    try:
+        p = subprocess.run([BIN, "mount", srv.src(), str(mnt), "--at", "1h", *srv.options],
+                           capture_output=True, timeout=60)
+        if p.returncode == 0:  # (a wrong mount is not left behind)
+            subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
+    finally:
+        srv.stop()
+    assert p.returncode != 0
+    assert "keeps no old versions" in p.stderr.decode() and "versioning is off" in p.stderr.decode(), p.stderr
     p = subprocess.run([BIN, "mount", "firebase://app.firebasestorage.app", str(mnt), "--at", "1h"],
                        capture_output=True, timeout=10)
     assert p.returncode != 0 and "has no versions" in p.stderr.decode(), p.stderr
