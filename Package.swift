@@ -114,10 +114,26 @@ let package = Package(
             dependencies: ["StorageModel", .product(name: "Crypto", package: "swift-crypto")],
             path: "Tests/TestSupport"
         ),
+        // The project's Cloud Storage JSON API test server (one bucket, in memory, versioning
+        // and fault injection): in-process in ObjectStoresTests, and as the `gcs-test-server`
+        // process the real-mount tier starts (Tests/e2e/test_restore.py). Not shipped.
+        .target(
+            name: "GCSTestServerKit",
+            dependencies: [
+                "StorageModel", "TestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            path: "Tests/GCSTestServerKit"
+        ),
+        .executableTarget(name: "gcs-test-server", dependencies: ["GCSTestServerKit"], path: "Tests/gcs-test-server"),
         .testTarget(
             name: "ObjectStoresTests",
             dependencies: [
-                "StorageModel", "ObjectStores", "GCSStore", "TestSupport",
+                "StorageModel", "ObjectStores", "GCSStore", "TestSupport", "GCSTestServerKit",
                 .product(name: "PropertyBased", package: "swift-property-based"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -1,5 +1,6 @@
 import Foundation
 import GCSStore
+import GCSTestServerKit
 import StorageModel
 import Testing
 

@@ -1,6 +1,7 @@
 import _CryptoExtras
 import Foundation
 import GCSStore
+import GCSTestServerKit
 import Logging
 import StorageModel
 import TestSupport

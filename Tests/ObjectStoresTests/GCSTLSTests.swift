@@ -1,5 +1,6 @@
 import Foundation
 import GCSStore
+import GCSTestServerKit
 import Logging
 import NIOSSL
 import StorageModel

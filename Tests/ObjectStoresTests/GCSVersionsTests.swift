@@ -1,5 +1,6 @@
 import Foundation
 @testable import GCSStore
+import GCSTestServerKit
 import StorageModel
 import TestSupport
 import Testing

@@ -178,9 +178,13 @@ GAPS = {
     # v1.54.0: a JSON null for a `metadata` key is stored as "" (the key stays, empty); a null
     # for cacheControl and the other properties is ignored; ifGenerationMatch is honoured by
     # multipart uploads only (media, resumable, delete and PATCH ignore their preconditions);
-    # metageneration stays 1 after a PATCH; resumable uploads slow down with their chunk count.
+    # metageneration stays 1 after a PATCH; resumable uploads slow down with their chunk count;
+    # a versioned listing's next page starts again at the last name's newest generation.
     "fake-gcs": {"null-key-stored-as-empty", "no-preconditions", "metageneration-stays-1",
-                 "slow-resumable-chunks"},
+                 "slow-resumable-chunks", "versions-paging-repeats"},
+    # The project's own server (Tests/GCSTestServerKit, started per test by Tests/e2e/own_gcs.py):
+    # it follows the JSON API documentation, so a test checks the real bucket's behaviour on it.
+    "own": set(),
 }
 
 

@@ -1,0 +1,170 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+
+/// A Cloud Storage JSON API server on 127.0.0.1 for tests, in the test process (ObjectStoresTests)
+/// or as a process of its own (`gcs-test-server`, the real-mount tier): one bucket of
+/// in-memory objects, following the documented API (list pagination over items and prefixes,
+/// PATCH merge with null deletion, generation / metageneration preconditions → 412, multipart and
+/// resumable uploads, Range downloads, rewrite with rewriteToken rounds, delete), plus fault
+/// injection and an OAuth2 token endpoint at `/token`.
+///
+/// Object versioning as the documentation describes it, when `versioning` is on (`configure`):
+/// a replaced or deleted generation stays, noncurrent, with its `timeDeleted`; `objects.list`
+/// with `versions=true` lists every generation (by name, then generation; prefixes of any
+/// generation); `generation=` reads and gets a kept one, `sourceGeneration=` rewrites from it, and
+/// preconditions are checked against the live generation. `buckets.get` answers `versioning`
+/// and, when `softDeleteRetention` is set, `softDeletePolicy`.
+public final class GCSTestServer: @unchecked Sendable {
+    public struct Object: Sendable {
+        public var name: String
+        public var data: Data
+        public var generation: Int64
+        public var metageneration: Int64
+        public var timeCreated: Date
+        public var updated: Date
+        /// cacheControl, contentDisposition, contentEncoding, contentLanguage, contentType.
+        public var props: [String: String]
+        public var metadata: [String: String]
+    }
+
+    struct Session {
+        var name: String
+        var props: [String: String]
+        var metadata: [String: String]
+        var query: [String: String]
+        var data = Data()
+        var finished: [String: Any]?
+    }
+
+    public struct Recorded: Sendable {
+        public var method: String
+        public var uri: String
+        public var headers: [String: String]
+        public var bodyBytes: Int
+        /// The first 64 KiB of the body.
+        public var body: Data
+    }
+
+    public static let writableProps = ["cacheControl", "contentDisposition", "contentEncoding", "contentLanguage", "contentType"]
+
+    public let bucket: String
+    public private(set) var port = 0
+    let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    var channel: Channel?
+    let lock = NSLock()
+
+    var objects: [String: Object] = [:]
+    /// Replaced and deleted generations, with their `timeDeleted` (`versioning` on only).
+    var noncurrent: [String: [(object: Object, deleted: Date)]] = [:]
+    /// Object versioning (`versioning.enabled`), off by default as for a new bucket.
+    public var versioning = false
+    /// A soft-delete policy's `retentionDurationSeconds`, reported by `buckets.get` only.
+    public var softDeleteRetention: Int64?
+    var sessions: [String: Session] = [:]
+    var nextGeneration: Int64 = 1_700_000_000_000_000
+    var requests: [Recorded] = []
+
+    // Fault injection and auth (set through `configure`).
+    /// The next N API requests answer 503.
+    public var failNext = 0
+    /// Every API request answers this status (e.g. 401).
+    public var alwaysStatus: Int?
+    /// API requests need `Authorization: Bearer <token from /token, unexpired>`.
+    public var requireToken = false
+    public var tokenLifetime = 3600
+    public var tokenCalls = 0
+    /// Checks the JWT assertion (signature etc.); nil accepts any well-formed one.
+    public var verifyAssertion: (@Sendable (String) -> Bool)?
+    var validTokens: [String: Date] = [:]
+    /// Forgets every issued token (as if revoked): the next API request answers 401.
+    public func revokeTokens() { configure { $0.validTokens = [:] } }
+    /// The next resumable chunk PUT that has received more than this many body bytes persists what came
+    /// (rounded down to 256 KiB) and the connection is closed without an answer.
+    public var dropUploadAfterBytes: Int?
+    public var dropsDone = 0
+    /// The next resumable PUT that has received more than this many body bytes persists what came
+    /// (rounded down to 256 KiB), then stops reading: the connection stays open, silent.
+    public var stallUploadAfterBytes: Int?
+    public var stallsDone = 0
+    /// Body bytes that reached the server in resumable PUTs, dropped ones included.
+    public var uploadBytesReceived = 0
+    /// A slow link for uploads: after each piece of a PUT's body, the server stops reading for
+    /// this long (the client's bytes move, slowly).
+    public var uploadReadPause: Duration?
+    /// The next N finished uploads store their data with the first byte flipped (a corruption in
+    /// transit that the answer's checksums then show).
+    public var corruptNextUploads = 0
+    /// How the next `times` media downloads misbehave (docs/SEMANTICS.md §5 faults).
+    public enum MediaFault: Sendable {
+        /// Headers, then nothing (the socket stays open until the client gives up).
+        case stallAfterHeaders
+        /// Headers without Content-Length (close-delimited, HTTP/1.0 framing), `keep` bytes, clean close.
+        case truncateUnframed(keep: Int)
+        /// The whole body, `piece` bytes at a time, one piece every `every` (a slow link).
+        case trickle(piece: Int, every: Duration)
+    }
+    public var mediaFault: MediaFault?
+    public var mediaFaultTimes = 0
+    /// The next request with this method is carried out, then the connection closes with no answer.
+    public var loseAnswerTo: String?
+    /// The next N API requests answer 429 with this Retry-After.
+    public var retryAfterNext = 0
+    public var retryAfterValue = "1"
+    /// Rewrites take this many calls (the first ones answer `done: false` with a rewriteToken).
+    public var rewriteRounds = 1
+
+    /// TCP connections accepted so far (TLS handshakes begun, when serving TLS).
+    public var connectionsAccepted = 0
+    /// Serving https (a TLS server context given to `start`).
+    public private(set) var tls = false
+
+    public init(bucket: String) { self.bucket = bucket }
+
+    /// `tls`: serve https with this context (certificate and key) instead of plain HTTP. `port`: 0
+    /// takes a free one (`port` then says which).
+    public static func start(bucket: String = "test-bucket", port: Int = 0, tls: NIOSSLContext? = nil) async throws -> GCSTestServer {
+        let s = GCSTestServer(bucket: bucket)
+        s.tls = tls != nil
+        let bootstrap = ServerBootstrap(group: s.group)
+            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { ch in
+                s.configure { $0.connectionsAccepted += 1 }
+                let secured: EventLoopFuture<Void> = tls.map { ctx in
+                    ch.eventLoop.makeCompletedFuture { try ch.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: ctx)) }
+                } ?? ch.eventLoop.makeSucceededVoidFuture()
+                return secured.flatMap { ch.pipeline.configureHTTPServerPipeline(withErrorHandling: true) }.flatMap {
+                    ch.pipeline.addHandler(GCSTestHandler(server: s))
+                }
+            }
+        let ch = try await bootstrap.bind(host: "127.0.0.1", port: port).get()
+        s.channel = ch
+        s.port = ch.localAddress?.port ?? 0
+        return s
+    }
+
+    public func stop() async throws {
+        try await channel?.close()
+        try await group.shutdownGracefully()
+    }
+
+    public var endpoint: URL { URL(string: "\(tls ? "https" : "http")://127.0.0.1:\(port)")! }
+
+    public func configure(_ f: (GCSTestServer) -> Void) {
+        lock.lock(); defer { lock.unlock() }
+        f(self)
+    }
+
+    public func read<T>(_ f: (GCSTestServer) -> T) -> T {
+        lock.lock(); defer { lock.unlock() }
+        return f(self)
+    }
+
+    public var recorded: [Recorded] { read { $0.requests } }
+    public func clearRecorded() { configure { $0.requests = [] } }
+    public func object(_ name: String) -> Object? { read { $0.objects[name] } }
+    public var objectNames: [String] { read { $0.objects.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) } } }
+
+}
