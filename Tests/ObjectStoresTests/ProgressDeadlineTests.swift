@@ -80,6 +80,36 @@ import Testing
         }
     }
 
+    /// The slow link of a large upload at the scale of a test: 2 GiB at 5 MB/s lasts 7 times the
+    /// default 60 s deadline, so 12 MiB through a server that reads 64 KiB, then waits 400 ms, must last
+    /// 7 times a 1 s deadline, and its connection is reset in the middle (after 5 MB, of which the
+    /// server keeps the 256 KiB multiples, as the resumable-upload documentation allows). The
+    /// session is asked what it holds, only the rest is sent again, and the object holds exactly
+    /// the file's bytes.
+    @Test func aResetSlowUploadResumesAndOutlastsSevenDeadlines() async throws {
+        try await withGCSServer(deadline: .seconds(1)) { server, store in
+            let data = bigData((12 << 20) + 321, seed: 43)
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent("slowreset-\(UUID().uuidString)").path
+            try data.write(to: URL(fileURLWithPath: path))
+            defer { try? FileManager.default.removeItem(atPath: path) }
+            server.configure { $0.uploadReadPause = .milliseconds(400); $0.dropUploadAfterBytes = 5_000_000 }
+            let start = ContinuousClock.now
+            let info = try await OperationContext.run(timeout: .seconds(1)) {
+                try await store.write("slowreset.bin", from: .file(path: path), metadata: .init(), preconditions: .doesNotExist)
+            }
+            let took = ContinuousClock.now - start
+            #expect(server.read { $0.dropsDone } == 1, "the connection was reset once")
+            #expect(info.size == Int64(data.count))
+            #expect(server.object("slowreset.bin")?.data == data)
+            let persisted = 5_000_000 / (256 << 10) * (256 << 10)
+            let ranges = server.recorded.filter { $0.method == "PUT" }.compactMap { $0.headers["content-range"] }
+            #expect(ranges.first == "bytes */\(data.count)", "the session was asked first: \(ranges)")
+            #expect(ranges.dropFirst().first == "bytes \(persisted)-\(data.count - 1)/\(data.count)", "resumed where the server said: \(ranges)")
+            print("12 MiB, reset after 5 MB, at 64 KiB a 400 ms pause: \(took)")
+            #expect(took >= .seconds(7), "the transfer lasted 7 deadlines, or the link was not slow: \(took)")
+        }
+    }
+
     /// A streamed download (how the mount reads) whose body comes 8 KiB every 25 ms (about 0.9 s
     /// for 300 KB) under a 300 ms deadline of its operation and of the store: it completes with
     /// the right bytes.
