@@ -99,6 +99,10 @@ final class GCSTestServer: @unchecked Sendable {
     /// The next N finished uploads store their data with the first byte flipped (a corruption in
     /// transit that the answer's checksums then show).
     var corruptNextUploads = 0
+    /// A session asked what it holds (`Content-Range: bytes */N`) finishes the object with the
+    /// bytes it holds, as fake-gcs-server 1.54.0 does (the documented answer is a 308): worse
+    /// than Cloud Storage, for the client's check of what it was told is finished.
+    var finishWhenAsked = false
     /// How the next `times` media downloads misbehave (docs/SEMANTICS.md §5 faults).
     enum MediaFault: Sendable {
         /// Headers, then nothing (the socket stays open until the client gives up).
@@ -664,7 +668,7 @@ final class GCSTestServer: @unchecked Sendable {
             let skip = s.data.count - a
             if skip < body.count { s.data.append(body.dropFirst(skip)) }
         }
-        if let total, s.data.count == total {
+        if let total, s.data.count == total || (spec[0] == "*" && finishWhenAsked) {
             guard preconditionsHold(s.query, objects[s.name]) else {
                 sessions[id] = nil
                 return .error(412, "Precondition Failed")
