@@ -140,14 +140,17 @@ def test_a_session_asked_what_it_holds(emulator, prefix):
 # --- uploads that outlast their deadline ------------------------------------------------------
 
 # The CI-sized form of 2 GiB at 5 MB/s under the default 60 s deadline (7.2 times it): 56 MiB at
-# 2 MB/s (29.4 s) under a 4 s --op-timeout (7.3 times). With BUCKETFS_SLOW=1 the default timings
-# themselves: 7 times 60 s of 1 MB/s, 400 MiB (about 7 minutes). The link is not slower: the
-# answer to the last byte must come within --idle-timeout (10 s) of that byte leaving the
-# process, and the socket buffers then still hold about 6 MB (11 s at 550,000 B/s, measured: the
-# answer was cut, and fake-gcs-server, asked, finished the object at 0 bytes; docs/SEMANTICS.md
-# §5.2).
+# 2 MB/s (29.4 s) under a 4 s --op-timeout (7.3 times). With BUCKETFS_SLOW=1 the default 60 s
+# --op-timeout itself: 7 times 60 s of 2 MB/s, 800 MiB (about 7 minutes), with --idle-timeout 30:
+# fake-gcs-server answers 800 MiB seconds after its last byte arrives, and the buffers' last
+# bytes take 3 s more; with the default 10 s the answer was cut (measured), fake-gcs-server,
+# asked, answered 404 for the session it had finished, and the mount started over. The CI link
+# is not slower: the answer to the last byte must come within --idle-timeout (10 s) of that byte
+# leaving the process, and the socket buffers then still hold about 6 MB (11 s at 550,000 B/s,
+# measured: the answer was cut, and fake-gcs-server, asked, finished the object at 0 bytes;
+# docs/SEMANTICS.md §5.2).
 CI_SIZED = dict(size=56 << 20, rate=2_000_000, op_timeout=4)
-DEFAULT_TIMINGS = dict(size=400 << 20, rate=1_000_000, op_timeout=None)
+DEFAULT_TIMINGS = dict(size=800 << 20, rate=2_000_000, op_timeout=None, extra=["--idle-timeout", 30])
 # The reset case: 16 MiB at 550,000 B/s (30.5 s, 7.6 times a 4 s deadline) in requests of 2 MiB.
 RESET = dict(size=16 << 20, rate=550_000, op_timeout=4)
 
