@@ -116,7 +116,12 @@ extension GCSStore {
     }
 
     private func confirmed(_ name: String, _ info: ObjectInfo, sums: UploadChecksums, size: Int64) async throws -> ObjectInfo {
-        guard sums.bytesSummed == size, let (expected, got) = await sums.mismatch(info, size: size) else { return info }
+        let sent = sums.bytesSummed
+        // A session that finished before every byte was sent cannot hold the file, whatever its
+        // size says (a server that finishes a session when asked what it holds).
+        let wrong = sent < size ? ("\(size) bytes", "an object finished after \(sent) bytes were sent")
+            : await sums.mismatch(info, size: size)
+        guard let (expected, got) = wrong else { return info }
         logger.error("GCS upload of \(name): the server stored \(got), the bytes sent have \(expected); removing generation \(info.generation)")
         try? await delete(name, preconditions: Preconditions(ifGenerationMatch: info.generation))
         throw StorageError.nonMatchingChecksum(path: name, expected: expected, got: got)

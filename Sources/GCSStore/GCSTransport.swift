@@ -221,13 +221,15 @@ package final class GCSTransport: Sendable {
     }
 
     /// Returns when a streamed body stops moving (no byte taken for its stall timeout, or for the
-    /// operation's deadline), when its answer has not come `answerWithin` after its last byte
-    /// (plus the time the link needs for what the socket buffers still hold, `SendBacklog`), or
-    /// at `end`, whichever is first. Each byte taken restarts the operation's deadline.
+    /// operation's deadline, beyond the time the link needs for what the socket buffers took at
+    /// first: `SendBacklog`), when its answer has not come `answerWithin` after its last byte
+    /// (plus that drain), or at `end`, whichever is first. Each byte taken restarts the
+    /// operation's deadline.
     private func watch(_ body: StreamedBody, answerWithin: Duration, until end: ContinuousClock.Instant) async {
         var seen: Int64 = -1
         var moved = ContinuousClock.now
-        var backlog = SendBacklog(start: moved)
+        // The slowest pace that still counts as moving: one piece per stall timeout.
+        let slowest = Double(StreamedBody.pieceSize) / max(SendBacklog.seconds(body.stallTimeout), 0.001)
         // Once every byte is taken: the answer must come by then (the time the link needs for
         // what the buffers still hold, then `answerWithin`); the operation's deadline moves along.
         var answerBy: ContinuousClock.Instant? = nil
@@ -239,17 +241,18 @@ package final class GCSTransport: Sendable {
                 if seen >= 0 { OperationContext.moved() }
                 seen = taken
                 moved = now
-                backlog.record(taken, at: now)
-                if taken >= body.length { answerBy = now + backlog.drainTime(slowest: 0) + answerWithin }
+                if taken >= body.length { answerBy = now + body.progress.backlog.drainTime(slowest: slowest) + answerWithin }
             }
             if let answerBy {
                 if now >= answerBy { return }
                 OperationContext.moved()
             } else {
-                // A body that takes no byte for its stall timeout is a stall; until then it counts
-                // as moving (the socket buffers hide the link's pace for that long), whatever the
-                // operation's deadline.
-                if now - moved >= body.stallTimeout { return }
+                // A body that takes no byte for its stall timeout, once the burst the socket
+                // buffers took has had time to drain (at the pace seen since, or at the slowest
+                // pace that counts as moving), is a stall; until then it counts as moving,
+                // whatever the operation's deadline. (A link slower than the burst per stall
+                // timeout, 11.5 MB in 10 s measured, was taken for stalled while it moved.)
+                if now - moved >= body.stallTimeout + body.progress.backlog.drainTime(slowest: slowest) { return }
                 OperationContext.moved()
             }
             // The operation's deadline, restarted by the bytes: past it only when nothing moved

@@ -1,41 +1,52 @@
 import Foundation
 
 /// What a streamed upload's connection has taken but the link has not carried yet (docs/SEMANTICS.md
-/// §5.2). The socket buffers hold several MiB: a request takes that much at once (the burst),
-/// then, on a link slower than the disk, they stay full and the body is taken at the link's pace.
-/// So the burst is still on its way whenever the taking pauses, and needs burst / pace to drain;
-/// before a pace is known, at the slowest pace that still counts as moving.
+/// §5.2). The socket buffers hold several MiB (11.5 MB measured through a local proxy): a request
+/// takes that much at once (the burst), then, on a link slower than the disk, they stay full and
+/// the body is taken at the link's pace, in steps as the buffers drain. So the burst is still on
+/// its way whenever the taking pauses, and needs burst / pace to drain; before a pace is known,
+/// at the slowest pace that still counts as moving. The pace is the average since the burst
+/// ended, which counts the time the burst took to drain: on the slow side, so the drain allowed
+/// for is never too short (steps of a MiB taken within milliseconds would make a window's pace
+/// far too fast).
 package struct SendBacklog {
     /// Pieces this close together are still the first burst.
     static let burstGap: Duration = .milliseconds(100)
-    /// How far back the pace looks.
-    static let window: Duration = .seconds(3)
     /// The longest drain allowed for, whatever the estimate.
     static let longest: Duration = .seconds(600)
     private var burst: Int64 = 0
     private var burstOver = false
     private var last: ContinuousClock.Instant
-    /// Pieces taken after the burst, within the window.
-    private var samples: [(at: ContinuousClock.Instant, taken: Int64)] = []
+    /// When the last piece of the burst was taken.
+    private var burstEnd: ContinuousClock.Instant
+    /// The latest piece taken after the burst.
+    private var latest: (at: ContinuousClock.Instant, taken: Int64)?
 
-    package init(start: ContinuousClock.Instant) { last = start }
+    package init(start: ContinuousClock.Instant) {
+        last = start
+        burstEnd = start
+    }
 
     /// The body had `taken` bytes taken at `now`.
     package mutating func record(_ taken: Int64, at now: ContinuousClock.Instant) {
         defer { last = now }
         if !burstOver {
-            if now - last < Self.burstGap { burst = taken; return }
+            // The first piece starts the burst, however long the connection took to open.
+            if burst == 0 || now - last < Self.burstGap {
+                burst = taken
+                burstEnd = now
+                return
+            }
             burstOver = true
         }
-        samples.append((now, taken))
-        while let first = samples.first, now - first.at > Self.window, samples.count > 2 { samples.removeFirst() }
+        latest = (now, taken)
     }
 
-    /// Bytes a second the body went at after the burst (nil until two pieces came after it).
+    /// Bytes a second the body went at since the burst (nil until a piece came after it).
     var pace: Double? {
-        guard samples.count >= 2, let first = samples.first, let end = samples.last, end.taken > first.taken else { return nil }
-        let s = Self.seconds(end.at - first.at)
-        return s > 0 ? Double(end.taken - first.taken) / s : nil
+        guard let latest, latest.taken > burst else { return nil }
+        let s = Self.seconds(latest.at - burstEnd)
+        return s > 0 ? Double(latest.taken - burst) / s : nil
     }
 
     /// How long the link needs for what the buffers hold: the burst at the pace, or at `slowest`

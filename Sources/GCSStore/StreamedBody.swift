@@ -16,7 +16,8 @@ package struct StreamedBody: Sendable {
     package let stallTimeout: Duration
     /// What one read from the source takes in at most. Also the grain at which progress is seen
     /// (the stall watchdog, the operation's deadline: docs/SEMANTICS.md §5.2): a link that takes
-    /// less than one piece per `--idle-timeout` (26 KB/s at 10 s) counts as stalled.
+    /// less than one piece per `--idle-timeout` (26 KB/s at 10 s) counts as stalled, once what
+    /// the socket buffers took at first has had time to drain (`SendBacklog`).
     static let pieceSize = 1 << 18
 
     package init(source: UploadSource, offset: Int64, length: Int64, sums: UploadChecksums, stallTimeout: Duration) {
@@ -62,13 +63,22 @@ package struct StreamedBody: Sendable {
     }
 }
 
-/// How many bytes of a streamed body the connection has taken; read by the stall watchdog.
+/// How many bytes of a streamed body the connection has taken, and when (each piece's time, for
+/// `SendBacklog`); read by the stall watchdog.
 package final class BodyProgress: @unchecked Sendable {
     private let lock = NSLock()
     private var taken: Int64 = 0
+    private var pieces = SendBacklog(start: .now)
     package init() {}
-    func advance(by n: Int64) { lock.lock(); taken += n; lock.unlock() }
+    func advance(by n: Int64) {
+        lock.lock()
+        taken += n
+        pieces.record(taken, at: .now)
+        lock.unlock()
+    }
     package var bytes: Int64 { lock.lock(); defer { lock.unlock() }; return taken }
+    /// What the connection took at once and the pace it took the rest at, from the pieces' times.
+    package var backlog: SendBacklog { lock.lock(); defer { lock.unlock() }; return pieces }
 }
 
 /// The crc32c and md5 of an upload's bytes in order from byte 0, fed by the pieces as they are

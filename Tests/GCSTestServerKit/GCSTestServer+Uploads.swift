@@ -63,7 +63,7 @@ extension GCSTestServer {
             let skip = s.data.count - a
             if skip < body.count { s.data.append(body.dropFirst(skip)) }
         }
-        if let total, s.data.count == total {
+        if let total, s.data.count == total || (spec[0] == "*" && finishWhenAsked) {
             guard preconditionsHold(s.query, objects[s.name]) else {
                 sessions[id] = nil
                 return .error(412, "Precondition Failed")

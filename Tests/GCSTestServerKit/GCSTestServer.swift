@@ -97,6 +97,10 @@ public final class GCSTestServer: @unchecked Sendable {
     /// The next N finished uploads store their data with the first byte flipped (a corruption in
     /// transit that the answer's checksums then show).
     public var corruptNextUploads = 0
+    /// A session asked what it holds (`Content-Range: bytes */N`) finishes the object with the
+    /// bytes it holds, as fake-gcs-server 1.54.0 does (the documented answer is a 308): worse
+    /// than Cloud Storage, for the client's check of what it was told is finished.
+    public var finishWhenAsked = false
     /// How the next `times` media downloads misbehave (docs/SEMANTICS.md §5 faults).
     public enum MediaFault: Sendable {
         /// Headers, then nothing (the socket stays open until the client gives up).

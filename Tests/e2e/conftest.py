@@ -174,14 +174,20 @@ GAPS = {
     # PATCH ignores a JSON null for a key of `metadata` (the key keeps its value)... only where the
     # client sends the whole map; merges nothing: the PATCH's map replaces the object's.
     # startOffset/endOffset are ignored (a ranged listing answers the whole directory).
-    "emulator": {"patch-replaces-metadata", "metageneration-starts-at-2", "no-preconditions", "no-list-offsets"},
+    # A resumable session asked what it holds before any byte reached it answers
+    # `Range: bytes=0-0` (one byte) instead of no Range header; asked once finished, 404.
+    "emulator": {"patch-replaces-metadata", "metageneration-starts-at-2", "no-preconditions", "no-list-offsets",
+                 "empty-session-range", "finished-session-404"},
     # v1.54.0: a JSON null for a `metadata` key is stored as "" (the key stays, empty); a null
     # for cacheControl and the other properties is ignored; ifGenerationMatch is honoured by
     # multipart uploads only (media, resumable, delete and PATCH ignore their preconditions);
     # metageneration stays 1 after a PATCH; resumable uploads slow down with their chunk count;
-    # a versioned listing's next page starts again at the last name's newest generation.
+    # a versioned listing's next page starts again at the last name's newest generation; a
+    # session asked what it holds (`Content-Range: bytes */SIZE`) finishes the object with the
+    # bytes it holds (0 when none came whole) and is gone; asked once finished, 404.
     "fake-gcs": {"null-key-stored-as-empty", "no-preconditions", "metageneration-stays-1",
-                 "slow-resumable-chunks", "versions-paging-repeats"},
+                 "slow-resumable-chunks", "versions-paging-repeats", "status-query-finishes",
+                 "finished-session-404"},
     # The project's own server (Tests/GCSTestServerKit, started per test by Tests/e2e/own_gcs.py):
     # it follows the JSON API documentation, so a test checks the real bucket's behaviour on it.
     "own": set(),
