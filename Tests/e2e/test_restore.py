@@ -116,14 +116,21 @@ def settle():
     time.sleep(1.2)
 
 
-def test_the_tree_comes_back_through_mount_at_and_restore(versioned, mounts, tmp_path):
-    b = versioned
+def tree_written_then_moment(b, mounts):
+    """Writes the tree through a live mount, unmounts it (every upload done), and returns a
+    moment after it and clearly before anything that follows (RFC 3339)."""
     live = mounts.mount(b.src())
     write_tree(live)
     mounts.unmount(live)
     settle()
     moment = rfc3339(time.time())
     settle()
+    return moment
+
+
+def test_the_tree_comes_back_through_mount_at_and_restore(versioned, mounts, tmp_path):
+    b = versioned
+    moment = tree_written_then_moment(b, mounts)
     # what the bucket held at the moment, as a live mount showed it
     live = mounts.mount(b.src())
     then = picture(live)
@@ -289,12 +296,7 @@ def test_a_restore_meeting_a_concurrent_change_refuses_it_and_loses_nothing(vers
 
 def test_listing_and_xattrs_of_a_mount_at_a_moment_cost_list_requests_only(versioned, mounts, tmp_path):
     b = versioned
-    live = mounts.mount(b.src())
-    write_tree(live)
-    mounts.unmount(live)
-    settle()
-    moment = rfc3339(time.time())
-    settle()
+    moment = tree_written_then_moment(b, mounts)
     live = mounts.mount(b.src())
     change_tree(live)
     mounts.unmount(live)
