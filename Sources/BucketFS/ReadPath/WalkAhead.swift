@@ -296,6 +296,7 @@ final class WalkAhead: @unchecked Sendable {
             let size = Int(c.info.size)
             var fits = true
             while !budget.reserve(size, for: self) {
+                // Kept bytes nobody reads give way to files about to be opened.
                 guard let oldest = entries.filter({ $0.value.taken && $0.value.readers == 0 })
                     .min(by: { $0.value.touched < $1.value.touched }) else { fits = false; break }
                 entries[oldest.key] = nil
