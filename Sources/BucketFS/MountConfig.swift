@@ -46,9 +46,9 @@ public struct MountConfig: Sendable {
     /// The kernel's read-ahead for the mount (bytes): it sends a sequential reader's requests
     /// for this much at once, and they may arrive in any order within it.
     public var kernelReadAhead = 1 << 20
-    /// The most small files fetched ahead of a process once its reads show a walk through a
-    /// directory (in the listing's or inode numbers' order), and twice as many kept for a reopen
-    /// (0: off). The mount caps it at the store's connections (docs/SEMANTICS.md §3.6).
+    /// The most small files downloaded at once ahead of a process once its reads show a walk
+    /// through a directory (in the listing's or inode numbers' order), and twice as many kept for
+    /// a reopen (0: off). The mount caps it at the store's connections (docs/SEMANTICS.md §3.6).
     public var walkAheadFiles = 16
     /// The largest file fetched ahead of a walk (bytes).
     public var walkAheadMaxSize = 1 << 20

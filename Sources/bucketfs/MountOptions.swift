@@ -50,7 +50,7 @@ struct CachingOptions: ParsableArguments {
     var readStreams: Int = MountConfig.defaults.readStreams
     @Option(name: .customLong("read-part-mb"), help: "Largest ranged request of a sequential read, MiB (parts start at \(MountConfig.defaults.readPartFirst >> 20) MiB and double).")
     var readPartMB: Int = MountConfig.defaults.readPartMax >> 20
-    @Option(name: .customLong("walk-ahead"), help: "The most small files (up to \(MountConfig.defaults.walkAheadMaxSize >> 20) MiB) fetched ahead of a process once its reads show a walk through a directory (listing order: tar, rsync, restic; inode order: borg), at most --max-connections; and kept for a reopen (0: off).")
+    @Option(name: .customLong("walk-ahead"), help: "The most small files (up to \(MountConfig.defaults.walkAheadMaxSize >> 20) MiB) downloaded at once ahead of a process once its reads show a walk through a directory (listing order: tar, rsync, restic; inode order: borg), at most --max-connections; and kept for a reopen (0: off).")
     var walkAheadFiles: Int = MountConfig.defaults.walkAheadFiles
     @Option(name: .customLong("max-connections"), help: "HTTP connections to Cloud Storage at once (requests beyond wait for one).")
     var maxConnections: Int = GCSStore.Tuning().maxConnectionsPerHost

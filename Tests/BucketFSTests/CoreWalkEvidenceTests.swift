@@ -68,11 +68,13 @@ import TestSupport
         // The third neighbour: a walk; two files guessed.
         try await read(h, contents, [2])
         #expect(Set(h.fs.walkAhead.pending) == [name(3), name(4)])
-        // Each guess taken doubles the window, up to the limit.
+        // Each guess taken doubles the width (files fetched at once), up to the limit; once a
+        // guess was read, what landed waits for the reader while as many more are fetched: the
+        // files fetched reach twice the width past it.
         try await read(h, contents, [3])
-        #expect(Set(h.fs.walkAhead.pending) == Set((4...7).map(name)))
+        #expect(await eventually { Set(h.fs.walkAhead.pending) == Set((4...11).map(name)) })
         try await read(h, contents, [4])
-        #expect(Set(h.fs.walkAhead.pending) == Set((5...12).map(name)))
+        #expect(await eventually { Set(h.fs.walkAhead.pending) == Set((5...20).map(name)) })
         try await read(h, contents, Array(5..<50))
         for i in 0..<50 { #expect(h.store.reads.filter { $0.name == name(i) }.count == 1, "f\(i)") }
         #expect(h.store.totalRequests == 50)
@@ -153,14 +155,16 @@ import TestSupport
         #expect(h.fs.walkAhead.pending.isEmpty)
     }
 
-    @Test func theWindowIsAsWideAsTheLimit() async throws {
-        let (h, contents) = try await harness(files: 60, limit: 16)
+    @Test func theWindowReachesTwiceTheLimit() async throws {
+        // The limit is the fetches at once (CoreWalkWidthTests); what landed waits for the
+        // reader within twice that.
+        let (h, contents) = try await harness(files: 80, limit: 16)
         var widest = 0
-        for i in 0..<60 {
+        for i in 0..<80 {
             #expect(try await h.readAll(name(i)) == contents[i])
             widest = max(widest, h.fs.walkAhead.pending.count)
         }
-        #expect(widest == 16)
-        #expect(h.store.totalRequests == 60)
+        #expect(widest >= 16 && widest <= 32, "\(widest) files fetched ahead at most")
+        #expect(h.store.totalRequests == 80)
     }
 }

@@ -77,8 +77,8 @@ extension BucketFileSystem {
     func walkOn(from n: Node, read path: String) {
         guard readPath.walks, let at = superblock.walkPosition(of: n) else { return }
         readPath.readWhole(path, at: at)
-        guard let (order, count) = readPath.walkPlan(at.directory) else { return }
-        let window = superblock.walkWindow(after: n, order: order, limit: count, maxSize: Int64(config.walkAheadMaxSize))
-        readPath.walk(window, in: at.directory, order: order, after: at[order])
+        guard let (order, width, reach) = readPath.walkPlan(at.directory) else { return }
+        let window = superblock.walkWindow(after: n, order: order, limit: reach, maxSize: Int64(config.walkAheadMaxSize))
+        readPath.walk(window, in: at.directory, order: order, width: width)
     }
 }

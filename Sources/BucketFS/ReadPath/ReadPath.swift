@@ -79,15 +79,17 @@ final class ReadPath: @unchecked Sendable {
         if walks { walkAhead.noteRead(path, at: position) }
     }
 
-    /// What to fetch ahead next in `directory`: the order and how many files (`WalkAhead.plan`).
-    func walkPlan(_ directory: String) -> (order: WalkAhead.Order, count: Int)? {
+    /// What to fetch ahead next in `directory`: the order, how many at once, how far ahead
+    /// (`WalkAhead.plan`).
+    func walkPlan(_ directory: String) -> (order: WalkAhead.Order, width: Int, reach: Int)? {
         walks ? walkAhead.plan(directory) : nil
     }
 
-    /// Fetches the files of `window` (the next small files of `directory` after the one at
-    /// `position` in `order`) ahead of the walk, each checked whole before anyone can be handed it.
-    func walk(_ window: [WalkAhead.Candidate], in directory: String, order: WalkAhead.Order, after position: Int) {
-        walkAhead.prefetch(window, in: directory, order: order, after: position) { [weak self] c in
+    /// Fetches the files of `window` (the next small files of `directory` after the reader in
+    /// `order`) ahead of the walk, `width` at once, each checked whole before anyone can be
+    /// handed it.
+    func walk(_ window: [WalkAhead.Candidate], in directory: String, order: WalkAhead.Order, width: Int) {
+        walkAhead.prefetch(window, in: directory, order: order, width: width) { [weak self] c in
             guard let self else { throw StorageError.cancelled }
             let data = try await self.fetch(c.path, generation: c.info.generation, 0..<c.info.size)
             var check = ContentCheck(c.info)

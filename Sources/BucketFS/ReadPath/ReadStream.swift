@@ -72,8 +72,11 @@ final class ReadStream: @unchecked Sendable {
     /// Where the part the reader is in starts.
     private var currentPart: Int64 = 0
     private var lastEnd: Int64 = 0
-    /// Bytes served in order from 0 (walk-ahead starts once a file was read whole).
+    /// Bytes served in order from 0 (walk-ahead starts once a file was read whole), and ranges
+    /// served past them (the kernel's read-ahead requests of one window arrive in any order),
+    /// merged in as the bytes before them are served.
     private var inOrderTo: Int64 = 0
+    private var servedAhead: [Range<Int64>] = []
     private var check: ContentCheck?
     private var corrupt: StorageError?
     private var closed = false
@@ -247,14 +250,26 @@ final class ReadStream: @unchecked Sendable {
         flushGiveBacks()
     }
 
-    /// Notes bytes served; true when they complete a reading of the whole object from 0.
+    /// Notes bytes served; true when they complete a reading of the whole object from 0, in
+    /// whatever order the requests of a read-ahead window came.
     private func noteServed(_ off: Int64, _ end: Int64) -> Bool {
         lock.withLock {
-            guard off <= inOrderTo, end > inOrderTo else { return false }
+            guard end > inOrderTo else { return false }
+            guard off <= inOrderTo else {
+                if servedAhead.count < Self.servedAheadRanges { servedAhead.append(off..<end) }
+                return false
+            }
             inOrderTo = end
-            return end >= size
+            while let i = servedAhead.firstIndex(where: { $0.lowerBound <= inOrderTo }) {
+                inOrderTo = max(inOrderTo, servedAhead.remove(at: i).upperBound)
+            }
+            return inOrderTo >= size
         }
     }
+
+    /// Out-of-order ranges remembered past the bytes served in order (a read-ahead window of
+    /// 1 MiB comes in at most 256 requests).
+    static let servedAheadRanges = 256
 
     /// Exactly `range` of a local file, read into a pooled buffer that the reply points into;
     /// fewer bytes is a fault, never short data.

@@ -14,10 +14,13 @@ import StorageModel
 /// of a directory; never two changed files). From then on, once a file has been read whole, the
 /// next small files in that order are downloaded before they are opened — each a whole object,
 /// pinned to the generation listed, its memory reserved in the mount's `ReadBudget`: `probe`
-/// files at first, twice as many with each guess read whole, up to the limit (`--walk-ahead`, as
-/// wide as the connections). As soon as a guess goes unread (an open passes it, it is closed
-/// unread, or it waits out `ttl`), the walk stops being guessed for: the directory needs twice
-/// the evidence (up to a window) before the next.
+/// files in flight at first, twice as many with each guess read whole, up to the limit
+/// (`--walk-ahead`, as wide as the connections). The window refills as each fetch lands, not as
+/// the reader moves: files that landed and wait for their open leave their connection to the
+/// next file (up to `reach` files ahead of the reader), so the connections stay busy while the
+/// reader works through a batch that landed together. As soon as a guess goes unread (an open
+/// passes it, it is closed unread, or it waits out `ttl`), the walk stops being guessed for: the
+/// directory needs twice the evidence (up to a window) before the next.
 ///
 /// An open of the same generation is served from those bytes, whether they are in or still on
 /// their way (one request per file, overlapped). A file already opened is not fetched ahead
@@ -56,6 +59,8 @@ final class WalkAhead: @unchecked Sendable {
     }
 
     private final class Entry {
+        /// Tells this fetch's landing from an earlier one's of the same path.
+        let id: UInt64
         let generation: Int64
         /// Reserved in the budget by this walk-ahead while the entry is here.
         let reserved: Int
@@ -72,7 +77,10 @@ final class WalkAhead: @unchecked Sendable {
         var read = false
         /// Streams reading from it now.
         var readers = 0
-        init(generation: Int64, reserved: Int, bytes: PartBuffer, directory: String, order: Order?, position: Int, touched: Double) {
+        /// Its request is under way (it holds a connection).
+        var fetching = false
+        init(id: UInt64, generation: Int64, reserved: Int, bytes: PartBuffer, directory: String, order: Order?, position: Int, touched: Double) {
+            self.id = id
             self.generation = generation
             self.reserved = reserved
             self.bytes = bytes
@@ -101,6 +109,15 @@ final class WalkAhead: @unchecked Sendable {
         var touched: Double = 0
     }
 
+    /// The files of a directory's last window not fetched yet, in order: each starts as a fetch
+    /// of the directory's lands, while fewer than `width` are in flight.
+    private struct Queue {
+        let order: Order
+        var waiting: ArraySlice<Candidate>
+        let width: Int
+        let fetch: @Sendable (Candidate) async throws -> Data
+    }
+
     private let budget: ReadBudget
     private let pool: BufferPool
     private let ttl: Double
@@ -112,6 +129,8 @@ final class WalkAhead: @unchecked Sendable {
     private let lock = NSLock()
     private var entries: [String: Entry] = [:]
     private var tracks: [String: Track] = [:]
+    private var queues: [String: Queue] = [:]
+    private var nextID: UInt64 = 0
     /// Files opened for reading lately (path → generation, when): not fetched ahead again.
     private var opened: [String: (generation: Int64, at: Double)] = [:]
     /// A sweep is scheduled (one at a time, while anything waits).
@@ -165,6 +184,11 @@ final class WalkAhead: @unchecked Sendable {
             }
             for k in gone.keys { entries[k] = nil }
             if !gone.isEmpty { missedLocked(position.directory, gone.count) }
+            if var q = queues[position.directory] {
+                // Files waiting that the reader went past are not started.
+                q.waiting = q.waiting.drop { $0.position < position[q.order] - Self.reorderSlack }
+                queues[position.directory] = q
+            }
             return Array(gone.values)
         }
         passed.forEach(drop)
@@ -218,48 +242,85 @@ final class WalkAhead: @unchecked Sendable {
         }
     }
 
-    /// The order to fetch ahead in for `directory` and how many files: nil until its opens show
-    /// a walk (`noteRead`); then `probe` files, twice as many for each guess read since, up to
-    /// the limit.
-    func plan(_ directory: String) -> (order: Order, count: Int)? {
+    /// The order to fetch ahead in for `directory`, how many fetches at once (`width`) and how
+    /// far ahead of the reader (`reach`): nil until its reads show a walk (`noteRead`); then
+    /// `probe` files, twice as many for each guess read since, up to the limit. Until a guess
+    /// has been read, no further than the width (a false start costs `probe` files); after
+    /// that, files that landed may wait for the reader while as many more are fetched.
+    func plan(_ directory: String) -> (order: Order, width: Int, reach: Int)? {
         lock.withLock {
             guard let track = tracks[directory], let order = track.walking else { return nil }
-            return (order, min(limit, Self.probe << min(track.streak, 16)))
+            let width = min(limit, Self.probe << min(track.streak, 16))
+            return (order, width, track.streak == 0 ? width : 2 * width)
         }
     }
 
     // MARK: - fetching ahead
 
-    /// Starts fetching the candidates (the next files after the one at `position` in `order`)
-    /// not fetched, kept or opened yet, in order, while the budget takes them.
-    func prefetch(_ window: [Candidate], in directory: String, order: Order, after position: Int,
+    /// Fetches the candidates (the next files after the reader in `order`, `reach` of them) not
+    /// fetched, kept or opened yet, in order, at most `width` at once: the rest wait, each
+    /// started as a fetch of the directory lands, while the budget takes them.
+    func prefetch(_ window: [Candidate], in directory: String, order: Order, width: Int,
                   fetch: @escaping @Sendable (Candidate) async throws -> Data) {
         sweep()
-        let t = now()
-        enum Outcome { case started, skipped, full }
-        for c in window {
-            let size = Int(c.info.size)
-            let (outcome, evicted): (Outcome, [Entry]) = lock.withLock {
-                guard entries[c.path] == nil else { return (.skipped, []) }
-                if let o = opened[c.path], o.generation == c.info.generation, t - o.at <= ttl { return (.skipped, []) }
-                var evicted: [Entry] = []
-                while !budget.reserve(size, for: self) {
-                    // Kept bytes nobody reads give way to files about to be opened.
-                    guard let oldest = entries.filter({ $0.value.taken && $0.value.readers == 0 })
-                        .min(by: { $0.value.touched < $1.value.touched }) else { return (.full, evicted) }
-                    entries[oldest.key] = nil
-                    evicted.append(oldest.value)
-                    budget.release(oldest.value.reserved, for: self)
-                }
-                entries[c.path] = Entry(generation: c.info.generation, reserved: size,
-                                        bytes: PartBuffer(capacity: size, pool: pool) { buf in try buf.append(try await fetch(c)) },
-                                        directory: directory, order: order, position: c.position, touched: t)
-                return (.started, evicted)
-            }
-            evicted.forEach { $0.bytes.cancel() }
-            if outcome == .full { break }
+        let evicted: [Entry] = lock.withLock {
+            queues[directory] = Queue(order: order, waiting: window[...], width: width, fetch: fetch)
+            return startLocked(directory)
         }
+        evicted.forEach { $0.bytes.cancel() }
         scheduleSweep()
+    }
+
+    /// A fetch of `directory` ended (its bytes are in, or it failed): its connection goes to the
+    /// next file waiting.
+    private func landed(_ path: String, id: UInt64, in directory: String) {
+        let evicted: [Entry] = lock.withLock {
+            if let e = entries[path], e.id == id { e.fetching = false }
+            return startLocked(directory)
+        }
+        evicted.forEach { $0.bytes.cancel() }
+    }
+
+    /// Starts the files waiting in `directory`'s queue while fewer than its width are in flight
+    /// and the budget takes them (kept bytes nobody reads give way); returns the kept entries
+    /// evicted for them, to cancel outside the lock (caller holds `lock`).
+    private func startLocked(_ directory: String) -> [Entry] {
+        guard var q = queues[directory] else { return [] }
+        let t = now()
+        var inFlight = entries.values.reduce(0) { $0 + ($1.fetching && $1.directory == directory ? 1 : 0) }
+        var evicted: [Entry] = []
+        while inFlight < q.width, let c = q.waiting.first {
+            q.waiting = q.waiting.dropFirst()
+            if entries[c.path] != nil { continue }
+            if let o = opened[c.path], o.generation == c.info.generation, t - o.at <= ttl { continue }
+            let size = Int(c.info.size)
+            var fits = true
+            while !budget.reserve(size, for: self) {
+                // Kept bytes nobody reads give way to files about to be opened.
+                guard let oldest = entries.filter({ $0.value.taken && $0.value.readers == 0 })
+                    .min(by: { $0.value.touched < $1.value.touched }) else { fits = false; break }
+                entries[oldest.key] = nil
+                evicted.append(oldest.value)
+                budget.release(oldest.value.reserved, for: self)
+            }
+            guard fits else {
+                q.waiting = []
+                break
+            }
+            nextID += 1
+            let id = nextID, fetch = q.fetch
+            let bytes = PartBuffer(capacity: size, pool: pool) { [weak self] buf in
+                defer { self?.landed(c.path, id: id, in: directory) }
+                try buf.append(try await fetch(c))
+            }
+            let e = Entry(id: id, generation: c.info.generation, reserved: size, bytes: bytes,
+                          directory: directory, order: q.order, position: c.position, touched: t)
+            e.fetching = true
+            entries[c.path] = e
+            inFlight += 1
+        }
+        queues[directory] = q.waiting.isEmpty ? nil : q
+        return evicted
     }
 
     /// Sweeps once `ttl` has passed, again while anything is left.
@@ -332,7 +393,8 @@ final class WalkAhead: @unchecked Sendable {
         let (kept, evicted): (Bool, [Entry]) = lock.withLock {
             guard entries[path] == nil, bytes.isComplete else { return (false, []) }
             budget.transfer(reserved, from: holder, to: self)
-            let e = Entry(generation: generation, reserved: reserved, bytes: bytes, directory: directory, order: nil, position: 0, touched: t)
+            nextID += 1
+            let e = Entry(id: nextID, generation: generation, reserved: reserved, bytes: bytes, directory: directory, order: nil, position: 0, touched: t)
             e.taken = true
             entries[path] = e
             return (true, trimKeptLocked())
@@ -354,6 +416,7 @@ final class WalkAhead: @unchecked Sendable {
     /// `count` guesses in `directory` went unread: stop guessing for its walk, and ask twice the
     /// evidence (up to a window) before the next (caller holds `lock`).
     private func missedLocked(_ directory: String, _ count: Int) {
+        queues[directory] = nil
         guard var track = tracks[directory] else { return }
         track.misses += count
         if track.walking != nil {
@@ -402,7 +465,7 @@ final class WalkAhead: @unchecked Sendable {
     /// Drops everything (unmount).
     func dropAll() {
         let all: [Entry] = lock.withLock {
-            defer { entries = [:] }
+            defer { entries = [:]; queues = [:] }
             return Array(entries.values)
         }
         all.forEach(drop)
