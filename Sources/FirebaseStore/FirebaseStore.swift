@@ -88,7 +88,7 @@ public final class FirebaseStore: ObjectStore, ConnectionCounting, @unchecked Se
         let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: config)
         self.client = client
         let media = settings.splitsMedia && endpoints.storage.scheme?.lowercased() == "https"
-            ? HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup,
+            ? HTTPClient(eventLoopGroup: ClientSettings.mediaEventLoopGroup,
                          configuration: settings.mediaConfiguration(idleTimeout: t.idleTimeout, maxConnections: self.maxConnections,
                                                                     receiveBuffer: t.receiveBuffer))
             : nil

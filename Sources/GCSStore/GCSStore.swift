@@ -76,7 +76,7 @@ public final class GCSStore: ObjectStore, ConnectionCounting {
         let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: config)
         self.client = client
         let media = settings.splitsMedia && self.endpoint.lowercased().hasPrefix("https:")
-            ? HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup,
+            ? HTTPClient(eventLoopGroup: ClientSettings.mediaEventLoopGroup,
                          configuration: settings.mediaConfiguration(idleTimeout: tuning.idleTimeout, maxConnections: tuning.maxConnectionsPerHost,
                                                                     receiveBuffer: tuning.receiveBuffer))
             : nil
