@@ -39,11 +39,12 @@ import Testing
     }
 
     /// The store against an https server presenting `certificate`, trusting `trust`.
-    func withTLSServer(_ certificate: String, trust: TrustRoots,
+    func withTLSServer(_ certificate: String, trust: TrustRoots, httpVersion: HTTPVersionChoice = .auto,
                        _ body: (GCSTestServer, GCSStore) async throws -> Void) async throws {
         let server = try await GCSTestServer.start(tls: try Self.serverContext(certificate))
         var t = fastTuning
         t.trust = trust
+        t.httpVersion = httpVersion
         let store = GCSStore(bucket: server.bucket, endpoint: server.endpoint, credentials: .anonymous,
                              logger: Logger(label: "tls-test"), requestTimeout: .seconds(15), deadline: .seconds(20),
                              tuning: t, environment: [:])
@@ -120,13 +121,15 @@ import Testing
         }
     }
 
-    /// Object data over https (`auto` puts it on a client of its own) is handled on one event
-    /// loop: every chunk of several streamed reads at once is delivered on the same thread, the
-    /// one its connection reads on, with no hop between loops per chunk (ClientSettings
-    /// `mediaEventLoopGroup`). With a loop per core, the reads' chunks came on several threads.
-    @Test func objectDataOfConcurrentStreamedReadsIsDeliveredOnOneEventLoop() async throws {
+    /// Everything over https is handled on one event loop (ClientSettings
+    /// `httpsEventLoopGroup`): every chunk of several streamed reads at once is delivered on the
+    /// same thread, the one its connection reads on, with no hop between loops per chunk; under
+    /// `auto` (object data on a client of its own) and `1.1` (one client for all). With a loop per
+    /// core, the reads' chunks came on several threads.
+    @Test(arguments: [HTTPVersionChoice.auto, .http1_1])
+    func streamedReadsOverHTTPSAreDeliveredOnOneEventLoop(_ version: HTTPVersionChoice) async throws {
         let ca = "\(try Self.dir())/ca.pem"
-        try await withTLSServer("server", trust: TrustRoots(caFiles: [ca])) { _, store in
+        try await withTLSServer("server", trust: TrustRoots(caFiles: [ca]), httpVersion: version) { _, store in
             var bytes = [UInt8](repeating: 0, count: 4 << 20)
             for i in bytes.indices { bytes[i] = UInt8(truncatingIfNeeded: i &* 2_654_435_761 >> 13) }
             let data = Data(bytes)
