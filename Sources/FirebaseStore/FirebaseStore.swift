@@ -85,10 +85,11 @@ public final class FirebaseStore: ObjectStore, ConnectionCounting, @unchecked Se
         let settings = ClientSettings(trust: t.trust, httpVersion: t.httpVersion)
         let config = settings.configuration(idleTimeout: t.idleTimeout, maxConnections: self.maxConnections,
                                             receiveBuffer: t.receiveBuffer)
-        let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: config)
+        let https = endpoints.storage.scheme?.lowercased() == "https"
+        let client = HTTPClient(eventLoopGroup: ClientSettings.eventLoopGroup(https: https), configuration: config)
         self.client = client
-        let media = settings.splitsMedia && endpoints.storage.scheme?.lowercased() == "https"
-            ? HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup,
+        let media = settings.splitsMedia && https
+            ? HTTPClient(eventLoopGroup: ClientSettings.httpsEventLoopGroup,
                          configuration: settings.mediaConfiguration(idleTimeout: t.idleTimeout, maxConnections: self.maxConnections,
                                                                     receiveBuffer: t.receiveBuffer))
             : nil

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import NIOCore
+import NIOPosix
 import NIOSSL
 
 /// `--http-version`: which HTTP a store speaks over https (plain http:// is always HTTP/1.1).
@@ -47,6 +48,24 @@ package struct ClientSettings: Sendable {
     /// Whether object data goes on a client of its own (HTTP/1.1), apart from the rest (the
     /// stores do so for https endpoints only: over plain http everything is HTTP/1.1 anyway).
     package var splitsMedia: Bool { httpVersion == .auto }
+
+    /// The event loop of every client of an https endpoint, all stores together: one thread.
+    /// AsyncHTTPClient runs a request's delegate on a loop it picks from its group without regard
+    /// to the connection the request gets; with the default group (a loop per core) a request
+    /// whose connection sat on another loop sent each body chunk across to that loop, and the
+    /// demand for the next read back: a cold 256 MiB read through a TLS front cost the daemon
+    /// 19,000 to 78,000 context switches (docs/BENCHMARKS.md, `Scripts/bench-tls.sh`). With one
+    /// loop, the socket read, the TLS, the HTTP decoding and the delivery of a chunk (its CRC and
+    /// its copy into the read-ahead part) run on one thread, with no hop; the replies to the
+    /// kernel run on other threads. Under HTTP/2 the one connection per host sits on one loop
+    /// anyway. One core decrypts everything: on this 2-core machine that is well below what the
+    /// rest of the read path takes. Plain http:// (test servers) keeps the default group.
+    package static let httpsEventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+
+    /// The group for a client of `endpoint`'s scheme (`httpsEventLoopGroup` for https).
+    package static func eventLoopGroup(https: Bool) -> any EventLoopGroup {
+        https ? httpsEventLoopGroup : HTTPClient.defaultEventLoopGroup
+    }
 
     /// The configuration of the client for object data when `splitsMedia`: HTTP/1.1 only.
     package func mediaConfiguration(idleTimeout: Duration, maxConnections: Int, receiveBuffer: Int) -> HTTPClient.Configuration {

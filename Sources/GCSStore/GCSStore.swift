@@ -73,10 +73,11 @@ public final class GCSStore: ObjectStore, ConnectionCounting {
         let settings = ClientSettings(trust: tuning.trust, httpVersion: tuning.httpVersion)
         let config = settings.configuration(idleTimeout: tuning.idleTimeout, maxConnections: tuning.maxConnectionsPerHost,
                                             receiveBuffer: tuning.receiveBuffer)
-        let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: config)
+        let https = self.endpoint.lowercased().hasPrefix("https:")
+        let client = HTTPClient(eventLoopGroup: ClientSettings.eventLoopGroup(https: https), configuration: config)
         self.client = client
-        let media = settings.splitsMedia && self.endpoint.lowercased().hasPrefix("https:")
-            ? HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup,
+        let media = settings.splitsMedia && https
+            ? HTTPClient(eventLoopGroup: ClientSettings.httpsEventLoopGroup,
                          configuration: settings.mediaConfiguration(idleTimeout: tuning.idleTimeout, maxConnections: tuning.maxConnectionsPerHost,
                                                                     receiveBuffer: tuning.receiveBuffer))
             : nil

@@ -39,11 +39,12 @@ import Testing
     }
 
     /// The store against an https server presenting `certificate`, trusting `trust`.
-    func withTLSServer(_ certificate: String, trust: TrustRoots,
+    func withTLSServer(_ certificate: String, trust: TrustRoots, httpVersion: HTTPVersionChoice = .auto,
                        _ body: (GCSTestServer, GCSStore) async throws -> Void) async throws {
         let server = try await GCSTestServer.start(tls: try Self.serverContext(certificate))
         var t = fastTuning
         t.trust = trust
+        t.httpVersion = httpVersion
         let store = GCSStore(bucket: server.bucket, endpoint: server.endpoint, credentials: .anonymous,
                              logger: Logger(label: "tls-test"), requestTimeout: .seconds(15), deadline: .seconds(20),
                              tuning: t, environment: [:])
@@ -120,6 +121,41 @@ import Testing
         }
     }
 
+    /// Everything over https is handled on one event loop (ClientSettings
+    /// `httpsEventLoopGroup`): every chunk of several streamed reads at once is delivered on the
+    /// same thread, the one its connection reads on, with no hop between loops per chunk; under
+    /// `auto` (object data on a client of its own) and `1.1` (one client for all). With a loop per
+    /// core, the reads' chunks came on several threads.
+    @Test(arguments: [HTTPVersionChoice.auto, .http1_1])
+    func streamedReadsOverHTTPSAreDeliveredOnOneEventLoop(_ version: HTTPVersionChoice) async throws {
+        let ca = "\(try Self.dir())/ca.pem"
+        try await withTLSServer("server", trust: TrustRoots(caFiles: [ca]), httpVersion: version) { _, store in
+            var bytes = [UInt8](repeating: 0, count: 4 << 20)
+            for i in bytes.indices { bytes[i] = UInt8(truncatingIfNeeded: i &* 2_654_435_761 >> 13) }
+            let data = Data(bytes)
+            let info = try await store.write("big", from: .data(data), metadata: .init(), preconditions: .none)
+            let threads = ThreadSet()
+            let part = Int64(data.count / 8)
+            let pieces = try await withThrowingTaskGroup(of: (Int64, Data).self) { group in
+                for k in 0..<Int64(8) {
+                    group.addTask {
+                        let got = Pieces()
+                        try await store.stream("big", generation: info.generation, range: (k * part)..<((k + 1) * part)) { chunk in
+                            threads.note()
+                            got.append(chunk)
+                        }
+                        return (k, got.data)
+                    }
+                }
+                var all: [(Int64, Data)] = []
+                for try await p in group { all.append(p) }
+                return all.sorted { $0.0 < $1.0 }.map(\.1)
+            }
+            #expect(pieces.reduce(Data(), +) == data)
+            #expect(threads.count == 1, "chunks delivered on \(threads.count) threads")
+        }
+    }
+
     @Test func sslCertFileReplacesTheSystemStore() async throws {
         let ca = "\(try Self.dir())/ca.pem"
         let trust = TrustRoots.resolve(caFile: nil, environment: ["SSL_CERT_FILE": ca])
@@ -154,4 +190,20 @@ import Testing
     @Test func tlsErrorsAreNeverTransient() {
         #expect(!StorageError.tls(message: "x").isTransient)
     }
+}
+
+/// The threads that delivered chunks.
+private final class ThreadSet: @unchecked Sendable {
+    private let lock = NSLock()
+    private var seen: Set<UInt> = []
+    func note() { let me = UInt(pthread_self()); lock.withLock { _ = seen.insert(me) } }
+    var count: Int { lock.withLock { seen.count } }
+}
+
+/// The chunks of one streamed read, in order.
+private final class Pieces: @unchecked Sendable {
+    private let lock = NSLock()
+    private var bytes = Data()
+    func append(_ d: Data) { lock.withLock { bytes.append(d) } }
+    var data: Data { lock.withLock { bytes } }
 }
