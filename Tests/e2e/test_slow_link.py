@@ -150,7 +150,7 @@ def test_a_session_asked_what_it_holds(emulator, prefix):
 # 2 MB/s (29.4 s), and 12 MiB at 400,000 B/s (31.5 s), a link under 0.6 MB/s, where the last ~6 MB
 # that the socket buffers hold when the body's last byte leaves the process take longer to drain
 # than the default 10 s --idle-timeout (at 550,000 B/s, about as long: a read timeout counting
-# that drain cut the answer in one run of three, measured). The answer to that byte must not be cut while they drain
+# that drain cut the answer on one server of three, measured). The answer to that byte must not be cut while they drain
 # (docs/SEMANTICS.md §5.2): the upload goes in its one request, never asked again. (The idle
 # timeout is not scaled: it bounds the link's own pauses, which the socket buffers' steps make,
 # whatever the file's size. At 1 s, the watchdog took a 2 MB/s link through the fault proxy for
