@@ -38,6 +38,8 @@ public final class FirebaseStore: ObjectStore, ConnectionCounting, @unchecked Se
     let client: HTTPClient
     /// The client for object data, when the settings give it one of its own.
     let mediaClient: HTTPClient?
+    /// The client for streamed uploads: no read timeout, the upload's watchdog bounds them.
+    let uploadClient: HTTPClient
     let logger: Logger
     let once = OnceLog()
     private let closed = OnceFlag()
@@ -94,11 +96,16 @@ public final class FirebaseStore: ObjectStore, ConnectionCounting, @unchecked Se
                                                                     receiveBuffer: t.receiveBuffer))
             : nil
         self.mediaClient = media
+        let upload = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup,
+                                configuration: settings.uploadConfiguration(media: media != nil, idleTimeout: t.idleTimeout,
+                                                                            maxConnections: self.maxConnections, receiveBuffer: t.receiveBuffer))
+        self.uploadClient = upload
         let policy = RetryPolicy(deadline: deadline, requestTimeout: requestTimeout,
                                  initialBackoff: t.initialBackoff, maxBackoff: t.maxBackoff, sleeper: t.sleeper)
         self.transport = GCSTransport(client: client, auth: FirebaseAuthorization(source: tokens, bucket: bucket),
                                       policy: policy, logger: logger, bucket: bucket,
-                                      dialect: V0Errors.dialect(bucket: bucket), settings: settings, mediaClient: media)
+                                      dialect: V0Errors.dialect(bucket: bucket), settings: settings, mediaClient: media,
+                                      uploadClient: upload)
         logger.debug("Firebase store firebase://\(bucket)/\(self.prefix) at \(endpoints.storage.absoluteString)")
     }
 
@@ -110,10 +117,11 @@ public final class FirebaseStore: ObjectStore, ConnectionCounting, @unchecked Se
         guard closed.set() else { return }
         try await client.shutdown()
         try await mediaClient?.shutdown()
+        try await uploadClient.shutdown()
     }
 
     deinit {
-        if closed.set() { client.shutdown { _ in }; mediaClient?.shutdown { _ in } }
+        if closed.set() { client.shutdown { _ in }; mediaClient?.shutdown { _ in }; uploadClient.shutdown { _ in } }
     }
 
     /// Lists at most one name under the store's prefix, within `timeout` whatever the endpoint

@@ -77,6 +77,19 @@ package struct ClientSettings: Sendable {
         return config
     }
 
+    /// The configuration of the client for streamed uploads: that of object data (`media`: the
+    /// HTTP/1.1 one of `mediaConfiguration`) or of the rest, without the read timeout. Its timer
+    /// starts when the body's last byte enters the socket, while the socket buffers still hold
+    /// several MiB for the link to carry before the server can answer (6 MB outlast 10 s below
+    /// 0.6 MB/s): the upload's watchdog, which allows for that drain (`SendBacklog`), decides
+    /// when such a request has stopped moving (docs/SEMANTICS.md §5.2).
+    package func uploadConfiguration(media: Bool, idleTimeout: Duration, maxConnections: Int, receiveBuffer: Int) -> HTTPClient.Configuration {
+        var config = media ? mediaConfiguration(idleTimeout: idleTimeout, maxConnections: maxConnections, receiveBuffer: receiveBuffer)
+            : configuration(idleTimeout: idleTimeout, maxConnections: maxConnections, receiveBuffer: receiveBuffer)
+        config.timeout.read = nil
+        return config
+    }
+
     /// The client configuration: at most `maxConnections` HTTP/1.1 connections per host (under
     /// HTTP/2 the client keeps one per host, the requests in flight being streams on it); a
     /// failed connection attempt (refused, or a TLS handshake refused) fails the waiting requests

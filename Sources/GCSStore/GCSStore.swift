@@ -26,6 +26,8 @@ public final class GCSStore: ObjectStore, ConnectionCounting {
     let client: HTTPClient
     /// The client for object data, when the settings give it one of its own.
     let mediaClient: HTTPClient?
+    /// The client for streamed uploads: no read timeout, the upload's watchdog bounds them.
+    let uploadClient: HTTPClient
     let logger: Logger
     private let closed = OnceFlag()
 
@@ -82,13 +84,18 @@ public final class GCSStore: ObjectStore, ConnectionCounting {
                                                                     receiveBuffer: tuning.receiveBuffer))
             : nil
         self.mediaClient = media
+        let upload = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup,
+                                configuration: settings.uploadConfiguration(media: media != nil, idleTimeout: tuning.idleTimeout,
+                                                                            maxConnections: tuning.maxConnectionsPerHost, receiveBuffer: tuning.receiveBuffer))
+        self.uploadClient = upload
         let fetch = Self.tokenFetcher(credentials, client: client, environment: environment, logger: logger)
         let tokens = TokenProvider(source: credentials, fetch: fetch)
         let policy = RetryPolicy(deadline: deadline, requestTimeout: requestTimeout,
                                  initialBackoff: tuning.initialBackoff, maxBackoff: tuning.maxBackoff, sleeper: tuning.sleeper)
         self.tokens = tokens
         self.transport = GCSTransport(client: client, auth: GCSAuthorization(tokens: tokens, credentials: credentials),
-                                      policy: policy, logger: logger, bucket: bucket, settings: settings, mediaClient: media)
+                                      policy: policy, logger: logger, bucket: bucket, settings: settings, mediaClient: media,
+                                      uploadClient: upload)
         logger.debug("GCS store gs://\(bucket)/\(self.prefix) at \(self.endpoint), credentials: \(credentials)")
     }
 
@@ -113,12 +120,13 @@ public final class GCSStore: ObjectStore, ConnectionCounting {
         guard closed.set() else { return }
         try await client.shutdown()
         try await mediaClient?.shutdown()
+        try await uploadClient.shutdown()
     }
 
     deinit {
         // A store dropped without `shutdown()` still releases its connections (and never trips
         // the HTTP client's debug check).
-        if closed.set() { client.shutdown { _ in }; mediaClient?.shutdown { _ in } }
+        if closed.set() { client.shutdown { _ in }; mediaClient?.shutdown { _ in }; uploadClient.shutdown { _ in } }
     }
 
     /// The connections and TLS handshakes made so far.

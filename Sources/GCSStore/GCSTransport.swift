@@ -89,6 +89,9 @@ package final class GCSTransport: Sendable {
     /// The client for object data (downloads and streamed uploads): `client` unless the settings
     /// split them (`--http-version auto`: HTTP/1.1 for data, HTTP/2 for the rest).
     package let mediaClient: HTTPClient
+    /// The client for streamed uploads: `mediaClient` unless the store gives them one of their
+    /// own, without the read timeout (`ClientSettings.uploadConfiguration`; `watch` bounds them).
+    package let uploadClient: HTTPClient
     package let auth: any TransportAuthorization
     package let policy: RetryPolicy
     package let logger: Logger
@@ -101,9 +104,11 @@ package final class GCSTransport: Sendable {
 
     package init(client: HTTPClient, auth: any TransportAuthorization, policy: RetryPolicy,
                  logger: Logger, bucket: String, dialect: HTTPDialect? = nil,
-                 settings: ClientSettings = ClientSettings(trust: .system), mediaClient: HTTPClient? = nil) {
+                 settings: ClientSettings = ClientSettings(trust: .system), mediaClient: HTTPClient? = nil,
+                 uploadClient: HTTPClient? = nil) {
         self.settings = settings
         self.mediaClient = mediaClient ?? client
+        self.uploadClient = uploadClient ?? mediaClient ?? client
         self.client = client
         self.auth = auth
         self.policy = policy
@@ -187,7 +192,8 @@ package final class GCSTransport: Sendable {
     }
 
     /// One exchange, bounded as a whole by `limit` (headers and body; a body that stops moving
-    /// for the idle timeout fails sooner, through the client's read timeout). Cancelling the
+    /// for the idle timeout fails sooner, through the client's read timeout, or for a streamed
+    /// upload through `watch`). Cancelling the
     /// calling Task cancels the HTTP request.
     private func attempt(_ r: GCSRequest, limit: Duration, path: String, idempotent: Bool,
                          expect: Expect, afterLostAnswer: Bool) async -> Outcome {
@@ -294,7 +300,7 @@ package final class GCSTransport: Sendable {
         let started = ContinuousClock.now
         logger.trace("\(dialect.label) → \(r.method) \(Self.shortURL(r.url)) \(Self.redacted(req.headers))")
         do {
-            let carrier = r.streamed != nil || Self.isMedia(r.url) ? mediaClient : client
+            let carrier = r.streamed != nil ? uploadClient : Self.isMedia(r.url) ? mediaClient : client
             let resp = try await carrier.execute(req, timeout: TimeAmount.nanoseconds(Self.nanos(limit)), logger: nil)
             let body = try await resp.body.collect(upTo: maxResponseBytes)
             let status = Int(resp.status.code)

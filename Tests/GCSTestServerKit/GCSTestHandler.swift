@@ -38,9 +38,12 @@ final class GCSTestHandler: ChannelInboundHandler, @unchecked Sendable {
         case .head(let h):
             head = h
             body = Data()
+            // Room for the whole body at once (a streamed upload of GiBs grows by copies otherwise).
+            if let n = h.headers.first(name: "Content-Length").flatMap(Int.init), n > 0 { body.reserveCapacity(min(n, 1 << 34)) }
         case .body(var buf):
             let new = buf.readableBytes
-            body.append(contentsOf: buf.readBytes(length: buf.readableBytes) ?? [])
+            body.append(contentsOf: buf.readableBytesView)
+            buf.moveReaderIndex(forwardBy: new)
             guard let h = head else { return }
             switch server.bodyFault(method: h.method.rawValue, uri: h.uri, headers: h.headers, received: body, new: new) {
             case .drop?:
