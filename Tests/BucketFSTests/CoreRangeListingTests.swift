@@ -16,16 +16,25 @@ import TestSupport
         let inner: MemoryStore
         let ignoresOffsets: Bool
         let pause: Duration
+        /// A name whose page is held back (answered by the store, then kept) until `release()`,
+        /// as a slow answer of a real server is: the pages before it are not waited for.
+        let holding: String?
         private let lock = NSLock()
+        private var held = false
+        private var released = false
         private var inFlight = 0
         private(set) var maxInFlight = 0
         private(set) var ranged = 0
         private(set) var listed = 0
-        init(_ inner: MemoryStore, ignoresOffsets: Bool = false, pause: Duration = .milliseconds(2)) {
+        init(_ inner: MemoryStore, ignoresOffsets: Bool = false, pause: Duration = .milliseconds(2), holding: String? = nil) {
             self.inner = inner
             self.ignoresOffsets = ignoresOffsets
             self.pause = pause
+            self.holding = holding
         }
+        /// Whether the page with `holding` is being held now.
+        var isHolding: Bool { lock.withLock { held && !released } }
+        func release() { lock.withLock { released = true } }
         var bucket: String { inner.bucket }
         func list(_ request: ListRequest) async throws -> ListPage {
             lock.withLock {
@@ -39,7 +48,16 @@ import TestSupport
             try await Task.sleep(for: pause)
             var r = request
             if ignoresOffsets { r.startOffset = nil; r.endOffset = nil }
-            return try await inner.list(r)
+            let page = try await inner.list(r)
+            if let holding, page.items.contains(where: { $0.name == holding }) || page.names.contains(holding),
+               lock.withLock({ () -> Bool in
+                   if held { return false }
+                   held = true
+                   return true
+               }) {
+                while !lock.withLock({ released }) { try await Task.sleep(for: .milliseconds(5)) }
+            }
+            return page
         }
         func getMetadata(_ name: String) async throws -> ObjectInfo { try await inner.getMetadata(name) }
         func patchMetadata(_ name: String, _ patch: MetadataPatch, preconditions: Preconditions) async throws -> ObjectInfo {
@@ -168,6 +186,39 @@ import TestSupport
         // The next directory: walked at once, no range asked for.
         #expect(try await listed(h, "e") == names)
         #expect(server.ranged == rangedBefore)
+    }
+
+    func eventually(_ condition: () -> Bool) async -> Bool {
+        for _ in 0..<500 {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return condition()
+    }
+
+    /// Each page is applied as it arrives (docs/SEMANTICS.md §6): while the page with the
+    /// directory's last name is still on its way, every other page is nodes and cached metadata
+    /// already, not a page held until the listing is whole; and the listing itself shows nothing
+    /// until its last page is in, then every name once, in order.
+    @Test(.timeLimit(.minutes(1))) func pagesAreAppliedAsTheyArriveNotHeldForTheLast() async throws {
+        let store = MemoryStore()
+        let names = (0..<2000).map { String(format: "p%05d", $0) }
+        for n in names { store.put("d/" + n, Data(repeating: 1, count: 3)) }
+        let server = Server(store, holding: "d/" + names.last!)
+        let h = harness(store, server, pageSize: 100, concurrency: 4)
+        let dir = try await h.ino("d")
+        let listing = Task { try await listed(h, "d") }
+        #expect(await eventually { server.isHolding }, "the last page was never asked for")
+        // All but the held page (at most 100 names) applied, while it is held.
+        let applied = await eventually { h.fs.statistics().cachedAttributes >= names.count - 100 }
+        let s = h.fs.statistics()
+        #expect(applied, "\(s.cachedAttributes) of \(names.count) files' metadata applied while the last page is held")
+        // Not shown before it is whole.
+        #expect(h.core.superblock.freshListing(try #require(h.core.superblock.node(dir))) == nil)
+        #expect(h.core.superblock.invariantViolations() == [])
+        server.release()
+        #expect(try await listing.value == names)
+        #expect(h.core.superblock.invariantViolations() == [])
     }
 
     /// The metadata cache's bound holds for a listing by ranges, and requests in flight stay

@@ -33,7 +33,8 @@ final class Node: @unchecked Sendable {
     /// not the node's current one is stale and skipped.
     var infoTicket: UInt64 = 0
     var listingTicket: UInt64 = 0
-    /// Open directory handles whose snapshot holds this node: it stays in the table meanwhile.
+    /// Open directory handles whose snapshot holds this node, and listings being applied that
+    /// made it (`ListingBuild`): it stays in the table meanwhile.
     var snapshotPins: UInt32 = 0
     /// Whether the object is there, found missing, or removed through this mount.
     var presence = Presence.present
