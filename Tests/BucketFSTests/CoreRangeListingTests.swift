@@ -16,16 +16,25 @@ import TestSupport
         let inner: MemoryStore
         let ignoresOffsets: Bool
         let pause: Duration
+        /// A name whose page is held back (answered by the store, then kept) until `release()`,
+        /// as a slow answer of a real server is: the pages before it are not waited for.
+        let holding: String?
         private let lock = NSLock()
+        private var held = false
+        private var released = false
         private var inFlight = 0
         private(set) var maxInFlight = 0
         private(set) var ranged = 0
         private(set) var listed = 0
-        init(_ inner: MemoryStore, ignoresOffsets: Bool = false, pause: Duration = .milliseconds(2)) {
+        init(_ inner: MemoryStore, ignoresOffsets: Bool = false, pause: Duration = .milliseconds(2), holding: String? = nil) {
             self.inner = inner
             self.ignoresOffsets = ignoresOffsets
             self.pause = pause
+            self.holding = holding
         }
+        /// Whether the page with `holding` is being held now.
+        var isHolding: Bool { lock.withLock { held && !released } }
+        func release() { lock.withLock { released = true } }
         var bucket: String { inner.bucket }
         func list(_ request: ListRequest) async throws -> ListPage {
             lock.withLock {
@@ -39,7 +48,16 @@ import TestSupport
             try await Task.sleep(for: pause)
             var r = request
             if ignoresOffsets { r.startOffset = nil; r.endOffset = nil }
-            return try await inner.list(r)
+            let page = try await inner.list(r)
+            if let holding, page.items.contains(where: { $0.name == holding }) || page.names.contains(holding),
+               lock.withLock({ () -> Bool in
+                   if held { return false }
+                   held = true
+                   return true
+               }) {
+                while !lock.withLock({ released }) { try await Task.sleep(for: .milliseconds(5)) }
+            }
+            return page
         }
         func getMetadata(_ name: String) async throws -> ObjectInfo { try await inner.getMetadata(name) }
         func patchMetadata(_ name: String, _ patch: MetadataPatch, preconditions: Preconditions) async throws -> ObjectInfo {
@@ -168,6 +186,87 @@ import TestSupport
         // The next directory: walked at once, no range asked for.
         #expect(try await listed(h, "e") == names)
         #expect(server.ranged == rangedBefore)
+    }
+
+    func eventually(_ condition: () -> Bool) async -> Bool {
+        for _ in 0..<500 {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return condition()
+    }
+
+    /// Each page is applied as it arrives (docs/SEMANTICS.md §6): while the page with the
+    /// directory's last name is still on its way, every other page is nodes and cached metadata
+    /// already, not a page held until the listing is whole; and the listing itself shows nothing
+    /// until its last page is in, then every name once, in order.
+    @Test(.timeLimit(.minutes(1))) func pagesAreAppliedAsTheyArriveNotHeldForTheLast() async throws {
+        let store = MemoryStore()
+        let names = (0..<2000).map { String(format: "p%05d", $0) }
+        for n in names { store.put("d/" + n, Data(repeating: 1, count: 3)) }
+        let server = Server(store, holding: "d/" + names.last!)
+        let h = harness(store, server, pageSize: 100, concurrency: 4)
+        let dir = try await h.ino("d")
+        let listing = Task { try await listed(h, "d") }
+        #expect(await eventually { server.isHolding }, "the last page was never asked for")
+        // All but the held page (at most 100 names) applied, while it is held.
+        let applied = await eventually { h.fs.statistics().cachedAttributes >= names.count - 100 }
+        let s = h.fs.statistics()
+        #expect(applied, "\(s.cachedAttributes) of \(names.count) files' metadata applied while the last page is held")
+        // Not shown before it is whole.
+        #expect(h.core.superblock.freshListing(try #require(h.core.superblock.node(dir))) == nil)
+        #expect(h.core.superblock.invariantViolations() == [])
+        server.release()
+        #expect(try await listing.value == names)
+        #expect(h.core.superblock.invariantViolations() == [])
+    }
+
+    /// A listing applied page by page is still corrected by what changed here after it began
+    /// (docs/SEMANTICS.md §6): a file unlinked after its page was applied, and one created, while
+    /// the last page is held, show as they are now once the listing is whole.
+    @Test(.timeLimit(.minutes(1))) func changesMadeBetweenPagesCorrectTheListing() async throws {
+        let store = MemoryStore()
+        let names = (0..<2000).map { String(format: "p%05d", $0) }
+        for n in names { store.put("d/" + n, Data(repeating: 1, count: 3)) }
+        let server = Server(store, holding: "d/" + names.last!)
+        let h = harness(store, server, pageSize: 100, concurrency: 4)
+        let dir = try await h.ino("d")
+        let listing = Task { try await listed(h, "d") }
+        #expect(await eventually { server.isHolding && h.fs.statistics().cachedAttributes >= names.count - 100 })
+        // p00005's page is applied (it is in the first page); it goes now, and a file comes.
+        try await h.fs.unlink(parent: dir, name: "p00005")
+        let (e, fh) = try await h.fs.create(parent: dir, name: "p00005x", mode: 0o644, flags: OpenFlags(O_WRONLY | O_CREAT))
+        _ = try await h.fs.write(ino: e.attributes.ino, fh: fh, offset: 0, data: Data("new".utf8))
+        try await h.fs.release(ino: e.attributes.ino, fh: fh)
+        server.release()
+        let expected = Self.sorted(names.filter { $0 != "p00005" } + ["p00005x"])
+        #expect(try await listing.value == expected)
+        #expect(h.core.superblock.invariantViolations() == [])
+    }
+
+    /// A file and a directory of the same name (`m` and `m/…`) in different pages: the directory
+    /// wins wherever each came (the file first in a walk; in any order by ranges), shown once.
+    @Test func aFileHiddenByADirectoryInALaterPageIsShownOnceAsTheDirectory() async throws {
+        let store = MemoryStore()
+        var names = (0..<29).map { String(format: "a%03d", $0) }
+        for n in names { store.put("d/" + n, Data()) }
+        // Page 3 of 10 names (a walk) ends with the file `m`; its directory starts page 4.
+        store.put("d/m", Data())
+        store.put("d/m/child", Data())
+        let more = (0..<25).map { String(format: "z%03d", $0) }
+        for n in more { store.put("d/" + n, Data()) }
+        names = Self.sorted(names + ["m"] + more)
+        for concurrency in [1, 8] {
+            let server = Server(store)
+            let h = harness(store, server, pageSize: 10, concurrency: concurrency)
+            #expect(try await listed(h, "d") == names, "concurrency \(concurrency)")
+            let m = try await h.lookup("d/m")
+            #expect(m.attributes.type == .directory, "concurrency \(concurrency)")
+            // The file is kept aside, shown once the directory goes.
+            let l = h.core.superblock.freshListing(try #require(h.core.superblock.node(try await h.ino("d"))))
+            #expect(l?.hiddenFiles.keys.sorted() == ["m"], "concurrency \(concurrency)")
+            #expect(h.core.superblock.invariantViolations() == [])
+        }
     }
 
     /// The metadata cache's bound holds for a listing by ranges, and requests in flight stay

@@ -6,17 +6,18 @@ import StorageModel
 /// The first page is asked for as usual. When it is not the last, the rest of the directory
 /// is cut into ranges (`startOffset`/`endOffset`) by what that page showed (`NameSplits`), and
 /// up to `concurrency` ranges are listed at once; a range that comes back full is cut again
-/// (or followed by its page token when little is left of it). The pages are merged in the
-/// order of their ranges, each name and prefix once. A cut never falls inside a
-/// subdirectory's run of names (it moves to the subdirectory's prefix, which every server lists
-/// then), and a name or prefix listed twice at an edge is kept once.
+/// (or followed by its page token when little is left of it). Each page is handed on as it
+/// arrives, in the order the answers come, not the bucket's: the caller keeps each name once
+/// (a prefix listed by two ranges, an item listed again where a range restarted) and orders
+/// them (`ListingBuild`). A cut never falls inside a subdirectory's run of names (it moves to
+/// the subdirectory's prefix, which every server lists then).
 ///
 /// A store that does not bound its answers by the offsets (Firebase's v0 API, a server that
 /// ignores them) is found out by its first ranged answer, which holds a name outside its range:
 /// that listing, and every later one of this mount, walks the page tokens one after another.
 ///
-/// Memory: the pages of one listing are held until it is whole (as the walk held them), and no
-/// more than `concurrency` requests are in flight.
+/// Memory: no page is kept here once handed on, and no more than `concurrency` requests are in
+/// flight: a listing holds at most that many answers at once, whatever the directory's size.
 final class RangeListing: @unchecked Sendable {
     let concurrency: Int
     private let lock = NSLock()
@@ -31,43 +32,50 @@ final class RangeListing: @unchecked Sendable {
         lock.withLock { var c = counts; c.rangesWork = rangesWork; return c }
     }
 
-    /// Every page of `request`'s listing, in the bucket's order (`request.pageToken` and the
-    /// offsets are set here).
-    func pages(of request: ListRequest, from store: any ObjectStore) async throws -> [ListPage] {
+    /// Every page of `request`'s listing, each handed to `take` as it arrives (`request.pageToken`
+    /// and the offsets are set here). A page may repeat names another one gave (at a range's
+    /// edge, or when a store that ignores the offsets is found out and the listing walks).
+    func list(_ request: ListRequest, from store: any ObjectStore, each take: (ListPage) throws -> Void) async throws {
         let first = try await store.list(request)
         count { $0.walkedPages += 1 }
-        guard first.nextPageToken != nil else { return [first] }
+        guard let next = first.nextPageToken else { return try take(first) }
         // A local store answers at once: ranges would only add work.
-        if concurrency > 1, !store.isLocal, lock.withLock({ rangesWork }), let last = Self.keys(of: first).last {
-            do {
-                return Self.merged([first] + (try await ranged(request, after: first, last: last, from: store)))
-            } catch is RangeIgnored {
-                lock.withLock { rangesWork = false }
+        if concurrency > 1, !store.isLocal, lock.withLock({ rangesWork }) {
+            let samples = Self.keys(of: first)
+            if let last = samples.last {
+                let start = Self.restStart(after: last, in: first)
+                try take(first)
+                do {
+                    return try await ranged(request, samples: samples, last: last, start: start, from: store, each: take)
+                } catch is RangeIgnored {
+                    lock.withLock { rangesWork = false }
+                }
+                return try await walk(request, after: next, from: store, each: take)
             }
         }
-        return try await walk(request, after: first, from: store)
+        try take(first)
+        try await walk(request, after: next, from: store, each: take)
     }
 
     private func count(_ change: (inout RangeListingCounts) -> Void) { lock.withLock { change(&counts) } }
 
     /// The page tokens, one after another.
-    private func walk(_ request: ListRequest, after first: ListPage, from store: any ObjectStore) async throws -> [ListPage] {
-        var pages = [first]
+    private func walk(_ request: ListRequest, after token: String, from store: any ObjectStore,
+                      each take: (ListPage) throws -> Void) async throws {
         var r = request
-        r.pageToken = first.nextPageToken
+        r.pageToken = token
         while r.pageToken != nil {
             let page = try await store.list(r)
             count { $0.walkedPages += 1 }
-            pages.append(page)
             r.pageToken = page.nextPageToken
+            try take(page)
         }
-        return pages
     }
 
     // MARK: - ranges
 
     private struct Range {
-        /// Where the range starts (inclusive): its place in the merge.
+        /// Where the range starts (inclusive).
         var start: String
         var end: String?
         var token: String?
@@ -80,15 +88,15 @@ final class RangeListing: @unchecked Sendable {
         var page: ListPage
     }
 
-    /// The rest of the directory after `first`, by ranges; throws `RangeIgnored` when an answer
-    /// shows the store does not honour the offsets.
-    private func ranged(_ request: ListRequest, after first: ListPage, last: String,
-                        from store: any ObjectStore) async throws -> [ListPage] {
-        let samples = Self.keys(of: first)
+    /// The rest of the directory from `start` (after `last`, the first page's last key; `samples`,
+    /// its keys), by ranges, each page handed to `take` once checked; throws `RangeIgnored` when
+    /// an answer shows the store does not honour the offsets.
+    private func ranged(_ request: ListRequest, samples: [String], last: String, start: String,
+                        from store: any ObjectStore, each take: (ListPage) throws -> Void) async throws {
         // A range of a little less than a page mostly fits in one answer (a range of a page and
         // a few names would need a second request, after the first).
         let perRange = max(1, samples.count * 9 / 10)
-        var queue = Self.ranges(from: Self.restStart(after: last, in: first),
+        var queue = Self.ranges(from: start,
                                 cuts: NameSplits(samples: samples)?.cuts(after: last, before: nil, pieces: 2,
                                                                            perPiece: perRange) ?? [],
                                 to: nil, in: request)
@@ -96,7 +104,6 @@ final class RangeListing: @unchecked Sendable {
         // The open-ended last range is cut into 2 pieces, then 4, 8… up to `concurrency` each
         // time it comes back full: a directory of a few pages costs about a walk's requests.
         var tailPieces = 2
-        var done: [String: [ListPage]] = [:]
         try await withThrowingTaskGroup(of: Answer.self) { group in
             var running = 0
             while true {
@@ -116,12 +123,15 @@ final class RangeListing: @unchecked Sendable {
                     group.cancelAll()
                     throw RangeIgnored()
                 }
-                done[answer.range.start, default: []].append(answer.page)
-                guard let token = answer.page.nextPageToken else { continue }
+                let token = answer.page.nextPageToken
+                // What the page says of the rest of its range is read before it is handed on.
+                let keys = token == nil ? [] : Self.keys(of: answer.page)
+                let restStart = keys.last.map { Self.restStart(after: $0, in: answer.page) }
+                try take(answer.page)
+                guard let token else { continue }
                 // Full: cut what is left of it when the page's density says more than a page is
                 // left; else follow the token.
-                let keys = Self.keys(of: answer.page)
-                if let lastKey = keys.last, let split = NameSplits(samples: keys) {
+                if let lastKey = keys.last, let restStart, let split = NameSplits(samples: keys) {
                     var pieces = concurrency
                     if answer.range.end == nil {
                         tailPieces = min(concurrency, tailPieces * 2)
@@ -129,8 +139,8 @@ final class RangeListing: @unchecked Sendable {
                     }
                     let cuts = split.cuts(after: lastKey, before: answer.range.end, pieces: pieces, perPiece: perRange)
                     if !cuts.isEmpty {
-                        // The rest restarts at its last key (a name there again is dropped in the merge).
-                        let pieces = Self.ranges(from: Self.restStart(after: lastKey, in: answer.page), cuts: cuts,
+                        // The rest restarts at its last key (a name there again is kept once by the caller).
+                        let pieces = Self.ranges(from: restStart, cuts: cuts,
                                                  to: answer.range.end, in: request)
                         count { $0.ranges += pieces.count; $0.cuts += 1 }
                         queue.append(contentsOf: pieces)
@@ -142,7 +152,6 @@ final class RangeListing: @unchecked Sendable {
                 queue.append(rest)
             }
         }
-        return done.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }.flatMap(\.value)
     }
 
     /// [start, cut₁), [cut₁, cut₂) … [cutₙ, end): the cuts not after `start`, or not before
@@ -175,7 +184,7 @@ final class RangeListing: @unchecked Sendable {
     }
 
     /// Where the rest of a listing starts after `key`, its page's last entry: after every name
-    /// a prefix rolls up, or at the item itself (listed again and dropped in the merge: the
+    /// a prefix rolls up, or at the item itself (listed again and kept once by the caller: the
     /// least name after an item is the item with U+0000 appended, which no server need accept).
     private static func restStart(after key: String, in page: ListPage) -> String {
         if page.prefixes.last == key, let ub = NameOrder.upperBound(ofStringsStartingWith: key) { return ub }
@@ -207,25 +216,6 @@ final class RangeListing: @unchecked Sendable {
         return page.prefixes.allSatisfy(prefixInRange)
             && page.items.allSatisfy { inRange($0.name) || (prefixes.contains($0.name) && prefixInRange($0.name)) }
             && page.names.allSatisfy(inRange)
-    }
-
-    /// The ranges' pages in order, each name and prefix once: a prefix listed by two ranges, or
-    /// an item listed again where the rest of a range restarted, is dropped the second time.
-    private static func merged(_ pages: [ListPage]) -> [ListPage] {
-        var lastItem: String?, lastName: String?, lastPrefix: String?
-        func fresh(_ n: String, _ last: inout String?) -> Bool {
-            if let l = last, !l.utf8.lexicographicallyPrecedes(n.utf8) { return false }
-            last = n
-            return true
-        }
-        return pages.map { page in
-            var p = page
-            p.items = page.items.filter { fresh($0.name, &lastItem) }
-            p.names = page.names.filter { fresh($0, &lastName) }
-            p.prefixes = page.prefixes.filter { fresh($0, &lastPrefix) }
-            p.nextPageToken = nil
-            return p
-        }
     }
 }
 

@@ -18,81 +18,83 @@ extension BucketFileSystem {
 
     /// `loadListing`, when the directory's listing fits in `pagesAtMost` pages; nil (nothing
     /// applied) when it does not.
+    ///
+    /// Each page is applied as it arrives (`ListingBuild`): what the pages bring is held once, by
+    /// the nodes and the metadata cache, and never also as pages or as a list of the whole
+    /// directory's entries waiting for the last page (docs/SEMANTICS.md §6).
     func loadListing(_ dir: Node, into handle: DirHandle? = nil, pagesAtMost: Int?) async throws(Errno) -> Listing? {
         let prefix = superblock.childPrefix(of: dir)
         if let e = failures.check(.listing(prefix: prefix)) { throw e }
         let since = superblock.readBegins()
-        var dirs: [String] = []
-        // In the bucket's order, so the cache's FIFO keeps the end of a listing it cannot hold.
-        // A file listed by name only (nil info) has its metadata read when something asks for it
-        // (a stat: `shownInfo`), so a names-only `ls` costs list requests only.
-        var files: [(name: String, info: ObjectInfo?)] = []
+        let build = superblock.beginListing(dir, prefix: prefix, since: since)
         var placeholder: ObjectInfo? = nil
         var placeholderUnread = false
-        var subdirectoryPlaceholders: [String: ObjectInfo] = [:]
+        // One page's entries, applied at once. A file listed by name only (nil info) has its
+        // metadata read when something asks for it (a stat: `shownInfo`), so a names-only `ls`
+        // costs list requests only.
+        func take(_ page: ListPage) {
+            var dirs: [String] = []
+            var files: [(name: String, info: ObjectInfo?)] = []
+            files.reserveCapacity(page.items.count + page.names.count)
+            var subdirectoryPlaceholders: [String: ObjectInfo] = [:]
+            for p in page.prefixes {
+                if let name = names.visibleName(p, relativeTo: prefix, isPrefix: true) { dirs.append(name) }
+            }
+            for item in page.items {
+                if item.name == prefix { placeholder = item; continue }
+                // A subdirectory's placeholder (includeTrailingDelimiter): its attributes,
+                // so that showing it costs no GET of its own.
+                let rest = item.name.utf8.count > prefix.utf8.count ? item.name.dropFirst(prefix.count) : ""
+                if rest.count > 1, rest.last == "/", rest.dropLast().firstIndex(of: "/") == nil {
+                    subdirectoryPlaceholders[String(rest.dropLast())] = item
+                    continue
+                }
+                if let name = names.visibleName(item.name, relativeTo: prefix, isPrefix: false) { files.append((name, item)) }
+            }
+            for full in page.names {
+                if let name = names.visibleName(full, relativeTo: prefix, isPrefix: false) { files.append((name, nil)) }
+            }
+            if page.metadataSkipped { placeholderUnread = true }
+            superblock.applyListedPage(build, dirs: dirs, files: files,
+                                       subdirectoryPlaceholders: subdirectoryPlaceholders, at: now)
+        }
         do {
             let request = ListRequest(prefix: prefix, delimiter: "/", maxResults: config.listPageSize,
                                       includeTrailingDelimiter: true, namesOnly: true)
-            var pages: [ListPage]
             if let most = pagesAtMost {
                 // Worth it only when the directory fits in `most` pages: walked page by page, and
-                // given up at the first page past the bound.
-                pages = []
+                // given up at the first page past the bound (applied only then: nothing is
+                // applied of a listing given up).
+                var pages: [ListPage] = []
                 var next = request
                 repeat {
                     let page = try await store.list(next)
                     pages.append(page)
                     next.pageToken = page.nextPageToken
-                    if pages.count >= most, next.pageToken != nil { return nil }
+                    if pages.count >= most, next.pageToken != nil {
+                        superblock.abandonListing(build)
+                        return nil
+                    }
                 } while next.pageToken != nil
+                for page in pages { take(page) }
             } else {
                 // Several name ranges at once when there is more than a page (RangeListing).
-                pages = try await rangeListing.pages(of: request, from: store)
-            }
-            pages.reverse()
-            // Each page is let go once read, so its entries are not held twice.
-            while let page = pages.popLast() {
-                for p in page.prefixes {
-                    if let name = names.visibleName(p, relativeTo: prefix, isPrefix: true) { dirs.append(name) }
-                }
-                for item in page.items {
-                    if item.name == prefix { placeholder = item; continue }
-                    // A subdirectory's placeholder (includeTrailingDelimiter): its attributes,
-                    // so that showing it costs no GET of its own.
-                    let rest = item.name.utf8.count > prefix.utf8.count ? item.name.dropFirst(prefix.count) : ""
-                    if rest.count > 1, rest.last == "/", rest.dropLast().firstIndex(of: "/") == nil {
-                        subdirectoryPlaceholders[String(rest.dropLast())] = item
-                        continue
-                    }
-                    if let name = names.visibleName(item.name, relativeTo: prefix, isPrefix: false) { files.append((name, item)) }
-                }
-                for full in page.names {
-                    if let name = names.visibleName(full, relativeTo: prefix, isPrefix: false) { files.append((name, nil)) }
-                }
-                if page.metadataSkipped { placeholderUnread = true }
+                try await rangeListing.list(request, from: store, each: take)
             }
         } catch {
+            superblock.abandonListing(build)
             let e = fail(error, "list", prefix)
             failures.note(.listing(prefix: prefix), e)
             throw e
         }
-        let big = dirs.count + files.count >= largeListingNames
-        defer {
-            if big {
-                // The pages of a large listing were parsed into many short-lived objects, and the
-                // metadata it brought may have evicted as much again: give the freed memory back
-                // now rather than keep it as the process's high-water mark.
-                releaseFreedMemory()
-            }
+        let listing = superblock.finishListing(build, placeholder: placeholderUnread ? .unread : .read(placeholder),
+                                               at: now, into: handle)
+        if listing.children.count + listing.hiddenFiles.count >= largeListingNames {
+            // The pages of a large listing were parsed into many short-lived objects, and the
+            // metadata it brought may have evicted as much again: give the freed memory back
+            // now rather than keep it as the process's high-water mark.
+            releaseFreedMemory()
         }
-        if !placeholderUnread, files.contains(where: { $0.info == nil }) {
-            // Pages of both kinds: keep the bucket's order for the walk-ahead.
-            files.sort { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) }
-        }
-        let listing = superblock.applyListing(dir, prefix: prefix, dirs: dirs, files: files,
-                                              placeholder: placeholderUnread ? .unread : .read(placeholder),
-                                              subdirectoryPlaceholders: subdirectoryPlaceholders,
-                                              at: now, since: since, into: handle)
         for name in listing.hiddenFiles.keys {
             names.hiddenLog.warn("'\(prefix + name)' is both an object and a prefix: the directory is shown; the object stays reachable through `bucketfs cat/stat`", key: "clash:" + prefix + name)
         }

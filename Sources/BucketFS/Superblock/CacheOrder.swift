@@ -33,6 +33,26 @@ struct CacheOrder {
         return lastNumber
     }
 
+    /// A number for a ticket queued later in its place (`insert`): what is cached meanwhile
+    /// queues after it.
+    mutating func reserve() -> UInt64 {
+        lastNumber += 1
+        return lastNumber
+    }
+
+    /// A ticket numbered `number` (from `reserve`), put where a push would have put it then:
+    /// before the queued tickets numbered after it (the queue is in number order: every push
+    /// appends the next number, and nothing reorders it). Returns `number`.
+    mutating func insert(_ ino: UInt64, listing: Bool, number: UInt64) -> UInt64 {
+        var lo = head, hi = queue.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if queue[mid].number < number { lo = mid + 1 } else { hi = mid }
+        }
+        queue.insert(Ticket(ino: ino, number: number, listing: listing), at: lo)
+        return number
+    }
+
     mutating func popFront() -> Ticket? {
         guard head < queue.count else { return nil }
         let t = queue[head]

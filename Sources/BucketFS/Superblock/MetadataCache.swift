@@ -76,8 +76,12 @@ struct MetadataCache {
         recent.note(changes, path, .left)
     }
 
-    /// Caches `dir`'s listing; returns the one it replaces (whose children the caller may drop).
-    mutating func setListing(_ dir: Node, _ listing: Listing) -> Listing? {
+    /// A place in the eviction order for a listing cached later (`setListing`'s `place`).
+    mutating func reservePlace() -> UInt64 { order.reserve() }
+
+    /// Caches `dir`'s listing, queued last or in the `place` reserved for it; returns the one it
+    /// replaces (whose children the caller may drop).
+    mutating func setListing(_ dir: Node, _ listing: Listing, place: UInt64? = nil) -> Listing? {
         let old = dir.listing
         if let old {
             order.listings -= 1
@@ -86,7 +90,7 @@ struct MetadataCache {
         dir.listing = listing
         order.listings += 1
         order.listedNames += listing.children.count
-        dir.listingTicket = order.push(dir.ino, listing: true)
+        dir.listingTicket = place.map { order.insert(dir.ino, listing: true, number: $0) } ?? order.push(dir.ino, listing: true)
         return old
     }
 

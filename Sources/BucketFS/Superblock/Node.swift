@@ -28,12 +28,25 @@ final class Node: @unchecked Sendable {
     var staged: StagedFile?
     /// Directory listing cache (directories only). Set only through `setListingLocked` /
     /// `dropListingLocked`, and its names changed through `addChildLocked` / `removeChildLocked`.
-    var listing: Listing?
+    var listing: Listing? {
+        get { more?.listing }
+        _modify {
+            if more == nil { more = NodeMore() }
+            yield &more!.listing
+        }
+    }
     /// The cache tickets of `box` and `listing` (0: none): a ticket in the eviction queue that is
     /// not the node's current one is stale and skipped.
     var infoTicket: UInt64 = 0
-    var listingTicket: UInt64 = 0
-    /// Open directory handles whose snapshot holds this node: it stays in the table meanwhile.
+    var listingTicket: UInt64 {
+        get { more?.listingTicket ?? 0 }
+        _modify {
+            if more == nil { more = NodeMore() }
+            yield &more!.listingTicket
+        }
+    }
+    /// Open directory handles whose snapshot holds this node, and listings being applied that
+    /// made it (`ListingBuild`): it stays in the table meanwhile.
     var snapshotPins: UInt32 = 0
     /// Whether the object is there, found missing, or removed through this mount.
     var presence = Presence.present
@@ -41,11 +54,26 @@ final class Node: @unchecked Sendable {
     var removed: Bool { presence != .present }
     /// The generation the kernel's page cache holds for this file: the one last opened for
     /// reading here (nil after an open for writing).
-    var cachedGeneration: Int64?
+    var cachedGeneration: Int64? {
+        get { more?.cachedGeneration }
+        _modify {
+            if more == nil { more = NodeMore() }
+            yield &more!.cachedGeneration
+        }
+    }
     /// The content type this mount inferred from the file's name at its last upload, as long as
     /// nothing explicit (an xattr, a type from elsewhere) replaced it: a rename infers it again
     /// from the new name (docs/SEMANTICS.md §4.1). Nil: the type was given, or is not known here.
-    var inferredType: String?
+    var inferredType: String? {
+        get { more?.inferredType }
+        _modify {
+            if more == nil { more = NodeMore() }
+            yield &more!.inferredType
+        }
+    }
+    /// What most nodes never have (a listing, a file opened or written here), kept apart so
+    /// that each of the many listed files is 80 bytes smaller (docs/BENCHMARKS.md).
+    private var more: NodeMore?
 
     init(ino: UInt64, path: String, type: FileType) {
         self.ino = ino
@@ -60,6 +88,15 @@ final class Node: @unchecked Sendable {
     var objectName: String { type == .directory ? (path.isEmpty ? "" : path + "/") : path }
     /// The list prefix for a directory's children.
     var childPrefix: String { path.isEmpty ? "" : path + "/" }
+}
+
+/// The fields of a `Node` that only directories with a listing and files opened or written here
+/// have; GUARDED_BY(Superblock.lock) with the node.
+private final class NodeMore {
+    var listing: Listing?
+    var listingTicket: UInt64 = 0
+    var cachedGeneration: Int64?
+    var inferredType: String?
 }
 
 /// Whether a node's object exists, as far as this mount knows.

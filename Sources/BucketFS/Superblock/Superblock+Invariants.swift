@@ -24,6 +24,10 @@ extension Superblock {
             for h in handles.directories.values {
                 for e in h.entries ?? [] { pins[ObjectIdentifier(e.node), default: (e.node, 0)].count += 1 }
             }
+            // A listing being applied pins the nodes it made until it ends (`ListingBuild`).
+            for b in listingBuilds.values {
+                for n in b.pinned { pins[ObjectIdentifier(n), default: (n, 0)].count += 1 }
+            }
             var infos = 0, listings = 0, names = 0
             for n in table.nodes.values {
                 // INVARIANT: only directories have listings; only files have local content.
@@ -57,7 +61,8 @@ extension Superblock {
                     expect(pending.contains(n), "'\(n.path)' was created here and is not in the pending-new index")
                 }
 
-                // INVARIANT: a node's snapshot pins count the open directory snapshots that hold it.
+                // INVARIANT: a node's snapshot pins count the open directory snapshots (and the
+                // listings being applied) that hold it.
                 if n.snapshotPins > 0, pins[ObjectIdentifier(n)] == nil {
                     bad.append("'\(n.path)' has \(n.snapshotPins) snapshot pins, no open snapshot holds it")
                 }

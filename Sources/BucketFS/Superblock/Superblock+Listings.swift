@@ -10,8 +10,9 @@ enum ListedPlaceholder {
     case unread
 }
 
-/// The superblock's listings and directory handles: what a listing or a lookup brought, bound to
-/// nodes and cached; the snapshots open directories answer readdir from.
+/// The superblock's listings and directory handles: what a lookup brought, bound to nodes and
+/// cached (a listing's pages: Superblock+ListingBuild.swift); the snapshots open directories
+/// answer readdir from.
 extension Superblock {
     /// Whether a directory's listing should be refreshed by listing it again (rather than a
     /// request per name): it was listed before and has expired.
@@ -24,82 +25,6 @@ extension Superblock {
 
     /// A child of a listing, if it is a live node.
     func child(_ l: Listing, _ name: String) -> Node? { locked { childLocked(l, name) } }
-
-    /// Applies a listing of `dir` read at `t`: binds every child (directories win over files of
-    /// the same name, which are kept aside in the listing's `hiddenFiles`, for the caller to
-    /// log), adds the files created here and not uploaded yet, caches the listing (unless it is
-    /// larger than the whole cache) and every file's metadata, and the directory's placeholder.
-    /// With `handle`, that directory handle's snapshot is taken from it at once, before anything
-    /// can be evicted. Returns the listing (fresh even with a TTL of 0, for the caller that asked).
-    func applyListing(_ dir: Node, prefix: String, dirs: [String], files: [(name: String, info: ObjectInfo?)],
-                      placeholder: ListedPlaceholder, subdirectoryPlaceholders: [String: ObjectInfo] = [:],
-                      at t: Double, since: UInt64 = .max, into handle: DirHandle?) -> Listing {
-        locked {
-            // Directories that hold files created here and not uploaded yet exist before the
-            // bucket has anything under them.
-            let pendingDirs = pending.directories(in: dir.path, table: table).subtracting(dirs)
-            let dirs = dirs + pendingDirs.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-            // What changed here while the pages were read, which they may not show yet: a name
-            // that left through this mount is not brought back, a node made or uploaded here
-            // stays (`RecentChanges`; unknown when more changed than it keeps: as listed).
-            let changed = since == .max ? [:] : (cache.recent.since(since, in: dir.path) ?? [:])
-            func leftHere(_ name: String) -> Bool {
-                changed[prefix + name] == .left && liveBoundLocked(prefix + name) == nil
-            }
-            var children: [String: UInt64] = [:]
-            children.reserveCapacity(dirs.count + files.count)
-            var hidden: [String: ObjectInfo?] = [:]
-            for name in dirs where !leftHere(name) {
-                let n = nodeLocked(path: prefix + name, type: .directory)
-                children[name] = n.ino
-                // Its placeholder, when the listing brought it (a hint: none proves nothing).
-                if let ph = subdirectoryPlaceholders[name], n.infoSeq <= since {
-                    setInfoLocked(n, ph, expiry: t + ttl)
-                }
-            }
-            for (name, info) in files where !leftHere(name) {
-                if children[name] != nil {
-                    hidden[name] = .some(info)
-                    continue
-                }
-                // The object's name is the node's path: a new node shares that string.
-                let n = nodeLocked(path: info?.name ?? prefix + name, type: .regular)
-                n.presence = .present
-                children[name] = n.ino
-            }
-            // Files created here and not yet uploaded stay visible (even when this directory had
-            // no listing yet when they were created).
-            for n in pending.files(in: dir.path, table: table) where children[n.name] == nil {
-                children[n.name] = n.ino
-            }
-            for (path, kind) in changed where kind == .changed {
-                let name = StoragePath.lastSegment(path)
-                if children[name] == nil, let n = liveBoundLocked(path) { children[name] = n.ino }
-            }
-            var listing = Listing(children: children, expiry: t + ttl)
-            listing.hiddenFiles = hidden
-            // The listing is queued before the metadata it brings, so under pressure it goes
-            // first: the files' metadata answers stat and getxattr without it, not it without
-            // them. One larger than the whole cache is answered from but not kept.
-            listing.fileOrder = files.map { $0.name }
-            if children.count <= config.maxCachedEntries, table.isTabled(dir) {
-                setListingLocked(dir, listing)
-            } else {
-                dropListingLocked(dir)
-            }
-            for (name, info) in files {
-                // Listed by name only: what is cached of it stays, within its own TTL.
-                guard let info, let ino = children[name], let n = table[ino], n.type == .regular else { continue }
-                keepListedInfoLocked(n, info, expiry: t + ttl, since: since)
-            }
-            if dir.ino != Self.rootIno, dir.infoSeq <= since, case .read(let ph) = placeholder {
-                setInfoLocked(dir, ph, expiry: t + ttl)
-            }
-            if let handle { snapshotLocked(handle, listing) }
-            trimCacheLocked()
-            return listing
-        }
-    }
 
     /// The files after `n` in its directory's fresh listing whose metadata is not cached (listed
     /// by name only), for a stat of `n` to read along with its own: as many as the listing's
@@ -149,7 +74,7 @@ extension Superblock {
     }
 
     /// The live node bound at `path`, the directory first (it wins over a file of that name).
-    private func liveBoundLocked(_ path: String) -> Node? {
+    func liveBoundLocked(_ path: String) -> Node? {
         for isDirectory in [true, false] {
             if let n = table.bound(path, isDirectory: isDirectory), !n.removed { return n }
         }
@@ -222,7 +147,7 @@ extension Superblock {
 
     /// Takes a directory handle's snapshot of `l`: each child node (pinned in the table, so the
     /// numbers it hands out stay valid) with the metadata it has now (evictions do not change it).
-    private func snapshotLocked(_ h: DirHandle, _ l: Listing) {
+    func snapshotLocked(_ h: DirHandle, _ l: Listing) {
         var entries: [SnapshotEntry] = []
         entries.reserveCapacity(l.children.count)
         for name in l.sortedNames {

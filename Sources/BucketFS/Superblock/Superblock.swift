@@ -18,8 +18,8 @@ import StorageModel
 /// `StagedFile` (its upload state, through the transitions of StagedFile.swift, inside
 /// `withStage`). They are spread over the files of this folder by concern: this one (nodes,
 /// stages, attributes, the metadata cache and the coordination between parts),
-/// `Superblock+Listings.swift`, `Superblock+Handles.swift`, `Superblock+Namespace.swift` and
-/// `Superblock+Invariants.swift`.
+/// `Superblock+Listings.swift`, `Superblock+ListingBuild.swift`, `Superblock+Handles.swift`,
+/// `Superblock+Namespace.swift` and `Superblock+Invariants.swift`.
 ///
 /// Everything here is synchronous and short: no `await`, no store request, no disk I/O and no
 /// logging under the lock. What must be written, removed or logged because of a change is handed
@@ -38,6 +38,8 @@ final class Superblock: @unchecked Sendable {
     var pending = PendingNewIndex()
     var handles = HandleTable()
     var negative = NegativeCache()
+    /// The listings being applied page by page (`ListingBuild`), which pin the nodes they made.
+    var listingBuilds: [ObjectIdentifier: ListingBuild] = [:]
     /// The mount is ending (unmount, SIGTERM): no new background upload attempts.
     /// GUARDED_BY(lock)
     var shuttingDown = false
@@ -390,10 +392,10 @@ final class Superblock: @unchecked Sendable {
         }
     }
 
-    /// Caches a directory's listing, replacing the one it had: children of the old listing that
-    /// the new one no longer names may be dropped.
-    func setListingLocked(_ dir: Node, _ listing: Listing) {
-        guard let old = cache.setListing(dir, listing) else { return }
+    /// Caches a directory's listing (queued last, or in a `place` reserved for it), replacing the
+    /// one it had: children of the old listing that the new one no longer names may be dropped.
+    func setListingLocked(_ dir: Node, _ listing: Listing, place: UInt64? = nil) {
+        guard let old = cache.setListing(dir, listing, place: place) else { return }
         for (name, ino) in old.children where listing.children[name] != ino {
             if let c = table[ino] { dropIfUnusedLocked(c) }
         }
