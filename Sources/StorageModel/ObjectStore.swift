@@ -151,6 +151,12 @@ public protocol ObjectStore: Sendable {
     /// The store's past (`VersionListing`), or nil when it keeps or shows no old generations.
     /// A wrapper must forward it.
     var versions: (any VersionListing)? { get }
+    /// A listing under a prefix that ends mid-name (`dir/name`, no delimiter), bounded by
+    /// `endOffset`, is one request answered with the items' metadata, in UTF-8 byte order, as
+    /// the JSON API answers it: a lookup then asks for a name and for what lies under `name/` at
+    /// once. False (the default) for a store that would walk the whole directory for it, or
+    /// answer names only (Firebase's v0). A wrapper must forward it.
+    var listsUnderPartialNames: Bool { get }
 }
 
 /// What a store's access rules say about creating an object, before any byte is sent.
@@ -165,6 +171,7 @@ extension ObjectStore {
     public func openLocal(_ name: String, generation: Int64) async throws -> Int32? { nil }
     public func probeCreate(_ name: String, metadata: WritableMetadata) async throws -> CreateAnswer? { nil }
     public var versions: (any VersionListing)? { nil }
+    public var listsUnderPartialNames: Bool { false }
     /// One `read`, delivered whole.
     public func stream(_ name: String, generation: Int64, range: Range<Int64>,
                        deliver: @escaping @Sendable (Data) throws -> Void) async throws {
