@@ -107,8 +107,13 @@ public enum UploadSource: Sendable {
         switch self {
         case .data(let d): return Int64(d.count)
         case .file(let p):
-            let a = try FileManager.default.attributesOfItem(atPath: p)
-            return (a[.size] as? NSNumber)?.int64Value ?? 0
+            // One stat (every upload asks; FileManager's attributes cost many times that).
+            var st = stat()
+            guard fstatat(AT_FDCWD, p, &st, 0) == 0 else {
+                let e = errno
+                throw NSError(domain: NSPOSIXErrorDomain, code: Int(e), userInfo: [NSLocalizedDescriptionKey: String(cString: strerror(e))])
+            }
+            return Int64(st.st_size)
         }
     }
 }
