@@ -115,16 +115,16 @@ public enum GCSJSONAPI {
     }
 
     /// An object resource for uploads and rewrites: the set writable fields (and the name, when given).
+    /// Written by hand (`JSONText`): every upload sends one.
     public static func resourceBody(name: String?, _ w: WritableMetadata) -> Data {
-        var o: [String: Any] = [:]
-        if let name { o["name"] = name }
-        if let v = w.cacheControl { o["cacheControl"] = v }
-        if let v = w.contentDisposition { o["contentDisposition"] = v }
-        if let v = w.contentEncoding { o["contentEncoding"] = v }
-        if let v = w.contentLanguage { o["contentLanguage"] = v }
-        if let v = w.contentType { o["contentType"] = v }
-        if !w.customMetadata.isEmpty { o["metadata"] = w.customMetadata }
-        return (try? JSONSerialization.data(withJSONObject: o, options: [.sortedKeys])) ?? Data("{}".utf8)
+        var o: [(String, JSONText.Value)] = []
+        for (k, v) in [("name", name), ("cacheControl", w.cacheControl), ("contentDisposition", w.contentDisposition),
+                       ("contentEncoding", w.contentEncoding), ("contentLanguage", w.contentLanguage),
+                       ("contentType", w.contentType)] {
+            if let v { o.append((k, .string(v))) }
+        }
+        if !w.customMetadata.isEmpty { o.append(("metadata", JSONText.strings(w.customMetadata))) }
+        return JSONText.object(o)
     }
 
     /// Parses a `Range: bytes=0-N` header of a 308 answer into the number of bytes persisted.

@@ -16,6 +16,7 @@ import StorageModel
 ///   from what the server persisted; their deadline restarts whenever the server has persisted more.
 public final class GCSStore: ObjectStore, ConnectionCounting {
     public let bucket: String
+    public var listsUnderPartialNames: Bool { true }
     /// "" or `PREFIX/`.
     public let prefix: String
     /// `scheme://host[:port]` without a trailing slash.

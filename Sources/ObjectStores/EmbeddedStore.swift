@@ -132,6 +132,7 @@ public final class EmbeddedStore: ObjectStore, @unchecked Sendable {
     // MARK: ObjectStore
 
     public var isLocal: Bool { true }
+    public var listsUnderPartialNames: Bool { true }
 
     public func list(_ request: ListRequest) async throws -> ListPage {
         try await run("list") { try self.listNow(request) }

@@ -107,8 +107,13 @@ public enum UploadSource: Sendable {
         switch self {
         case .data(let d): return Int64(d.count)
         case .file(let p):
-            let a = try FileManager.default.attributesOfItem(atPath: p)
-            return (a[.size] as? NSNumber)?.int64Value ?? 0
+            // One stat (every upload asks; FileManager's attributes cost many times that).
+            var st = stat()
+            guard fstatat(AT_FDCWD, p, &st, 0) == 0 else {
+                let e = errno
+                throw NSError(domain: NSPOSIXErrorDomain, code: Int(e), userInfo: [NSLocalizedDescriptionKey: String(cString: strerror(e))])
+            }
+            return Int64(st.st_size)
         }
     }
 }
@@ -151,6 +156,12 @@ public protocol ObjectStore: Sendable {
     /// The store's past (`VersionListing`), or nil when it keeps or shows no old generations.
     /// A wrapper must forward it.
     var versions: (any VersionListing)? { get }
+    /// A listing under a prefix that ends mid-name (`dir/name`, no delimiter), bounded by
+    /// `endOffset`, is one request answered with the items' metadata, in UTF-8 byte order, as
+    /// the JSON API answers it: a lookup then asks for a name and for what lies under `name/` at
+    /// once. False (the default) for a store that would walk the whole directory for it, or
+    /// answer names only (Firebase's v0). A wrapper must forward it.
+    var listsUnderPartialNames: Bool { get }
 }
 
 /// What a store's access rules say about creating an object, before any byte is sent.
@@ -165,6 +176,7 @@ extension ObjectStore {
     public func openLocal(_ name: String, generation: Int64) async throws -> Int32? { nil }
     public func probeCreate(_ name: String, metadata: WritableMetadata) async throws -> CreateAnswer? { nil }
     public var versions: (any VersionListing)? { nil }
+    public var listsUnderPartialNames: Bool { false }
     /// One `read`, delivered whole.
     public func stream(_ name: String, generation: Int64, range: Range<Int64>,
                        deliver: @escaping @Sendable (Data) throws -> Void) async throws {

@@ -199,8 +199,14 @@ public enum RFC3339 {
         var t = time_t(secs)
         var tmv = tm()
         gmtime_r(&t, &tmv)
-        return String(format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", Int(tmv.tm_year) + 1900, Int(tmv.tm_mon) + 1,
-                      Int(tmv.tm_mday), Int(tmv.tm_hour), Int(tmv.tm_min), Int(tmv.tm_sec), Int(milli))
+        // By hand: `String(format:)` goes through a locale, and every sidecar asks for this.
+        func padded(_ v: Int, _ width: Int) -> String {
+            let s = String(v)
+            return s.count >= width ? s : String(repeating: "0", count: width - s.count) + s
+        }
+        return padded(Int(tmv.tm_year) + 1900, 4) + "-" + padded(Int(tmv.tm_mon) + 1, 2) + "-" + padded(Int(tmv.tm_mday), 2)
+            + "T" + padded(Int(tmv.tm_hour), 2) + ":" + padded(Int(tmv.tm_min), 2) + ":" + padded(Int(tmv.tm_sec), 2)
+            + "." + padded(Int(milli), 3) + "Z"
     }
 
     /// Parses `YYYY-MM-DDTHH:MM:SS[.fff…](Z|±HH:MM)`.

@@ -27,16 +27,18 @@ import TestSupport
         #expect(h.store.object("x/new/") != nil)
     }
 
-    /// `mkdir -p a/b/c` in a directory never listed: the first lookup asks (a GET and a one-item
-    /// list), and nothing after it does: the mkdir's own check finds `a` known missing, and `b`
-    /// and `c` are looked up in directories made here. One request per level beyond that lookup.
+    /// `mkdir -p a/b/c` in a directory never listed: the first lookup asks, with one list request
+    /// (`NameProbe`), and nothing after it does: the mkdir's own check finds `a` known missing,
+    /// and `b` and `c` are looked up in directories made here. One request per level beyond that
+    /// lookup, which no create can do without (docs/SEMANTICS.md §6: the placeholder's
+    /// precondition does not see a file `a`, nor a directory `a` that is a prefix only).
     @Test func mkdirPInANewTreeCostsOneRequestPerLevel() async throws {
         let h = Harness()
         h.store.put("x/old", "old")
         let x = try await h.ino("x")
         h.store.resetCounts()
         let a = try await Self.mkdir(h, x, "a")
-        #expect(h.store.counts == ["get": 1, "list": 1, "write": 1], "the lookup of a, then its placeholder")
+        #expect(h.store.counts == ["list": 1, "write": 1], "the lookup of a, then its placeholder")
         h.store.resetCounts()
         let b = try await Self.mkdir(h, a, "b")
         _ = try await Self.mkdir(h, b, "c")
@@ -105,7 +107,7 @@ import TestSupport
         let x = try await h.ino("x")
         h.store.resetCounts()
         await #expect(throws: Errno.ENOENT) { try await h.fs.lookup(parent: x, name: "new") }
-        #expect(h.store.counts == ["get": 1, "list": 1])
+        #expect(h.store.counts == ["list": 1])
         h.store.resetCounts()
         guard case .failure(.ENOENT)? = h.fs.cachedLookup(parent: x, name: "new") else {
             Issue.record("the kernel's next lookup is not answered from the negative cache"); return
@@ -158,8 +160,8 @@ import TestSupport
             try await h.fs.rename(parent: x, name: temp, newParent: x, newName: "f\(i)", flags: 0)
         }
         await h.core.uploads.drained()
-        // the first miss (a GET and a one-item list), one listing, and the uploads
-        #expect(h.store.counts == ["get": 1, "list": 2, "write": files], "\(h.store.counts)")
+        // the first miss (one list request), one listing, and the uploads
+        #expect(h.store.counts == ["list": 2, "write": files], "\(h.store.counts)")
         #expect(try await h.names("x").count == files + 1)
     }
 
@@ -173,7 +175,7 @@ import TestSupport
         for i in 0..<4 {
             await #expect(throws: Errno.ENOENT) { try await h.fs.lookup(parent: x, name: "n\(i)") }
         }
-        #expect(h.store.counts == ["get": 4, "list": 4 + 1], "one-item lists, and one page tried once")
+        #expect(h.store.counts == ["list": 4 + 1], "a list request a name, and one page tried once")
         #expect(try await h.fs.lookup(parent: x, name: "o3").attributes.size == 1)
     }
 }

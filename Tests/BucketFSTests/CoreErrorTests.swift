@@ -8,11 +8,12 @@ import Testing
 /// Errors (docs/SEMANTICS.md §5).
 @Suite struct CoreErrorTests {
     /// Security Rules may let a user list `users/` but not read an object named `users`: a lookup
-    /// of a name not listed yet (GET and a one-item list at once) that the list shows to be a
-    /// directory is that directory, whatever the GET said. A refused GET of a name with nothing
-    /// below it stays EACCES.
+    /// of a name not listed yet (GET and a one-item list at once, on a store that cannot list
+    /// under a partial name, as Firebase's v0) that the list shows to be a directory is that
+    /// directory, whatever the GET said. A refused GET of a name with nothing below it stays
+    /// EACCES.
     @Test func aRefusedGetDoesNotHideADirectory() async throws {
-        let h = Harness()
+        let h = Harness(store: MemoryStore(listsUnderPartialNames: false))
         h.store.put("users/u1/a.txt", "alpha")
         // Both the GET of `users` and that of its placeholder `users/` are refused.
         h.store.failNext("get", times: 2, with: .unauthorized(path: "users", message: "No READ permission."))

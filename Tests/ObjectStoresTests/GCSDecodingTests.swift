@@ -55,4 +55,17 @@ import Testing
             #expect(info.contentType == v)
         }
     }
+
+    /// An upload's metadata part, written by hand (`JSONText`), reads back as the metadata.
+    @Test func resourceBodyReadsBackAsTheMetadata() throws {
+        let odd = "a \"q\" \\ / \n é ✓"
+        let w = WritableMetadata(cacheControl: "no-cache", contentDisposition: odd, contentType: "text/plain",
+                                 customMetadata: ["goog-reserved-posix-mode": "644", "k": odd])
+        let o = try #require(try JSONSerialization.jsonObject(with: GCSJSONAPI.resourceBody(name: "d/" + odd, w)) as? [String: Any])
+        #expect(o["name"] as? String == "d/" + odd)
+        #expect(o["cacheControl"] as? String == "no-cache" && o["contentDisposition"] as? String == odd)
+        #expect(o["contentType"] as? String == "text/plain" && o["contentEncoding"] == nil && o["contentLanguage"] == nil)
+        #expect(o["metadata"] as? [String: String] == ["goog-reserved-posix-mode": "644", "k": odd])
+        #expect(String(decoding: GCSJSONAPI.resourceBody(name: nil, WritableMetadata()), as: UTF8.self) == "{}")
+    }
 }

@@ -28,6 +28,9 @@ import StorageModel
 /// - `patches`, `writes`, `reads`, `deletes`, `copies`, `lists`, `gets`: what the store was asked.
 public final class MemoryStore: ObjectStore, @unchecked Sendable {
     public let bucket: String
+    /// As the JSON API by default: a listing under `dir/name` with `endOffset` is one request.
+    /// False: the core asks it as it asks a store that cannot (Firebase's v0).
+    public let listsUnderPartialNames: Bool
 
     struct Stored {
         var info: ObjectInfo
@@ -93,9 +96,10 @@ public final class MemoryStore: ObjectStore, @unchecked Sendable {
     /// as a bucket's timestamps do, and advances one second per change.
     private var clock = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
 
-    public init(bucket: String = "test-bucket", versioning: Versioning = .absent) {
+    public init(bucket: String = "test-bucket", versioning: Versioning = .absent, listsUnderPartialNames: Bool = true) {
         self.bucket = bucket
         self.versioning = versioning
+        self.listsUnderPartialNames = listsUnderPartialNames
     }
 
     func withLock<T>(_ body: () throws -> T) rethrows -> T {

@@ -157,6 +157,7 @@ struct StoreConformanceCase: Sendable {
         .init("list-prefix-delimiter", Conformance.listPrefixDelimiter),
         .init("list-pagination", Conformance.listPagination),
         .init("list-offsets", Conformance.listOffsets),
+        .init("list-under-a-partial-name", Conformance.listUnderAPartialName),
         .init("delete", Conformance.deleteThenGet),
         .init("copy", Conformance.copyKeepsBytesAndMetadata),
         .init("missing-object", Conformance.missingObject),
@@ -564,6 +565,23 @@ public enum Conformance {
             try #require(pages <= 10, "pagination does not end")
         } while token != nil
         #expect(got == ["a", "b", "b/x", "b/y"].map { p + $0 })
+    }
+
+    /// A store that says it lists under a partial name (`listsUnderPartialNames`, what a lookup
+    /// asks: docs/SEMANTICS.md §6) answers prefix `n`, no delimiter, up to `n0`, with the object
+    /// `n`, its look-alikes and everything under `n/`, in UTF-8 byte order, with metadata. A
+    /// server that ignores endOffset adds the names after it (`n0`, `na`), still in order.
+    static func listUnderAPartialName(_ s: any ObjectStore, _ p: String, _ caps: ConformanceCapabilities) async throws {
+        guard s.listsUnderPartialNames else { return }
+        for n in ["m", "n", "n-1", "n.txt", "n/", "n/in", "n0", "na"] { try await put(s, p + n, Data(n.utf8)) }
+        let page = try await s.list(ListRequest(prefix: p + "n", delimiter: nil, maxResults: 16, endOffset: p + "n0"))
+        let want = ["n", "n-1", "n.txt", "n/", "n/in"].map { p + $0 }
+        let names = page.items.map(\.name)
+        #expect(Array(names.prefix(want.count)) == want)
+        #expect(names.dropFirst(want.count).allSatisfy { !$0.utf8.lexicographicallyPrecedes((p + "n0").utf8) })
+        if caps.listOffsets { #expect(names == want) }
+        #expect(page.nextPageToken == nil && page.prefixes.isEmpty)
+        #expect(page.items.first?.size == 1 && page.items.first?.generation ?? 0 > 0)
     }
 
     static func deleteThenGet(_ s: any ObjectStore, _ p: String, _ caps: ConformanceCapabilities) async throws {

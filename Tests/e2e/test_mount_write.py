@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import time
 
@@ -265,6 +266,42 @@ def test_mkdir_p_creates_placeholders(any_bucket, mounts):
     assert not any_bucket.exists("a/b/c/") and any_bucket.exists("a/b/")
 
 
+def test_mkdir_p_and_lookups_in_a_directory_never_listed_cost_one_request_each(any_bucket, mounts, tmp_path):
+    """docs/SEMANTICS.md §6: in a directory never listed, `mkdir -p new/b/c` costs the kernel's
+    lookup of `new` (one list request of the names from `new` to `new0`) and a placeholder a
+    level; a lookup there is that one list request whatever it finds (a file with its metadata,
+    a directory with or without a placeholder, a name beside look-alikes such as `f.txt`, or
+    nothing), and what it found is right; mkdir over a file or a prefix-only directory is EEXIST
+    and writes nothing."""
+    any_bucket.put("d/old.txt", b"old")
+    any_bucket.put("d/f", b"hello")
+    any_bucket.put("d/f.txt", b"look-alike")
+    any_bucket.put("d/f-1", b"look-alike")
+    any_bucket.put("d/s/", b"")
+    any_bucket.put("d/s/in", b"in")
+    any_bucket.put("d/p/in", b"in")  # a directory with no placeholder
+    any_bucket.put("d/p.txt", b"look-alike")
+    log = tmp_path / "req.log"
+    mnt = mounts.mount(any_bucket.src(), "--request-log", str(log), "--metadata-ttl", "30")
+    log.write_text("")
+    sh(["mkdir", "-p", f"{mnt}/new/b/c"])
+    assert requests(log) == [("list", "new"), ("write", "new/"), ("write", "new/b/"), ("write", "new/b/c/")], requests(log)
+    sh(["mkdir", f"{mnt}/new/b/c/e"])
+    assert any_bucket.exists("new/b/c/e/")
+    os.stat(f"{mnt}/d")  # (the root, where `new` was missing, is listed: docs/SEMANTICS.md §6)
+    log.write_text("")
+    st = os.stat(f"{mnt}/d/f")
+    assert stat.S_ISREG(st.st_mode) and st.st_size == 5
+    assert stat.S_ISDIR(os.stat(f"{mnt}/d/s").st_mode) and stat.S_ISDIR(os.stat(f"{mnt}/d/p").st_mode)
+    assert err(lambda: os.stat(f"{mnt}/d/none")) == errno.ENOENT
+    assert requests(log) == [("list", "d/f"), ("list", "d/s"), ("list", "d/p"), ("list", "d/none")], requests(log)
+    assert open(f"{mnt}/d/f", "rb").read() == b"hello"
+    assert err(lambda: os.mkdir(f"{mnt}/d/f")) == errno.EEXIST
+    assert err(lambda: os.mkdir(f"{mnt}/d/p")) == errno.EEXIST
+    assert not any_bucket.exists("d/f/") and not any_bucket.exists("d/p/")
+    assert sorted(os.listdir(f"{mnt}/d/p")) == ["in"]
+
+
 def test_touch_d_sets_mtime_across_remount(any_bucket, mounts):
     any_bucket.put("t.txt", b"t")
     want = int(sh(["date", "-d", "2020-01-02 03:04:05", "+%s"]).stdout)
@@ -401,8 +438,8 @@ def test_rsync_aX_with_write_back_uploads_each_file_once_under_its_final_name(an
 def test_rsync_aX_with_write_back_and_default_options_costs_about_one_request_per_file(any_bucket, mounts, tmp_path):
     """With the default options (--metadata-ttl 5), into a directory that exists in the bucket and
     was never listed: rsync looks each final name up, then a temporary name, creates it, and
-    looks the final name up again at the rename. The first name found missing costs a GET and a
-    one-item list; the directory is then listed once (docs/SEMANTICS.md §6) and answers the rest,
+    looks the final name up again at the rename. The first name found missing costs one list
+    request; the directory is then listed once (docs/SEMANTICS.md §6) and answers the rest,
     so the run costs at most 1.1 requests per file: the uploads, under the final names. A second
     run transfers nothing (rsync's itemized output is empty)."""
     n = 300

@@ -197,7 +197,7 @@ def test_metrics_count_exactly_the_requests_of_a_script(any_bucket, mounts, tmp_
     store = by_label(after, "bucketfs_store_requests_total", "operation") - by_label(before, "bucketfs_store_requests_total", "operation")
     assert dict(store) == dict(from_log), (store, lines)
     # The script's own requests: one listing (ls -l fills the caches), one read, one PATCH; and
-    # the lookup of docs itself (a get and a one-item list, or nothing when the root listing had it).
+    # the lookup of docs itself (one list request, or nothing when the root listing had it).
     assert from_log["read"] == 1 and from_log["patch"] == 1, lines
     assert set(from_log) <= {"list", "get", "read", "patch"}, lines
     statuses = by_label(after, "bucketfs_store_requests_total", "status")

@@ -106,7 +106,8 @@ extension BucketFileSystem {
         superblock.cachedLookup(parent: parent, name: name)
     }
 
-    /// Resolves one name in a directory: from a fresh listing, else with a get and a one-item list.
+    /// Resolves one name in a directory: from a fresh listing, else by asking the bucket for the name
+    /// (`askBucket`).
     func resolve(_ parent: Node, _ name: String) async throws(Errno) -> Node {
         let path = try names.childPath(superblock.path(of: parent), name)
         if let l = superblock.freshListing(parent) {
@@ -144,27 +145,10 @@ extension BucketFileSystem {
         }
         if let e = failures.check(.metadata(path: path)) { throw e }
         let since = superblock.readBegins()
-        async let meta: Result<ObjectInfo?, any Error> = { () async -> Result<ObjectInfo?, any Error> in
-            do { return .success(try await store.getMetadata(path)) } catch StorageError.objectNotFound {
-                return .success(nil)
-            } catch {
-                return .failure(error)
-            }
-        }()
-        async let page = store.list(ListRequest(prefix: path + "/", delimiter: "/", maxResults: 1))
         let info: ObjectInfo?
         let listed: ListPage
         do {
-            listed = try await page
-            let got = await meta
-            if !listed.items.isEmpty || !listed.prefixes.isEmpty {
-                // A directory (it wins over an object of the same name): what the GET of the
-                // name said does not matter, not even a refusal (Security Rules may let a user
-                // list `users/` but not read an object named `users`).
-                info = try? got.get()
-            } else {
-                info = try got.get()
-            }
+            (listed, info) = try await askBucket(path)
         } catch {
             let e = fail(error, "lookup", path)
             failures.note(.metadata(path: path), e)
@@ -176,6 +160,38 @@ extension BucketFileSystem {
             if error == .ENOENT { superblock.noteMissing(path, in: parent) }
             throw error
         }
+    }
+
+    /// What the bucket holds at `path`: whether it is a directory (`listed` shows something under
+    /// `path/`, its placeholder first when it has one) and the object named `path`. One list
+    /// request where the store answers a listing under a partial name (`NameProbe`); else, or
+    /// when that page cannot tell, a GET of the name and a one-item list of `path/` at once.
+    private func askBucket(_ path: String) async throws -> (listed: ListPage, info: ObjectInfo?) {
+        if store.listsUnderPartialNames {
+            switch NameProbe.answer(try await store.list(NameProbe.request(path)), for: path) {
+            case .missing?: return (ListPage(), nil)
+            case .file(let info)?: return (ListPage(), info)
+            case .directory(let placeholder)?: return (ListPage(prefixes: [path + "/"], items: placeholder.map { [$0] } ?? []), nil)
+            case nil: break
+            }
+        }
+        async let meta: Result<ObjectInfo?, any Error> = { () async -> Result<ObjectInfo?, any Error> in
+            do { return .success(try await store.getMetadata(path)) } catch StorageError.objectNotFound {
+                return .success(nil)
+            } catch {
+                return .failure(error)
+            }
+        }()
+        async let page = store.list(ListRequest(prefix: path + "/", delimiter: "/", maxResults: 1))
+        let listed = try await page
+        let got = await meta
+        if !listed.items.isEmpty || !listed.prefixes.isEmpty {
+            // A directory (it wins over an object of the same name): what the GET of the name
+            // said does not matter, not even a refusal (Security Rules may let a user list
+            // `users/` but not read an object named `users`).
+            return (listed, try? got.get())
+        }
+        return (listed, try got.get())
     }
 
     /// getattr with no I/O: nil when the metadata must be read first.

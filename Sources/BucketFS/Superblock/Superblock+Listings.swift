@@ -52,9 +52,9 @@ extension Superblock {
         }
     }
 
-    /// Binds what a lookup of `path` found at `t`: a directory when the one-item listing of
-    /// `path/` has anything (or files created here are below it), else the object `info`, else
-    /// ENOENT.
+    /// Binds what a lookup of `path` found at `t`: a directory when `listed` (what lies under
+    /// `path/`, its placeholder first if it has one) has anything (or files created here are
+    /// below it), else the object `info`, else ENOENT.
     func bindLookedUp(_ path: String, listed: ListPage, info: ObjectInfo?, at t: Double, since: UInt64 = .max) throws(Errno) -> Node {
         try locked { () throws(Errno) -> Node in
             defer { trimCacheLocked() }

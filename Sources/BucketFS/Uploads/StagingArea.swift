@@ -160,9 +160,7 @@ public final class StagingArea: @unchecked Sendable {
     private func writeSidecarLocked(_ s: StagedFile, _ target: SidecarTarget, closed: Bool) {
         let record = StageRecord(bucket: bucket, object: target.object, baseGeneration: target.baseGeneration,
                                  closed: closed, size: closed ? target.size : nil, metadata: target.metadata)
-        var o = record.json
-        o["created"] = RFC3339.format(Date(timeIntervalSince1970: now()))
-        guard let d = try? JSONSerialization.data(withJSONObject: o, options: [.sortedKeys]) else { return }
+        let d = SidecarJSON.data(record, created: RFC3339.format(Date(timeIntervalSince1970: now())))
         let tmp = s.path + ".json.tmp"
         let fd = PrivateFiles.open(tmp, O_WRONLY | O_TRUNC)
         guard fd >= 0 else {
