@@ -96,7 +96,7 @@ public final class FirebaseStore: ObjectStore, ConnectionCounting, @unchecked Se
                                                                     receiveBuffer: t.receiveBuffer))
             : nil
         self.mediaClient = media
-        let upload = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup,
+        let upload = HTTPClient(eventLoopGroup: ClientSettings.eventLoopGroup(https: https),
                                 configuration: settings.uploadConfiguration(media: media != nil, idleTimeout: t.idleTimeout,
                                                                             maxConnections: self.maxConnections, receiveBuffer: t.receiveBuffer))
         self.uploadClient = upload

@@ -85,7 +85,7 @@ public final class GCSStore: ObjectStore, ConnectionCounting {
                                                                     receiveBuffer: tuning.receiveBuffer))
             : nil
         self.mediaClient = media
-        let upload = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup,
+        let upload = HTTPClient(eventLoopGroup: ClientSettings.eventLoopGroup(https: https),
                                 configuration: settings.uploadConfiguration(media: media != nil, idleTimeout: tuning.idleTimeout,
                                                                             maxConnections: tuning.maxConnectionsPerHost, receiveBuffer: tuning.receiveBuffer))
         self.uploadClient = upload

@@ -50,7 +50,7 @@ public struct TrustRoots: Sendable, Hashable, CustomStringConvertible {
             var roots: [NIOSSLCertificate] = []
             if let certFile { roots += try Self.load(certFile, origin: "SSL_CERT_FILE=\(certFile)") }
             for dir in certDirs { roots += Self.loadDirectory(dir) }
-            c.trustRoots = .certificates(roots)
+            c.trustRoots = .certificates(Self.once(roots))
         }
         for f in caFiles {
             c.additionalTrustRoots.append(.certificates(try Self.load(f, origin: "--ca-file \(f)")))
@@ -69,6 +69,14 @@ public struct TrustRoots: Sendable, Hashable, CustomStringConvertible {
         }
         if certs.isEmpty { throw TrustProblem("\(origin): the file holds no PEM certificate") }
         return certs
+    }
+
+    /// Each certificate once, in first-seen order. A system directory holds every root several
+    /// times (Debian's /etc/ssl/certs: the bundle file, a `.pem` link and a hash link per root; the
+    /// bundle is SSL_CERT_FILE too): kept four times over, they held 6 MB for a mount's life.
+    static func once(_ certs: [NIOSSLCertificate]) -> [NIOSSLCertificate] {
+        var seen = Set<NIOSSLCertificate>()
+        return certs.filter { seen.insert($0).inserted }
     }
 
     static func loadDirectory(_ dir: String) -> [NIOSSLCertificate] {

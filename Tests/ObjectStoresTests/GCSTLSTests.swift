@@ -165,6 +165,25 @@ import Testing
         }
     }
 
+    /// A root given several times (a bundle file, and a directory holding it under two names, as
+    /// Debian's /etc/ssl/certs does) is kept once; the server it signed is still trusted.
+    @Test func aRootGivenSeveralTimesIsKeptOnce() async throws {
+        let d = try Self.dir()
+        let dir = "\(d)/twice-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try FileManager.default.copyItem(atPath: "\(d)/ca.pem", toPath: "\(dir)/ca.pem")
+        try FileManager.default.createSymbolicLink(atPath: "\(dir)/1a2b3c4d.0", withDestinationPath: "ca.pem")
+        let trust = TrustRoots.resolve(caFile: nil, environment: ["SSL_CERT_FILE": "\(d)/ca.pem", "SSL_CERT_DIR": dir])
+        guard case .certificates(let roots) = try trust.tlsConfiguration().trustRoots else {
+            Issue.record("SSL_CERT_FILE and SSL_CERT_DIR did not replace the system store"); return
+        }
+        #expect(roots.count == 1, "the CA kept \(roots.count) times")
+        try await withTLSServer("server", trust: trust) { _, store in
+            try await store.probe(timeout: .seconds(5))
+        }
+    }
+
     @Test func trustSettingsFromOptionsAndEnvironment() throws {
         let t = TrustRoots.resolve(caFile: "/x/ca.pem", environment: ["SSL_CERT_DIR": "/a:/b", "SSL_CERT_FILE": ""])
         #expect(t.caFiles == ["/x/ca.pem"] && t.certFile == nil && t.certDirs == ["/a", "/b"])
