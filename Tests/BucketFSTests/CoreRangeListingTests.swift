@@ -12,7 +12,7 @@ import TestSupport
 @Suite struct CoreRangeListingTests {
     /// The memory store seen through a server's behaviour: a pause per list request (so ranges
     /// overlap), offsets ignored or not; it counts what it was asked.
-    final class Server: ObjectStore, @unchecked Sendable {
+    final class Server: ForwardingStore, @unchecked Sendable {
         let inner: MemoryStore
         let ignoresOffsets: Bool
         let pause: Duration
@@ -35,7 +35,6 @@ import TestSupport
         /// Whether the page with `holding` is being held now.
         var isHolding: Bool { lock.withLock { held && !released } }
         func release() { lock.withLock { released = true } }
-        var bucket: String { inner.bucket }
         func list(_ request: ListRequest) async throws -> ListPage {
             lock.withLock {
                 inFlight += 1
@@ -58,25 +57,6 @@ import TestSupport
                 while !lock.withLock({ released }) { try await Task.sleep(for: .milliseconds(5)) }
             }
             return page
-        }
-        func getMetadata(_ name: String) async throws -> ObjectInfo { try await inner.getMetadata(name) }
-        func patchMetadata(_ name: String, _ patch: MetadataPatch, preconditions: Preconditions) async throws -> ObjectInfo {
-            try await inner.patchMetadata(name, patch, preconditions: preconditions)
-        }
-        func read(_ name: String, generation: Int64?, range: Range<Int64>?) async throws -> Data {
-            try await inner.read(name, generation: generation, range: range)
-        }
-        func write(_ name: String, from source: UploadSource, metadata: WritableMetadata,
-                   preconditions: Preconditions) async throws -> ObjectInfo {
-            try await inner.write(name, from: source, metadata: metadata, preconditions: preconditions)
-        }
-        func delete(_ name: String, preconditions: Preconditions) async throws {
-            try await inner.delete(name, preconditions: preconditions)
-        }
-        func copy(from source: String, sourceGeneration: Int64?, to destination: String,
-                  metadata: WritableMetadata?, preconditions: Preconditions) async throws -> ObjectInfo {
-            try await inner.copy(from: source, sourceGeneration: sourceGeneration, to: destination,
-                                 metadata: metadata, preconditions: preconditions)
         }
     }
 

@@ -132,9 +132,8 @@ import Testing
 
 /// A `MemoryStore` answering as `FirebaseStore` does for `namesOnly`: items by name, no
 /// placeholder read.
-final class NamesOnlyStore: ObjectStore, @unchecked Sendable {
+final class NamesOnlyStore: ForwardingStore, @unchecked Sendable {
     let inner = MemoryStore()
-    var bucket: String { inner.bucket }
     func list(_ request: ListRequest) async throws -> ListPage {
         var page = try await inner.list(request)
         guard request.namesOnly else { return page }
@@ -142,20 +141,5 @@ final class NamesOnlyStore: ObjectStore, @unchecked Sendable {
         page.items = page.items.filter { $0.name.hasSuffix("/") && $0.name != request.prefix }
         page.metadataSkipped = true
         return page
-    }
-    func getMetadata(_ name: String) async throws -> ObjectInfo { try await inner.getMetadata(name) }
-    func patchMetadata(_ name: String, _ patch: MetadataPatch, preconditions: Preconditions) async throws -> ObjectInfo {
-        try await inner.patchMetadata(name, patch, preconditions: preconditions)
-    }
-    func read(_ name: String, generation: Int64?, range: Range<Int64>?) async throws -> Data {
-        try await inner.read(name, generation: generation, range: range)
-    }
-    func write(_ name: String, from source: UploadSource, metadata: WritableMetadata, preconditions: Preconditions) async throws -> ObjectInfo {
-        try await inner.write(name, from: source, metadata: metadata, preconditions: preconditions)
-    }
-    func delete(_ name: String, preconditions: Preconditions) async throws { try await inner.delete(name, preconditions: preconditions) }
-    func copy(from source: String, sourceGeneration: Int64?, to destination: String, metadata: WritableMetadata?,
-              preconditions: Preconditions) async throws -> ObjectInfo {
-        try await inner.copy(from: source, sourceGeneration: sourceGeneration, to: destination, metadata: metadata, preconditions: preconditions)
     }
 }

@@ -13,7 +13,7 @@ import TestSupport
 /// connection pool), and every read waits until the test lets it answer (`hold`; at most 5 s,
 /// so a broken walk fails the test rather than hang it) or answers at once (`flow`).
 @Suite struct CoreWalkWidthTests {
-    final class Server: ObjectStore, @unchecked Sendable {
+    final class Server: ForwardingStore, @unchecked Sendable {
         let inner: MemoryStore
         let connections: Int
         private let lock = NSLock()
@@ -27,7 +27,6 @@ import TestSupport
             self.inner = inner
             self.connections = connections
         }
-        var bucket: String { inner.bucket }
 
         /// Reads on a connection now (held or answering), by name.
         var inFlight: [String] { lock.withLock { answering } }
@@ -65,23 +64,6 @@ import TestSupport
                 try? await Task.sleep(for: .milliseconds(1))
             }
             return try await inner.read(name, generation: generation, range: range)
-        }
-        func list(_ request: ListRequest) async throws -> ListPage { try await inner.list(request) }
-        func getMetadata(_ name: String) async throws -> ObjectInfo { try await inner.getMetadata(name) }
-        func patchMetadata(_ name: String, _ patch: MetadataPatch, preconditions: Preconditions) async throws -> ObjectInfo {
-            try await inner.patchMetadata(name, patch, preconditions: preconditions)
-        }
-        func write(_ name: String, from source: UploadSource, metadata: WritableMetadata,
-                   preconditions: Preconditions) async throws -> ObjectInfo {
-            try await inner.write(name, from: source, metadata: metadata, preconditions: preconditions)
-        }
-        func delete(_ name: String, preconditions: Preconditions) async throws {
-            try await inner.delete(name, preconditions: preconditions)
-        }
-        func copy(from source: String, sourceGeneration: Int64?, to destination: String,
-                  metadata: WritableMetadata?, preconditions: Preconditions) async throws -> ObjectInfo {
-            try await inner.copy(from: source, sourceGeneration: sourceGeneration, to: destination,
-                                 metadata: metadata, preconditions: preconditions)
         }
     }
 
