@@ -176,18 +176,25 @@ import TestSupport
         return condition()
     }
 
-    /// Each page is applied as it arrives (docs/SEMANTICS.md §6): while the page with the
-    /// directory's last name is still on its way, every other page is nodes and cached metadata
-    /// already, not a page held until the listing is whole; and the listing itself shows nothing
-    /// until its last page is in, then every name once, in order.
-    @Test(.timeLimit(.minutes(1))) func pagesAreAppliedAsTheyArriveNotHeldForTheLast() async throws {
+    /// A listing of `d` (2,000 files, pages of 100, 4 ranges at once) begun, whose page with the
+    /// last name the server holds until `server.release()`.
+    func listingHeldAtItsLastPage() async throws
+        -> (names: [String], server: Server, h: Harness, dir: UInt64, listing: Task<[String], any Error>) {
         let store = MemoryStore()
         let names = (0..<2000).map { String(format: "p%05d", $0) }
         for n in names { store.put("d/" + n, Data(repeating: 1, count: 3)) }
         let server = Server(store, holding: "d/" + names.last!)
         let h = harness(store, server, pageSize: 100, concurrency: 4)
         let dir = try await h.ino("d")
-        let listing = Task { try await listed(h, "d") }
+        return (names, server, h, dir, Task { try await listed(h, "d") })
+    }
+
+    /// Each page is applied as it arrives (docs/SEMANTICS.md §6): while the page with the
+    /// directory's last name is still on its way, every other page is nodes and cached metadata
+    /// already, not a page held until the listing is whole; and the listing itself shows nothing
+    /// until its last page is in, then every name once, in order.
+    @Test(.timeLimit(.minutes(1))) func pagesAreAppliedAsTheyArriveNotHeldForTheLast() async throws {
+        let (names, server, h, dir, listing) = try await listingHeldAtItsLastPage()
         #expect(await eventually { server.isHolding }, "the last page was never asked for")
         // All but the held page (at most 100 names) applied, while it is held.
         let applied = await eventually { h.fs.statistics().cachedAttributes >= names.count - 100 }
@@ -205,13 +212,7 @@ import TestSupport
     /// (docs/SEMANTICS.md §6): a file unlinked after its page was applied, and one created, while
     /// the last page is held, show as they are now once the listing is whole.
     @Test(.timeLimit(.minutes(1))) func changesMadeBetweenPagesCorrectTheListing() async throws {
-        let store = MemoryStore()
-        let names = (0..<2000).map { String(format: "p%05d", $0) }
-        for n in names { store.put("d/" + n, Data(repeating: 1, count: 3)) }
-        let server = Server(store, holding: "d/" + names.last!)
-        let h = harness(store, server, pageSize: 100, concurrency: 4)
-        let dir = try await h.ino("d")
-        let listing = Task { try await listed(h, "d") }
+        let (names, server, h, dir, listing) = try await listingHeldAtItsLastPage()
         #expect(await eventually { server.isHolding && h.fs.statistics().cachedAttributes >= names.count - 100 })
         // p00005's page is applied (it is in the first page); it goes now, and a file comes.
         try await h.fs.unlink(parent: dir, name: "p00005")
