@@ -329,8 +329,20 @@ package final class GCSTransport: Sendable {
         } catch {
             let e = Task.isCancelled ? .cancelled : await failure(error, url: r.url)
             logger.debug("\(dialect.label) \(r.method) \(Self.shortURL(r.url)) failed: \(e)")
-            return .failed(e, retryable: idempotent && e.isTransient, status: nil, retryAfter: nil)
+            return .failed(e, retryable: Self.repeatable(error, e, idempotent: idempotent, hasBody: req.body != nil),
+                           status: nil, retryAfter: nil)
         }
+    }
+
+    /// Whether a request that failed without an answer may be sent again: a transient failure of
+    /// an idempotent request; or, for any request without a body, a connection found closed when
+    /// the request was to be written (`ioOnClosedChannel`: the server closed a kept-alive
+    /// connection as it was taken from the pool). Such a request is one write of its head, so
+    /// none of it reached the server, and a DELETE without preconditions is repeated as safely
+    /// as a GET (docs/SEMANTICS.md §2).
+    package static func repeatable(_ error: any Error, _ e: StorageError, idempotent: Bool, hasBody: Bool) -> Bool {
+        guard e.isTransient else { return false }
+        return idempotent || (!hasBody && (error as? ChannelError) == .ioOnClosedChannel)
     }
 
     /// `map`, with a refused TLS handshake explained (`StorageError.tls`, never transient).

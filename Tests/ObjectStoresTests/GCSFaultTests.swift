@@ -1,6 +1,7 @@
 import Foundation
 import GCSStore
 import GCSTestServerKit
+import NIOCore
 import StorageModel
 import Testing
 
@@ -171,5 +172,24 @@ import Testing
             #expect(e != nil)
             #expect(ContinuousClock.now - start < .seconds(8), "the operation's 1 s (plus a busy machine's slack), not the store's 60 s")
         }
+    }
+
+    /// A kept-alive connection the server closed as it was taken from the pool fails the next
+    /// call with `ioOnClosedChannel` before any byte of it left (fake-gcs-server does this now and
+    /// then after a 416, and a cleanup DELETE failed with "I/O on closed channel"). A call without
+    /// a body is then sent again even when it is not idempotent; one with a body, or any other
+    /// connection failure of a call that is not idempotent, is not (docs/SEMANTICS.md §2).
+    @Test func aCallTheServerNeverSawIsRepeated() {
+        let closed: any Error = ChannelError.ioOnClosedChannel
+        let mapped = GCSTransport.map(closed)
+        #expect(mapped.isTransient)
+        #expect(GCSTransport.repeatable(closed, mapped, idempotent: false, hasBody: false))
+        #expect(!GCSTransport.repeatable(closed, mapped, idempotent: false, hasBody: true))
+        #expect(GCSTransport.repeatable(closed, mapped, idempotent: true, hasBody: true))
+        let reset: any Error = IOError(errnoCode: ECONNRESET, reason: "read")
+        #expect(!GCSTransport.repeatable(reset, GCSTransport.map(reset), idempotent: false, hasBody: false))
+        #expect(GCSTransport.repeatable(reset, GCSTransport.map(reset), idempotent: true, hasBody: false))
+        let refused = StorageError.unauthenticated(message: "no")
+        #expect(!GCSTransport.repeatable(closed, refused, idempotent: true, hasBody: false))
     }
 }
