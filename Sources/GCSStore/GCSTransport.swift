@@ -247,7 +247,12 @@ package final class GCSTransport: Sendable {
                 if seen >= 0 { OperationContext.moved() }
                 seen = taken
                 moved = now
-                if taken >= body.length { answerBy = now + body.progress.backlog.drainTime(slowest: slowest) + answerWithin }
+                if taken >= body.length {
+                    let backlog = body.progress.backlog
+                    let drain = backlog.drainTime(slowest: slowest)
+                    answerBy = now + drain + answerWithin
+                    logger.debug("\(dialect.label) upload body taken whole: awaiting the answer for \(drain) of drain and \(answerWithin) (\(backlog.summary))")
+                }
             }
             if let answerBy {
                 if now >= answerBy { return }

@@ -42,6 +42,11 @@ package struct SendBacklog {
         latest = (now, taken)
     }
 
+    /// For the debug log: the burst and the pace since it.
+    package var summary: String {
+        "burst \(burst) B, pace since it " + (pace.map { "\(Int($0)) B/s" } ?? "none")
+    }
+
     /// Bytes a second the body went at since the burst (nil until a piece came after it).
     var pace: Double? {
         guard let latest, latest.taken > burst else { return nil }
