@@ -94,7 +94,12 @@ for n in $SIZES; do
       cpus[own_$kind]+=" $own"; cpus[server_$kind]+=" $server"; cpus[proxy_$kind]+=" $proxy"
       RES[shown_${kind}_$n]=$shown
       RES[lists_${kind}_$n]=$lists
-      [ "$kind" = bucketfs ] && read -r RES[hwm_$n] RES[rss_$n] <"$WORK/mem-$n"
+      if [ "$kind" = bucketfs ]; then
+        # The highest of the runs: peak and after, in MiB (kB / 1024).
+        read -r hwm rss <"$WORK/mem-$n"
+        [ "${RES[hwm_$n]:-0}" -ge "$hwm" ] || RES[hwm_$n]=$hwm
+        [ "${RES[rss_$n]:-0}" -ge "$rss" ] || RES[rss_$n]=$rss
+      fi
       echo "bench: ls -l of $n, $kind: $secs s, $shown names, $lists list requests; CPU s: own $own, formula server $server, proxy $proxy (load $(cut -d' ' -f1 /proc/loadavg))" >&2
     done
   done
@@ -118,7 +123,7 @@ for n in $SIZES; do
     printf '    %-9s %8.3f s  %4s lists  %s/%s names  CPU s: own %s, formula server %s, proxy %s' "$kind" "${RES[ls_${kind}_$n]}" \
       "${RES[lists_${kind}_$n]}" "${RES[shown_${kind}_$n]}" "$n" "${RES[own_${kind}_$n]}" "${RES[server_${kind}_$n]}" "${RES[proxy_${kind}_$n]}"
     case "$kind" in
-      bucketfs) printf '  memory: peak %s MB, after %s MB' "${RES[hwm_$n]}" "${RES[rss_$n]}" ;;
+      bucketfs) printf '  memory (highest of the runs): peak %s MiB, after %s MiB' "${RES[hwm_$n]}" "${RES[rss_$n]}" ;;
       *) printf '  time/bucketfs %s' "$(ratio "${RES[ls_${kind}_$n]}" "${RES[ls_bucketfs_$n]}")" ;;
     esac
     echo
