@@ -43,6 +43,14 @@ public enum JSONText {
 
     private static let hex = Array("0123456789abcdef".utf8)
 
+    /// `s` as a JSON string literal (for a line of JSON written by hand, as the JSON log is).
+    public static func quoted(_ s: String) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(s.utf8.count + 2)
+        string(s, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
     /// A JSON string: `"` and `\` escaped, control characters as `\u00XX`, the rest as UTF-8.
     static func string(_ s: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import StorageModel
 
 /// `--log-format`: `text` (one human line per event, as swift-log's stream handler writes it) or
 /// `json` (one JSON object per line, for journald / log shippers).
@@ -86,21 +87,7 @@ struct JSONLogHandler: LogHandler {
     }
 
     /// A JSON string literal (RFC 8259 escapes; other characters as they are, in UTF-8).
-    static func quote(_ s: String) -> String {
-        var out = "\""
-        for u in s.unicodeScalars {
-            switch u {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where u.value < 0x20: out += String(format: "\\u%04x", u.value)
-            default: out.unicodeScalars.append(u)
-            }
-        }
-        return out + "\""
-    }
+    static func quote(_ s: String) -> String { JSONText.quoted(s) }
 }
 
 /// A failed mount's message (docs/OPERATING.md, "A mount that fails fast"): on standard error, the
