@@ -81,7 +81,7 @@ package struct ClientSettings: Sendable {
     /// HTTP/1.1 one of `mediaConfiguration`) or of the rest, without the read timeout. Its timer
     /// starts when the body's last byte enters the socket, while the socket buffers still hold
     /// several MiB for the link to carry before the server can answer (6 MB outlast 10 s below
-    /// 0.6 MB/s): the upload's watchdog, which allows for that drain (`SendBacklog`), decides
+    /// 0.6 MB/s): the upload's watchdog, which watches that drain (`SendQueue`), decides
     /// when such a request has stopped moving (docs/SEMANTICS.md §5.2).
     package func uploadConfiguration(media: Bool, idleTimeout: Duration, maxConnections: Int, receiveBuffer: Int) -> HTTPClient.Configuration {
         var config = media ? mediaConfiguration(idleTimeout: idleTimeout, maxConnections: maxConnections, receiveBuffer: receiveBuffer)

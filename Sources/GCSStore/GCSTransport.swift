@@ -205,7 +205,8 @@ package final class GCSTransport: Sendable {
             let timer = ContinuousClock.now
             group.addTask {
                 if let body = r.streamed {
-                    await self.watch(body, answerWithin: self.policy.requestTimeout, until: timer + limit)
+                    await self.watch(body, answerWithin: self.policy.requestTimeout, until: timer + limit,
+                                     queue: SendQueue(url: r.url))
                 } else {
                     try? await Task.sleep(for: limit)
                 }
@@ -226,19 +227,28 @@ package final class GCSTransport: Sendable {
         }
     }
 
-    /// Returns when a streamed body stops moving (no byte taken for its stall timeout, or for the
-    /// operation's deadline, beyond the time the link needs for what the socket buffers took at
-    /// first: `SendBacklog`), when its answer has not come `answerWithin` after its last byte
-    /// (plus that drain), or at `end`, whichever is first. Each byte taken restarts the
-    /// operation's deadline.
-    private func watch(_ body: StreamedBody, answerWithin: Duration, until end: ContinuousClock.Instant) async {
+    /// Returns when a streamed body stops moving, when its answer has not come `answerWithin`
+    /// after its last byte left, or at `end`, whichever is first (docs/SEMANTICS.md §5.2). Each
+    /// byte taken restarts the operation's deadline. What the connection's send queue holds is
+    /// watched where the kernel shows it (`SendQueue`): its shrinking is the link moving, after
+    /// the last byte and while full buffers take nothing more, so the body stops moving when
+    /// neither happens for its stall timeout, and the answer is due `answerWithin` after the
+    /// queue last shrank. Where it cannot be seen, the time the link needs for what the buffers
+    /// took is estimated instead (`SendBacklog`) and allowed for on top of both.
+    private func watch(_ body: StreamedBody, answerWithin: Duration, until end: ContinuousClock.Instant,
+                       queue: SendQueue?) async {
         var seen: Int64 = -1
         var moved = ContinuousClock.now
         // The slowest pace that still counts as moving: one piece per stall timeout.
         let slowest = Double(StreamedBody.pieceSize) / max(SendBacklog.seconds(body.stallTimeout), 0.001)
-        // Once every byte is taken: the answer must come by then (the time the link needs for
-        // what the buffers still hold, then `answerWithin`); the operation's deadline moves along.
-        var answerBy: ContinuousClock.Instant? = nil
+        // Once every byte is taken: when, and the estimate's bound on the answer (the time the
+        // link needs for what the buffers still hold, then `answerWithin`).
+        var allTaken: ContinuousClock.Instant? = nil
+        var estimatedBy: ContinuousClock.Instant? = nil
+        // The send queues as last seen since the body last took a byte (nil: not seen), and
+        // when one last shrank.
+        var queued: [UInt64: Int64]? = nil
+        var drained = ContinuousClock.now
         while !Task.isCancelled {
             let now = ContinuousClock.now
             if now >= end { return }
@@ -247,23 +257,45 @@ package final class GCSTransport: Sendable {
                 if seen >= 0 { OperationContext.moved() }
                 seen = taken
                 moved = now
+                queued = nil
                 if taken >= body.length {
+                    allTaken = now
                     let backlog = body.progress.backlog
                     let drain = backlog.drainTime(slowest: slowest)
-                    answerBy = now + drain + answerWithin
-                    logger.debug("\(dialect.label) upload body taken whole: awaiting the answer for \(drain) of drain and \(answerWithin) (\(backlog.summary))")
+                    estimatedBy = now + drain + answerWithin
+                    logger.debug("\(dialect.label) upload body taken whole: awaiting the answer for \(answerWithin) after the send queue last shrinks (estimated drain \(drain), \(backlog.summary))")
                 }
             }
-            if let answerBy {
-                if now >= answerBy { return }
+            // The queue is read once the body could be waiting on the link: after its last byte,
+            // or when no byte was taken for a quarter of the stall timeout.
+            if allTaken != nil || now - moved >= body.stallTimeout / 4 {
+                if let now2 = queue?.unacknowledged() {
+                    if let before = queued, SendQueue.shrank(from: before, to: now2) { drained = now }
+                    queued = now2
+                } else if allTaken == nil {
+                    queued = nil
+                }
+            }
+            let lastMove = max(moved, drained)
+            if let allTaken {
+                // Seen the queue since the last byte: the answer is due `answerWithin` after it last
+                // shrank. Not seen: by the estimate.
+                let answerBy = queued != nil ? max(allTaken, drained) + answerWithin : estimatedBy!
+                if now >= answerBy {
+                    logger.debug("\(dialect.label) upload answer not come: \(queued.map { "send queue \($0.values.reduce(0, +)) B, last shrank \(now - drained) ago" } ?? "send queue not seen, estimated drain over")")
+                    return
+                }
                 OperationContext.moved()
             } else {
-                // A body that takes no byte for its stall timeout, once the burst the socket
-                // buffers took has had time to drain (at the pace seen since, or at the slowest
-                // pace that counts as moving), is a stall; until then it counts as moving,
-                // whatever the operation's deadline. (A link slower than the burst per stall
-                // timeout, 11.5 MB in 10 s measured, was taken for stalled while it moved.)
-                if now - moved >= body.stallTimeout + body.progress.backlog.drainTime(slowest: slowest) { return }
+                // A body that takes no byte, its queue not shrinking, for its stall timeout is a
+                // stall. Where the queue is not seen, once the burst the socket buffers took has
+                // had time to drain (at the pace seen since, or at the slowest pace that counts
+                // as moving); until then it counts as moving, whatever the operation's deadline.
+                // (A link slower than the burst per stall timeout, 11.5 MB in 10 s measured, was
+                // taken for stalled while it moved.)
+                let allowance = queued != nil ? body.stallTimeout
+                    : body.stallTimeout + body.progress.backlog.drainTime(slowest: slowest)
+                if now - lastMove >= allowance { return }
                 OperationContext.moved()
             }
             // The operation's deadline, restarted by the bytes: past it only when nothing moved

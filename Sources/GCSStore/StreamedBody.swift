@@ -17,7 +17,7 @@ package struct StreamedBody: Sendable {
     /// What one read from the source takes in at most. Also the grain at which progress is seen
     /// (the stall watchdog, the operation's deadline: docs/SEMANTICS.md §5.2): a link that takes
     /// less than one piece per `--idle-timeout` (26 KB/s at 10 s) counts as stalled, once what
-    /// the socket buffers took at first has had time to drain (`SendBacklog`).
+    /// the socket buffers hold has drained (`SendQueue`, or where it is not seen `SendBacklog`).
     static let pieceSize = 1 << 18
 
     package init(source: UploadSource, offset: Int64, length: Int64, sums: UploadChecksums, stallTimeout: Duration) {

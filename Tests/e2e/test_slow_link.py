@@ -244,12 +244,7 @@ def _stored_md5(srv, name):
 
 @pytest.mark.parametrize("timings", [
     pytest.param(CI_SIZED, id="ci-sized"),
-    # Known to fail now and then (docs/SEMANTICS.md §5.2): the drain is estimated from the pace
-    # at which the connection takes the body, and TCP growing its windows through the whole
-    # upload makes that pace 2-3 times the link's; the answer is then awaited too briefly, the
-    # session asked and the rest resumed (own server, quiet machine: 3 runs of 4 cut; it passed under load).
-    pytest.param(CI_SLOWER, id="ci-sized-under-0.6MBps",
-                 marks=pytest.mark.xfail(strict=False, reason="drain under-estimated when TCP keeps growing its windows")),
+    pytest.param(CI_SLOWER, id="ci-sized-under-0.6MBps"),
     pytest.param(FULL_SIZE, id="2GiB-5MBps-defaults", marks=pytest.mark.slow),
 ])
 def test_a_slow_upload_outlasts_seven_deadlines(slow_server, mounts, tmp_path, prefix, timings):
