@@ -325,7 +325,7 @@ final class ReadStream: @unchecked Sendable {
         let margin = max(Int64(tuning.firstPart), 2 * tuning.reorder)
         dropLocked { $0.range.upperBound + margin <= off }
         scheduleLocked(from: off, through: end)
-        // Each part the reader moves into lets one more be fetched ahead.
+        // The reader moving into a second part makes the read sequential (`scheduleLocked`).
         if let p = parts.first(where: { $0.range.contains(off) }), p.range.lowerBound > currentPart {
             currentPart = p.range.lowerBound
             streak += 1
