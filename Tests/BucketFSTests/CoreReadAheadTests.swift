@@ -46,6 +46,55 @@ import TestSupport
         #expect(h.fs.readBudget.inUse == 0)
     }
 
+    /// Once the reader has moved into a second part the read is sequential: parts that landed no
+    /// longer count against `--read-streams`, so the next ones go while the reader works through
+    /// the first, up to a window of twice the streams' largest parts ahead of it; before that, a
+    /// reader of the first bytes costs one request.
+    @Test func anEvidentlySequentialReadKeepsItsStreamsGoingWithinTheWindow() async throws {
+        let h = Harness { $0.readPartFirst = 1 << 20; $0.readPartMax = 4 << 20; $0.readStreams = 4 }
+        let size = 64 << 20
+        let window = Int64(2 * 4 * (4 << 20))
+        let content = Data.pattern(size, seed: 17)
+        h.store.put("big.bin", content)
+        let ino = try await h.ino("big.bin")
+        h.store.resetCounts()
+        let fh = try await h.fs.open(ino: ino, flags: OpenFlags(O_RDONLY))
+        var out = Data()
+        while out.count < 1 << 20 {
+            out += try await h.fs.read(ino: ino, fh: fh, offset: UInt64(out.count), size: 128 << 10)
+        }
+        #expect(h.store.reads.map(\.range) == [0..<Int64(1 << 20)])
+        // Into the second part: the reader stays in it, reading little, and the parts reach the
+        // window ahead of it all the same (with landed parts counted, 4 parts: 7 MiB).
+        func furthest() -> Int64 { h.store.reads.compactMap { $0.range?.upperBound }.max() ?? 0 }
+        let margin = Int64(1 << 20)
+        while out.count < 3 << 20, furthest() < Int64(out.count) + window - margin {
+            out += try await h.fs.read(ino: ino, fh: fh, offset: UInt64(out.count), size: 4096)
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        #expect(out.count < 3 << 20)
+        #expect(furthest() >= Int64(out.count) + window - margin)
+        // And no further: more reads in the same part start nothing past the window.
+        for _ in 0..<20 {
+            out += try await h.fs.read(ino: ino, fh: fh, offset: UInt64(out.count), size: 4096)
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        #expect(furthest() <= Int64(out.count) + window + (4 << 20))
+        let stream = try #require(h.fs.superblock.handle(fh)?.stream)
+        #expect(stream.reservedBytes <= Int(window) + (4 << 20) + (1 << 20))
+        while true {
+            let d = try await h.fs.read(ino: ino, fh: fh, offset: UInt64(out.count), size: 1 << 20)
+            if d.isEmpty { break }
+            out += d
+        }
+        try await h.fs.release(ino: ino, fh: fh)
+        #expect(out == content)
+        // Each byte fetched once, in parts (1 + 2 MiB, then 4 MiB each).
+        #expect(h.store.reads.reduce(0) { $0 + ($1.range?.count ?? 0) } == size)
+        #expect(h.store.count("read") <= 18)
+        #expect(h.fs.readBudget.inUse == 0)
+    }
+
     /// The kernel's read-ahead sends several requests at once and they may arrive in any order
     /// within its window: the reader is still sequential, no part is dropped, nothing is read twice.
     @Test func requestsOutOfOrderWithinTheKernelsReadAheadKeepTheParts() async throws {
@@ -77,7 +126,7 @@ import TestSupport
 
     @Test func aSeekStopsTheReadAhead() async throws {
         let h = Harness { $0.readPartFirst = 1 << 20; $0.readPartMax = 4 << 20; $0.readStreams = 4 }
-        let content = Data.pattern(40 << 20, seed: 12)
+        let content = Data.pattern(72 << 20, seed: 12)
         h.store.put("big.bin", content)
         let ino = try await h.ino("big.bin")
         let fh = try await h.fs.open(ino: ino, flags: OpenFlags(O_RDONLY))
@@ -89,8 +138,9 @@ import TestSupport
         #expect(!stream.partRanges.isEmpty)
         #expect(h.fs.readBudget.inUse > 0)
         h.store.resetCounts()
-        // A jump far ahead: the parts are dropped and only the bytes asked for are read.
-        let at = 30 << 20
+        // A jump far ahead, past the window the parts may reach (2 × 4 streams × 4 MiB): the
+        // parts are dropped and only the bytes asked for are read.
+        let at = 66 << 20
         let d = try await h.fs.read(ino: ino, fh: fh, offset: UInt64(at), size: 4096)
         #expect(d == content.subdata(in: at..<(at + 4096)))
         #expect(stream.partRanges.isEmpty)

@@ -167,4 +167,26 @@ import TestSupport
         #expect(widest >= 16 && widest <= 32, "\(widest) files fetched ahead at most")
         #expect(h.store.totalRequests == 80)
     }
+
+    /// A second walk of the same directory soon after the first (`tar` run again, its page cache
+    /// gone): the files the first walk opened are fetched ahead of the second once it shows a walk,
+    /// not read one at a time on demand. What was opened since the reader started over is still
+    /// left to its own reader (two readers at once).
+    @Test func aSecondWalkSoonAfterTheFirstIsFetchedAheadToo() async throws {
+        let (h, contents) = try await harness(files: 50)
+        try await read(h, contents, Array(0..<50))
+        #expect(await eventually { h.fs.walkAhead.pending.isEmpty })
+        let first = h.fs.walkAhead.outcomes(in: "d")
+        #expect(first.hits == 47)
+        h.store.resetCounts()
+        try await read(h, contents, Array(0..<50))
+        // Some files the first walk read are kept for a reopen (at most 16); the rest, after the
+        // three that make the walk evident again, were fetched ahead and read.
+        let second = h.fs.walkAhead.outcomes(in: "d")
+        #expect(second.hits - first.hits >= 50 - 3 - 16)
+        #expect(second.misses == 0)
+        // One request a file at most, as in the first walk.
+        #expect(h.store.count("read") <= 50)
+        for i in 0..<50 { #expect(h.store.reads.filter { $0.name == self.name(i) }.count <= 1, "f\(i)") }
+    }
 }

@@ -22,6 +22,9 @@ final class ReadStream: @unchecked Sendable {
         /// How far apart in order the requests of one sequential reader may arrive (the kernel's
         /// read-ahead sends that much at once).
         var reorder: Int64
+        /// The most bytes held ahead of a sequential reader, fetched or on their way: twice the
+        /// streams' largest parts, so parts that landed do not stop the next ones going.
+        var window: Int { 2 * max(1, streams) * maxPart }
 
         init(_ config: MountConfig) {
             firstPart = config.readPartFirst
@@ -322,7 +325,7 @@ final class ReadStream: @unchecked Sendable {
         let margin = max(Int64(tuning.firstPart), 2 * tuning.reorder)
         dropLocked { $0.range.upperBound + margin <= off }
         scheduleLocked(from: off, through: end)
-        // Each part the reader moves into lets one more be fetched ahead.
+        // The reader moving into a second part makes the read sequential (`scheduleLocked`).
         if let p = parts.first(where: { $0.range.contains(off) }), p.range.lowerBound > currentPart {
             currentPart = p.range.lowerBound
             streak += 1
@@ -338,23 +341,30 @@ final class ReadStream: @unchecked Sendable {
         return nil
     }
 
-    /// Starts parts from the end of the last one (or `off`) while fewer than the streak allows
-    /// are ahead of the reader, and at least through `through` (a request that came ahead of
-    /// the others), as long as the budget takes them.
+    /// Starts parts from the end of the last one (or `off`), and at least through `through` (a
+    /// request that came ahead of the others), as long as the budget takes them. Until the reader
+    /// has moved into a second part, one part at most is ahead of it (a reader of a file's first
+    /// bytes costs one request). From then on the read is sequential: up to `streams` parts are
+    /// in flight at once, a part that has landed no longer counting (the next read starts the
+    /// next one), while the parts ahead of the reader hold at most `window` bytes.
     private func scheduleLocked(from off: Int64, through: Int64 = 0) {
         guard !closed else { return }
         // A first read a little into the file (the kernel's requests of one read(2) arriving out
         // of order) starts the first part at 0 all the same: a small file is one request.
         var next = parts.last?.range.upperBound ?? (lastEnd == 0 && off < Int64(tuning.firstPart) ? 0 : off)
-        var ahead = parts.filter { $0.range.upperBound > off }.count
-        let allowed = min(tuning.streams, 1 + streak)
-        while ahead < allowed || next < through, next < size {
+        let ahead = parts.filter { $0.range.upperBound > off }
+        let sequential = streak > 0
+        var going = sequential ? ahead.filter { !$0.bytes.isComplete }.count : ahead.count
+        var held = ahead.reduce(Int64(0)) { $0 + $1.range.upperBound - max(off, $1.range.lowerBound) }
+        let allowed = sequential ? tuning.streams : min(tuning.streams, 1)
+        while going < allowed && held < Int64(tuning.window) || next < through, next < size {
             let len = Int(min(Int64(nextPartSize), size - next))
             guard budget.reserve(len, for: self, floor: tuning.firstPart) else { break }
             let range = next..<(next + Int64(len))
             parts.append(Part(range, startPart(range), reserved: len))
             next = range.upperBound
-            ahead += 1
+            going += 1
+            held += Int64(len)
             nextPartSize = min(tuning.maxPart, nextPartSize * 2)
         }
     }

@@ -23,8 +23,8 @@ import StorageModel
 /// directory needs twice the evidence (up to a window) before the next.
 ///
 /// An open of the same generation is served from those bytes, whether they are in or still on
-/// their way (one request per file, overlapped). A file already opened is not fetched ahead
-/// again. Bytes that an open took (or that a stream read whole, `keep`) stay a little for the
+/// their way (one request per file, overlapped). A file already opened in the same walk (since
+/// the reader last started over) is not fetched ahead again. Bytes that an open took (or that a stream read whole, `keep`) stay a little for the
 /// next open of the same generation — `borg` reads with `posix_fadvise(DONTNEED)`, which empties
 /// the page cache behind it — at most `keepIdle` files no handle reads, the oldest going first,
 /// all within the budget. Files not opened within `ttl`, passed over by the walk, or of another
@@ -107,6 +107,9 @@ final class WalkAhead: @unchecked Sendable {
         var hits = 0
         var misses = 0
         var touched: Double = 0
+        /// The count of opens when the reader last started over in the order walked (a step
+        /// back): files opened before it belong to an earlier walk and may be fetched ahead.
+        var since: UInt64 = 0
     }
 
     /// The files of a directory's last window not fetched yet, in order: each starts as a fetch
@@ -131,8 +134,10 @@ final class WalkAhead: @unchecked Sendable {
     private var tracks: [String: Track] = [:]
     private var queues: [String: Queue] = [:]
     private var nextID: UInt64 = 0
-    /// Files opened for reading lately (path → generation, when): not fetched ahead again.
-    private var opened: [String: (generation: Int64, at: Double)] = [:]
+    /// Files opened for reading lately (path → generation, when, the count of opens then): not
+    /// fetched ahead again in the same walk.
+    private var opened: [String: (generation: Int64, at: Double, seq: UInt64)] = [:]
+    private var opens: UInt64 = 0
     /// A sweep is scheduled (one at a time, while anything waits).
     private var sweeping = false
 
@@ -177,7 +182,8 @@ final class WalkAhead: @unchecked Sendable {
             if opened.count >= Self.rememberedOpens {
                 for (k, _) in opened.sorted(by: { $0.value.at < $1.value.at }).prefix(Self.rememberedOpens / 4) { opened[k] = nil }
             }
-            opened[path] = (generation, t)
+            opens += 1
+            opened[path] = (generation, t, opens)
             let gone = entries.filter { k, e in
                 guard !e.taken, e.directory == position.directory, let o = e.order else { return false }
                 return k != path && e.position < position[o] - Self.reorderSlack
@@ -209,6 +215,7 @@ final class WalkAhead: @unchecked Sendable {
                 track.hits += 1
                 track.streak += 1
             }
+            let walked = track.walking ?? .listing
             for order in Order.allCases {
                 let p = position[order]
                 guard let last = track.last[order] else {
@@ -222,6 +229,8 @@ final class WalkAhead: @unchecked Sendable {
                 } else if p < last - Self.reorderSlack {
                     track.run[order] = 0
                     track.last[order] = p
+                    // A start over (`tar` run again): what the walk before opened is fair game.
+                    if order == walked { track.since = opens }
                 }
             }
             if let w = track.walking, (track.run[w] ?? 0) == 0 {
@@ -288,11 +297,12 @@ final class WalkAhead: @unchecked Sendable {
         guard var q = queues[directory] else { return [] }
         let t = now()
         var inFlight = entries.values.reduce(0) { $0 + ($1.fetching && $1.directory == directory ? 1 : 0) }
+        let since = tracks[directory]?.since ?? 0
         var evicted: [Entry] = []
         while inFlight < q.width, let c = q.waiting.first {
             q.waiting = q.waiting.dropFirst()
             if entries[c.path] != nil { continue }
-            if let o = opened[c.path], o.generation == c.info.generation, t - o.at <= ttl { continue }
+            if let o = opened[c.path], o.generation == c.info.generation, t - o.at <= ttl, o.seq > since { continue }
             let size = Int(c.info.size)
             var fits = true
             while !budget.reserve(size, for: self) {
