@@ -24,8 +24,8 @@ import StorageModel
 ///
 /// An open of the same generation is served from those bytes, whether they are in or still on
 /// their way (one request per file, overlapped). A file already opened in the same walk (since
-/// the reader last started over) is not fetched ahead again. Bytes that an open took (or that a stream read whole, `keep`) stay a little for the
-/// next open of the same generation — `borg` reads with `posix_fadvise(DONTNEED)`, which empties
+/// the reader last started over) is not fetched ahead again. Bytes that an open took (or that a
+/// stream read whole, `keep`) stay a little for the next open of the same generation — `borg` reads with `posix_fadvise(DONTNEED)`, which empties
 /// the page cache behind it — at most `keepIdle` files no handle reads, the oldest going first,
 /// all within the budget. Files not opened within `ttl`, passed over by the walk, or of another
 /// generation are dropped.
