@@ -46,7 +46,8 @@
 # BENCH_DELAY_MS (20), BENCH_SMALL_N (400), BENCH_BFS_OPTS (extra bucketfs mount options),
 # BENCH_RSYNC_N (300), BENCH_RSYNC_TTL (unset), BENCH_RSYNC_LIST (0), BENCH_RSYNC_REPS (1), BENCH_RCLONE_RSYNC_WB (5s),
 # BENCH_DIR, BENCH_KEEP, BENCH_ONLY (some of "tar cp write rsync mkdir": the
-# sections to run; all by default).
+# sections to run; all by default), BENCH_FUSE_TRACE (1: section (1) also counts the default
+# mode's FUSE requests per file, from the kernel's fuse tracepoints; needs root and tracefs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS="${BENCH_REPS:-3}"
@@ -122,12 +123,14 @@ if wants tar; then
       rclone) mnt="$(mount_rclone_rw "emuproxy:$BUCKET/tar/$run")" ;;
     esac
     curl -sf -o /dev/null "$PROXY/__reset"
+    [ "$1" = bucketfs ] && [ "${BENCH_FUSE_TRACE:-0}" = 1 ] && fuse_trace_start "$mnt"
     # the mount's daemon (bucketfs or rclone) by its mount point, for its CPU
     mpid=$(pgrep -f -- " $mnt( |$)" | head -1)
     m0=$(cpu_secs "$mpid"); e0=$(cpu_secs "$TAR_PID"); p0=$(cpu_secs "$PROXY_PID")
     t0=$(now)
     (tar -xf "$WORK/small.tar" -C "$mnt" && times >"$WORK/times")
     t1=$(now)
+    [ "$1" = bucketfs ] && [ "${BENCH_FUSE_TRACE:-0}" = 1 ] && fuse_trace_stop "$WORK/fuse-$1"
     "$PY" Scripts/bench/await_objects.py "$TAR_EP" "$BUCKET" "tar/$run/t/" "$SMALL_N" 32768 >/dev/null
     t2=$(now)
     # where the time went: with a request of the mount's at the proxy, or none (the last run's)
@@ -140,6 +143,22 @@ if wants tar; then
     done
     unmount "$mnt"
     echo "$(elapsed "$t0" "$t2") $(elapsed "$t0" "$t1") $counts $cpu"
+  }
+  # BENCH_FUSE_TRACE: the kernel's fuse_request_send/_end events of one mount's connection, in a
+  # tracefs instance of this bench's own (other mounts' requests are filtered out).
+  TRACE_DIR=/sys/kernel/tracing/instances/bucketfs-bench-$PROXY_PORT
+  fuse_trace_start() {  # MOUNTPOINT
+    mkdir -p "$TRACE_DIR" 2>/dev/null && [ -d "$TRACE_DIR/events/fuse" ] \
+      || { echo "bench: no fuse tracepoints (root and tracefs needed); BENCH_FUSE_TRACE ignored" >&2; return 0; }
+    echo "connection == $(mountpoint -d "$1" | cut -d: -f2)" >"$TRACE_DIR/events/fuse/filter"
+    echo 20000 >"$TRACE_DIR/buffer_size_kb"; echo >"$TRACE_DIR/trace"
+    echo 1 >"$TRACE_DIR/events/fuse/enable"
+  }
+  fuse_trace_stop() {  # OUT: fuse_trace.py's summary of the requests since fuse_trace_start
+    [ -d "$TRACE_DIR/events/fuse" ] || return 0
+    echo 0 >"$TRACE_DIR/events/fuse/enable"
+    "$PY" Scripts/bench/fuse_trace.py "$TRACE_DIR/trace" "$SMALL_N" >"$1" || true
+    rmdir "$TRACE_DIR" 2>/dev/null || true
   }
   # The limits: the same files uploaded straight to the server through the same proxy by a plain
   # client, one at a time (what a mode whose close waits for its upload can do at best) and
@@ -386,6 +405,13 @@ if wants tar; then
       # per file, last run: ms with a request at the proxy (round trip: delay + server) + ms with none (the client's own work)
       read -r _ _ _ _ gb gbr gbi <"$WORK/gaps-bucketfs"; read -r _ _ _ _ gd gdr gdi <"$WORK/gaps-direct-1"
       row "  ms per file: at the proxy + between requests" "$gbr + $gbi = $gb" "plain $gdr + $gdi = $gd" "" "(where the gap is)"
+    fi
+    if [ "$kind" = bucketfs ] && [ -s "$WORK/fuse-bucketfs" ]; then
+      # BENCH_FUSE_TRACE, last run: FUSE requests per file, by opcode, and the kernel's ms
+      # between one close's FLUSH answered and the next FLUSH sent (median)
+      read -r _ fpf fgap _ <"$WORK/fuse-bucketfs"
+      row "  FUSE requests per file, last run" "$fpf: $(tail -n +2 "$WORK/fuse-bucketfs" | awk '$3 >= 0.5 { printf "%s%s %s", s, $1, $3; s = ", " }')" "" "" \
+        "between closes: $fgap ms (median)"
     fi
   done
 fi

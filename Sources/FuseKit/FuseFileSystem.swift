@@ -186,6 +186,9 @@ public protocol FuseFileSystemBase: AnyObject, Sendable {
     /// done on the libfuse thread: the new attributes or the error, or nil to call `setattr`.
     /// Default: nil.
     func immediateSetattr(ino: UInt64, fh: UInt64?, changes: SetAttributes) -> Result<(FileAttributes, Double), Errno>?
+    /// A release with nothing to wait for (no upload to make, no lock to wait on), done on the
+    /// libfuse thread with no Task: success or the error, or nil to call `release`. Default: nil.
+    func immediateRelease(ino: UInt64, fh: UInt64) -> Result<Void, Errno>?
     /// readdir with an upper bound on how many entries the kernel's buffer can take (FuseKit
     /// computes it from the buffer size), so a filesystem builds no more. Default: `readdir`.
     func readdir(ino: UInt64, fh: UInt64, offset: UInt64, limit: Int) async throws(Errno) -> [DirectoryEntry]
@@ -245,6 +248,7 @@ public extension FuseFileSystem {
     func cachedListxattr(ino: UInt64) -> [String]? { nil }
     func immediateWrite(ino: UInt64, fh: UInt64, offset: UInt64, bytes: UnsafeRawBufferPointer) -> Result<Int, Errno>? { nil }
     func immediateSetattr(ino: UInt64, fh: UInt64?, changes: SetAttributes) -> Result<(FileAttributes, Double), Errno>? { nil }
+    func immediateRelease(ino: UInt64, fh: UInt64) -> Result<Void, Errno>? { nil }
     func readdir(ino: UInt64, fh: UInt64, offset: UInt64, limit: Int) async throws(Errno) -> [DirectoryEntry] {
         try await readdir(ino: ino, fh: fh, offset: offset)
     }

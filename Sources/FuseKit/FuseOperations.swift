@@ -53,6 +53,13 @@ enum FuseOperations {
         }
         ops.release = { req, ino, fi in
             let fh = fi?.pointee.fh ?? 0
+            let context = RequestContext.of(req!)
+            // Nothing to wait for (a reader's close, a writer's whose flush uploaded): no Task.
+            if let r = context.filesystem.immediateRelease(ino: ino, fh: fh) {
+                let e: Int32 = switch r { case .success: 0; case .failure(let e): e.rawValue }
+                context.check(fuse_reply_err(req, e), "fuse_reply_err")
+                return
+            }
             FuseOperations.replyingStatus(req!) { fs async throws(Errno) in try await fs.release(ino: ino, fh: fh) }
         }
         ops.create = { req, parent, name, mode, fi in FuseOperations.create(req!, parent, name, mode, fi) }
@@ -123,6 +130,9 @@ enum FuseOperations {
         want(FUSE_CAP_READDIRPLUS, readdirplus != .off)
         want(FUSE_CAP_READDIRPLUS_AUTO, readdirplus == .auto)
         want(FUSE_CAP_ATOMIC_O_TRUNC, true)
+        // Wanted, but libfuse 3.14 does not pass it on: its INIT reply on this machine carries
+        // flags 0x4040b029, without FUSE_PARALLEL_DIROPS (1 << 18), and without
+        // FUSE_HANDLE_KILLPRIV (1 << 19) though libfuse wants that by default (docs/BENCHMARKS.md).
         want(FUSE_CAP_PARALLEL_DIROPS, true)
         // Writes up to max_write (libfuse sets FUSE_BIG_WRITES and the largest max_write its buffer
         // allows); read-ahead: whatever the kernel offers, up to 1 MiB.

@@ -117,6 +117,9 @@ final class MetricsFileSystem: FuseFileSystemBase {
     func immediateSetattr(ino: UInt64, fh: UInt64?, changes: SetAttributes) -> Result<(FileAttributes, Double), Errno>? {
         measured("setattr", since: .now, inner.immediateSetattr(ino: ino, fh: fh, changes: changes))
     }
+    func immediateRelease(ino: UInt64, fh: UInt64) -> Result<Void, Errno>? {
+        measured("release", since: .now, inner.immediateRelease(ino: ino, fh: fh))
+    }
     func cachedListxattr(ino: UInt64) -> [String]? {
         let r = inner.cachedListxattr(ino: ino)
         if r != nil { count("listxattr") }

@@ -216,6 +216,9 @@ final class CheckedCore: FuseFileSystemBase, @unchecked Sendable {
         checked("cachedGetxattr(\(ino), \(name))") { core.cachedGetxattr(ino: ino, name: name) }
     }
     func cachedListxattr(ino: UInt64) -> [String]? { checked("cachedListxattr(\(ino))") { core.cachedListxattr(ino: ino) } }
+    func immediateRelease(ino: UInt64, fh: UInt64) -> Result<Void, Errno>? {
+        checked("immediateRelease(\(ino), \(fh))") { core.immediateRelease(ino: ino, fh: fh) }
+    }
     func readdir(ino: UInt64, fh: UInt64, offset: UInt64, limit: Int) async throws(Errno) -> [DirectoryEntry] {
         try await checked("readdir(\(ino), \(fh), \(offset), limit \(limit))") { () async throws(Errno) in
             try await core.readdir(ino: ino, fh: fh, offset: offset, limit: limit)

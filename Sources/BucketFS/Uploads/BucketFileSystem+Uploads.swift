@@ -57,14 +57,7 @@ extension BucketFileSystem {
     }
 
     public func release(ino: UInt64, fh: UInt64) async throws(Errno) {
-        guard let h = superblock.closeFile(fh) else { return }
-        h.stream?.close()
-        guard let n = superblock.node(ino) else { return }
-        // The writer's last handle: its sidecar says closed (with the size and metadata) before
-        // the upload starts, so a crash during it leaves content known to be complete.
-        if h.writable, let kept = h.stage, !superblock.isOpenForWriting(kept) {
-            staging.recordClosed(kept) { sidecarTarget(n, kept) }
-        }
+        guard let (h, n) = beginRelease(ino: ino, fh: fh) else { return }
         var uploadError: Errno? = nil
         // A file whose upload just failed is in the background attempts' hands: uploading it
         // again here, right after close reported the failure, would make close's answer untrue.
@@ -73,13 +66,46 @@ extension BucketFileSystem {
         } else if h.writable, superblock.withStage(of: n, { s, _ in s.retryTask == nil }) ?? true {
             do { try await upload(ino: ino) } catch { uploadError = error }
         }
-        // Only the stage this handle kept: a handle opened before the file had local content
-        // (or whose content was replaced since) keeps none.
-        if let kept = h.stage { superblock.withStage(kept) { $0.openHandles -= 1 } }
-        dropStageIfIdle(n)
+        endRelease(h, n)
         if let uploadError { throw uploadError }
         // A queue past its bound holds this close until one of its uploads starts (docs/SEMANTICS.md §3.4).
         if h.writable, config.writeBack { await uploads.room() }
+    }
+
+    /// A release that waits for nothing, on libfuse's thread with no Task (FuseKit's
+    /// `immediateRelease`): a handle that wrote nothing, or a writer's whose content its flush
+    /// uploaded (clean, no attempt under way or scheduled), in the default mode. What `release`
+    /// would do then is local: the handle goes, and the stage file with it when nobody else has
+    /// it open. nil (then `release` runs) when there is an upload to make or wait for.
+    public func immediateRelease(ino: UInt64, fh: UInt64) -> Result<Void, Errno>? {
+        if let h = superblock.handle(fh), h.writable {
+            guard !config.writeBack, let s = h.stage, let n = superblock.node(ino), superblock.stage(of: n) === s,
+                  superblock.withStage(of: n, stage: s, { s, _ in s.state == .clean && s.retryTask == nil }) == true
+            else { return nil }
+        }
+        if let (h, n) = beginRelease(ino: ino, fh: fh) { endRelease(h, n) }
+        return .success(())
+    }
+
+    /// The handle closed; for the writer's last handle, its sidecar says closed (with the size
+    /// and metadata) before any upload starts, so a crash during it leaves content known to be
+    /// complete. nil when there was no such handle, or its file is gone from the table.
+    private func beginRelease(ino: UInt64, fh: UInt64) -> (Handle, Node)? {
+        guard let h = superblock.closeFile(fh) else { return nil }
+        h.stream?.close()
+        guard let n = superblock.node(ino) else { return nil }
+        if h.writable, let kept = h.stage, !superblock.isOpenForWriting(kept) {
+            staging.recordClosed(kept) { sidecarTarget(n, kept) }
+        }
+        return (h, n)
+    }
+
+    /// The handle's hold on its stage ends (only the stage this handle kept: a handle opened
+    /// before the file had local content, or whose content was replaced since, keeps none), and
+    /// the stage goes if nobody needs it.
+    private func endRelease(_ h: Handle, _ n: Node) {
+        if let kept = h.stage { superblock.withStage(kept) { $0.openHandles -= 1 } }
+        dropStageIfIdle(n)
     }
 
     /// Drops a stage nobody has open whose content is saved (or was deleted by the user), with
