@@ -19,13 +19,18 @@ import TestSupport
         return condition()
     }
 
-    @Test func aSequentialReaderGetsPartsFetchedAhead() async throws {
-        let h = Harness { $0.readPartFirst = 1 << 20; $0.readPartMax = 4 << 20; $0.readStreams = 4 }
-        let content = Data.pattern(40 << 20, seed: 11)
+    /// `big.bin` of `size` patterned bytes, opened for reading, the store's counts reset.
+    func openedBig(_ h: Harness, size: Int, seed: UInt32) async throws -> (content: Data, ino: UInt64, fh: UInt64) {
+        let content = Data.pattern(size, seed: seed)
         h.store.put("big.bin", content)
         let ino = try await h.ino("big.bin")
         h.store.resetCounts()
-        let fh = try await h.fs.open(ino: ino, flags: OpenFlags(O_RDONLY))
+        return (content, ino, try await h.fs.open(ino: ino, flags: OpenFlags(O_RDONLY)))
+    }
+
+    @Test func aSequentialReaderGetsPartsFetchedAhead() async throws {
+        let h = Harness { $0.readPartFirst = 1 << 20; $0.readPartMax = 4 << 20; $0.readStreams = 4 }
+        let (content, ino, fh) = try await openedBig(h, size: 40 << 20, seed: 11)
         var out = Data()
         while out.count < 4 << 20 {
             out += try await h.fs.read(ino: ino, fh: fh, offset: UInt64(out.count), size: 128 << 10)
@@ -54,11 +59,7 @@ import TestSupport
         let h = Harness { $0.readPartFirst = 1 << 20; $0.readPartMax = 4 << 20; $0.readStreams = 4 }
         let size = 64 << 20
         let window = Int64(2 * 4 * (4 << 20))
-        let content = Data.pattern(size, seed: 17)
-        h.store.put("big.bin", content)
-        let ino = try await h.ino("big.bin")
-        h.store.resetCounts()
-        let fh = try await h.fs.open(ino: ino, flags: OpenFlags(O_RDONLY))
+        let (content, ino, fh) = try await openedBig(h, size: size, seed: 17)
         var out = Data()
         while out.count < 1 << 20 {
             out += try await h.fs.read(ino: ino, fh: fh, offset: UInt64(out.count), size: 128 << 10)
@@ -100,11 +101,7 @@ import TestSupport
     @Test func requestsOutOfOrderWithinTheKernelsReadAheadKeepTheParts() async throws {
         let h = Harness { $0.readPartFirst = 1 << 20; $0.readPartMax = 4 << 20; $0.readStreams = 4; $0.kernelReadAhead = 4 << 20 }
         let size = 41 << 20
-        let content = Data.pattern(size, seed: 13)
-        h.store.put("big.bin", content)
-        let ino = try await h.ino("big.bin")
-        h.store.resetCounts()
-        let fh = try await h.fs.open(ino: ino, flags: OpenFlags(O_RDONLY))
+        let (content, ino, fh) = try await openedBig(h, size: size, seed: 13)
         var out = Data(count: size)
         func read(_ mib: Int) async throws {
             let d = try await h.fs.read(ino: ino, fh: fh, offset: UInt64(mib << 20), size: 1 << 20)

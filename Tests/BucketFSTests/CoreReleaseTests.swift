@@ -9,6 +9,14 @@ import TestSupport
 /// for nothing. Only when the release would make no request and wait on no lock; otherwise the
 /// Task's `release` runs, as before.
 @Suite struct CoreReleaseTests {
+    /// A file created in the listed root with `text` written to it, its handle still open.
+    func created(_ h: Harness, _ name: String, _ text: String) async throws -> (ino: UInt64, fh: UInt64) {
+        _ = try await h.readdirAll(Harness.root)
+        let (e, fh) = try await h.fs.create(parent: Harness.root, name: name, mode: 0o644, flags: OpenFlags(O_WRONLY | O_CREAT))
+        _ = try await h.fs.write(ino: e.attributes.ino, fh: fh, offset: 0, data: Data(text.utf8))
+        return (e.attributes.ino, fh)
+    }
+
     func stageFiles(_ h: Harness) -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: h.cacheDirectory)) ?? []).filter { $0.hasPrefix("stage-") }.sorted()
     }
@@ -17,10 +25,7 @@ import TestSupport
     /// handle and the stage file (and its sidecar), with no request.
     @Test func aWritersReleaseAfterItsUploadIsImmediate() async throws {
         let h = Harness()
-        _ = try await h.readdirAll(Harness.root)
-        let (e, fh) = try await h.fs.create(parent: Harness.root, name: "new", mode: 0o644, flags: OpenFlags(O_WRONLY | O_CREAT))
-        let ino = e.attributes.ino
-        _ = try await h.fs.write(ino: ino, fh: fh, offset: 0, data: Data("hello".utf8))
+        let (ino, fh) = try await created(h, "new", "hello")
         // Unsaved content: this release would upload it (a close with no flush before it).
         #expect(h.fs.immediateRelease(ino: ino, fh: fh).map { _ in true } == nil)
         #expect(stageFiles(h).count == 2, "the stage file and its sidecar stay")
@@ -39,10 +44,7 @@ import TestSupport
     /// A file another handle still writes keeps its stage; the last writer's release drops it.
     @Test func aStageStaysWhileAnotherHandleHasIt() async throws {
         let h = Harness()
-        _ = try await h.readdirAll(Harness.root)
-        let (e, fh) = try await h.fs.create(parent: Harness.root, name: "f", mode: 0o644, flags: OpenFlags(O_WRONLY | O_CREAT))
-        let ino = e.attributes.ino
-        _ = try await h.fs.write(ino: ino, fh: fh, offset: 0, data: Data("one".utf8))
+        let (ino, fh) = try await created(h, "f", "one")
         let second = try await h.fs.open(ino: ino, flags: OpenFlags(O_WRONLY))
         try await h.fs.flush(ino: ino, fh: fh)
         try #require(h.fs.immediateRelease(ino: ino, fh: fh)).get()
