@@ -106,21 +106,23 @@ import Testing
         }
     }
 
-    /// The slow link of a large upload at the scale of a test: 2 GiB at 5 MB/s lasts 7 times the
-    /// default 60 s deadline, so 16 MiB through a server that reads 64 KiB, then waits 400 ms, must last
-    /// 7 times a 1 s deadline, and its connection is reset in the middle (after 5 MB, of which the
+    /// The slow link of a large upload at the scale of a test: 16 MiB through a server that reads
+    /// 64 KiB, then waits 400 ms (about 7 s or more: its pace varies with how NIO batches the
+    /// reads), outlasts a 2 s deadline several times over (a 1 s deadline was shorter than the
+    /// watchdog's ticks took when the whole suite shared two cores in CI: it passed between two
+    /// of them, and the session could not be asked), and its connection is reset in the middle (after 5 MB, of which the
     /// server keeps the 256 KiB multiples, as the resumable-upload documentation allows). The
     /// session is asked what it holds, only the rest is sent again, and the object holds exactly
     /// the file's bytes.
-    @Test func aResetSlowUploadResumesAndOutlastsSevenDeadlines() async throws {
-        try await withGCSServer(deadline: .seconds(1)) { server, store in
+    @Test func aResetSlowUploadResumesAndOutlastsItsDeadline() async throws {
+        try await withGCSServer(deadline: .seconds(2)) { server, store in
             let data = bigData((16 << 20) + 321, seed: 43)
             let path = FileManager.default.temporaryDirectory.appendingPathComponent("slowreset-\(UUID().uuidString)").path
             try data.write(to: URL(fileURLWithPath: path))
             defer { try? FileManager.default.removeItem(atPath: path) }
             server.configure { $0.uploadReadPause = .milliseconds(400); $0.dropUploadAfterBytes = 5_000_000 }
             let start = ContinuousClock.now
-            let info = try await OperationContext.run(timeout: .seconds(1)) {
+            let info = try await OperationContext.run(timeout: .seconds(2)) {
                 try await store.write("slowreset.bin", from: .file(path: path), metadata: .init(), preconditions: .doesNotExist)
             }
             let took = ContinuousClock.now - start
@@ -134,7 +136,7 @@ import Testing
             #expect(!asked.isEmpty, "the session was asked first: \(ranges)")
             #expect(ranges.dropFirst(asked.count).first == "bytes \(persisted)-\(data.count - 1)/\(data.count)", "resumed where the server said: \(ranges)")
             print("16 MiB, reset after 5 MB, at 64 KiB a 400 ms pause: \(took)")
-            #expect(took >= .seconds(7), "the transfer lasted 7 deadlines, or the link was not slow: \(took)")
+            #expect(took >= .seconds(7), "the transfer lasted 3.5 deadlines, or the link was not slow: \(took)")
         }
     }
 
