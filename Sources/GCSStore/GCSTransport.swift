@@ -269,9 +269,9 @@ package final class GCSTransport: Sendable {
             // The queue is read once the body could be waiting on the link: after its last byte,
             // or when no byte was taken for a quarter of the stall timeout.
             if allTaken != nil || now - moved >= body.stallTimeout / 4 {
-                if let now2 = queue?.unacknowledged() {
-                    if let before = queued, SendQueue.shrank(from: before, to: now2) { drained = now }
-                    queued = now2
+                if let current = queue?.unacknowledged() {
+                    if let before = queued, SendQueue.shrank(from: before, to: current) { drained = now }
+                    queued = current
                 } else if allTaken == nil {
                     queued = nil
                 }
