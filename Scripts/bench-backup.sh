@@ -39,7 +39,8 @@
 # Environment: BUCKETFS_BIN (default: build release), BENCH_REPS (3), BENCH_DELAY_MS (20),
 # BENCH_SMALL_N (400), BENCH_CONC (16), BENCH_BFS_OPTS (extra bucketfs mount options),
 # BENCH_TOOLS ("tar plain rclone restic borg"), BENCH_INC_TOOLS, BENCH_INC_N (50), BENCH_INC_K
-# (2), BENCH_DIR, BENCH_KEEP (keep WORK: mount logs, the proxy's request log), BENCH_STRACE=1
+# (2), BENCH_DIR, BENCH_KEEP (keep WORK: mount logs, the proxy's request log and its timing log,
+# timing.log, each request's arrival and answer times), BENCH_STRACE=1
 # (each tool run under strace -f, its opens, reads, fadvise and closes in WORK/strace-TOOL.N; the
 # times are then not comparable).
 set -euo pipefail
@@ -72,7 +73,7 @@ T_START=$(now)
 echo "bench: $TOOLS over $SMALL_N x 32 KiB + 64 MiB at +$DELAY_MS ms a request; $REPS repetitions; work dir $WORK" >&2
 start_emulator "$PORT" "$BUCKET"
 REQLOG="$WORK/proxy-requests.log"
-start_latency_proxy "$PORT" "$PROXY_PORT" "$DELAY_MS" --log "$REQLOG"
+start_latency_proxy "$PORT" "$PROXY_PORT" "$DELAY_MS" --log "$REQLOG" --timing-log "$WORK/timing.log"
 
 make_small_tree "$WORK/tree/tree" "$SMALL_N"
 "$PY" Scripts/bench/tarcheck.py --manifest "$WORK/tree/tree" >"$WORK/tar.manifest"

@@ -77,11 +77,14 @@ ls_once() {  # KIND N
   read -r s1 p1 < <(server_cpu)
   counts=$(proxy_counts "$PROXY")
   if [ "$kind" = bucketfs ]; then
-    echo "$(awk '/VmHWM/ {print int($2/1024)}' "/proc/$pid/status") $(awk '/VmRSS/ {print int($2/1024)}' "/proc/$pid/status")" >"$WORK/mem-$n"
+    echo "$(awk '/VmHWM/ {print $2}' "/proc/$pid/status") $(awk '/VmRSS/ {print $2}' "/proc/$pid/status")" >"$WORK/mem-$n"
   fi
   [ "$kind" = plain ] || unmount "$mnt"
   echo "$(elapsed "$t0" "$t1") $lines $(echo "$counts" | awk '{print $2}') $own $(delta "$s0" "$s1") $(delta "$p0" "$p1")"
 }
+
+# kB -> "N MiB (M MB)": MiB as kB / 1024, MB as kB × 1,024 / 10^6 (the target is in MB).
+mem_text() { awk -v k="$1" 'BEGIN { printf "%.1f MiB (%.1f MB)", k / 1024, k * 1024 / 1e6 }'; }
 
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 for n in $SIZES; do
@@ -95,7 +98,7 @@ for n in $SIZES; do
       RES[shown_${kind}_$n]=$shown
       RES[lists_${kind}_$n]=$lists
       if [ "$kind" = bucketfs ]; then
-        # The highest of the runs: peak and after, in MiB (kB / 1024).
+        # The highest of the runs: peak and after, in kB (VmHWM, VmRSS).
         read -r hwm rss <"$WORK/mem-$n"
         [ "${RES[hwm_$n]:-0}" -ge "$hwm" ] || RES[hwm_$n]=$hwm
         [ "${RES[rss_$n]:-0}" -ge "$rss" ] || RES[rss_$n]=$rss
@@ -123,7 +126,7 @@ for n in $SIZES; do
     printf '    %-9s %8.3f s  %4s lists  %s/%s names  CPU s: own %s, formula server %s, proxy %s' "$kind" "${RES[ls_${kind}_$n]}" \
       "${RES[lists_${kind}_$n]}" "${RES[shown_${kind}_$n]}" "$n" "${RES[own_${kind}_$n]}" "${RES[server_${kind}_$n]}" "${RES[proxy_${kind}_$n]}"
     case "$kind" in
-      bucketfs) printf '  memory (highest of the runs): peak %s MiB, after %s MiB' "${RES[hwm_$n]}" "${RES[rss_$n]}" ;;
+      bucketfs) printf '  memory (highest of the runs): peak %s, after %s' "$(mem_text "${RES[hwm_$n]}")" "$(mem_text "${RES[rss_$n]}")" ;;
       *) printf '  time/bucketfs %s' "$(ratio "${RES[ls_${kind}_$n]}" "${RES[ls_bucketfs_$n]}")" ;;
     esac
     echo

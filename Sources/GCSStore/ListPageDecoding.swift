@@ -33,11 +33,12 @@ struct ObjectJSON: Decodable, Equatable {
     func info(stripPrefix: String, interning strings: Interner? = nil) throws -> ObjectInfo {
         guard var name else { throw StorageError.unknown(status: 200, message: "object resource without a name") }
         if !stripPrefix.isEmpty, name.hasPrefix(stripPrefix) { name = String(name.dropFirst(stripPrefix.count)) }
+        let s = strings ?? Interner()
+        // Keys repeat across objects (a tool's mtime key): one copy of each.
         var custom: [String: String] = [:]
-        for (k, v) in metadata ?? [:] { if let v { custom[k] = v } }
+        for (k, v) in metadata ?? [:] { if let v { custom[s[k] ?? k] = v } }
         let created = timeCreated.flatMap(RFC3339.parse)
         let updatedDate = updated.flatMap(RFC3339.parse)
-        let s = strings ?? Interner()
         let p = GCSJSONAPI.property  // "" is not set (see there)
         let writable = WritableMetadata(cacheControl: s[p(cacheControl)], contentDisposition: s[p(contentDisposition)],
                                         contentEncoding: s[p(contentEncoding)], contentLanguage: s[p(contentLanguage)],

@@ -11,21 +11,49 @@ public enum FieldChange<Value: Sendable & Equatable>: Sendable, Equatable {
 
 /// The writable properties, as sent with an upload.
 public struct WritableMetadata: Sendable, Equatable {
-    public var cacheControl: String?
-    public var contentDisposition: String?
-    public var contentEncoding: String?
-    public var contentLanguage: String?
+    /// Cache control, disposition, encoding and language: nil when none is set (`RareHeaders`).
+    private var rare: RareHeaders?
     public var contentType: String?
-    public var customMetadata: [String: String]
+    /// None or one key inline, more in a dictionary (`CustomMetadataStorage`).
+    private var custom: CustomMetadataStorage
 
     public init(cacheControl: String? = nil, contentDisposition: String? = nil, contentEncoding: String? = nil,
                 contentLanguage: String? = nil, contentType: String? = nil, customMetadata: [String: String] = [:]) {
-        self.cacheControl = cacheControl
-        self.contentDisposition = contentDisposition
-        self.contentEncoding = contentEncoding
-        self.contentLanguage = contentLanguage
+        rare = RareHeaders.make(cacheControl: cacheControl, contentDisposition: contentDisposition,
+                                contentEncoding: contentEncoding, contentLanguage: contentLanguage)
         self.contentType = contentType
-        self.customMetadata = customMetadata
+        custom = CustomMetadataStorage(customMetadata)
+    }
+
+    public var customMetadata: [String: String] {
+        get { custom.dictionary }
+        set { custom = CustomMetadataStorage(newValue) }
+    }
+
+    /// One custom key's value, without making the whole map.
+    public func customValue(_ key: String) -> String? { custom[key] }
+
+    public var cacheControl: String? {
+        get { rare?.cacheControl }
+        set { rare = .make(cacheControl: newValue, contentDisposition: contentDisposition, contentEncoding: contentEncoding, contentLanguage: contentLanguage) }
+    }
+    public var contentDisposition: String? {
+        get { rare?.contentDisposition }
+        set { rare = .make(cacheControl: cacheControl, contentDisposition: newValue, contentEncoding: contentEncoding, contentLanguage: contentLanguage) }
+    }
+    public var contentEncoding: String? {
+        get { rare?.contentEncoding }
+        set { rare = .make(cacheControl: cacheControl, contentDisposition: contentDisposition, contentEncoding: newValue, contentLanguage: contentLanguage) }
+    }
+    public var contentLanguage: String? {
+        get { rare?.contentLanguage }
+        set { rare = .make(cacheControl: cacheControl, contentDisposition: contentDisposition, contentEncoding: contentEncoding, contentLanguage: newValue) }
+    }
+
+    public static func == (a: WritableMetadata, b: WritableMetadata) -> Bool {
+        a.cacheControl == b.cacheControl && a.contentDisposition == b.contentDisposition
+            && a.contentEncoding == b.contentEncoding && a.contentLanguage == b.contentLanguage
+            && a.contentType == b.contentType && a.customMetadata == b.customMetadata
     }
 }
 
@@ -79,7 +107,8 @@ public struct ObjectInfo: Sendable, Equatable {
     public let size: Int64
     public let timeCreated: Date
     public let updated: Date
-    public let md5Hash: String?
+    /// The MD5 as 16 bytes where it is canonical base64 (`PackedMD5`); `md5Hash` gives the text.
+    private let md5: PackedMD5
     public let crc32c: String?
     public var writable: WritableMetadata
 
@@ -92,13 +121,16 @@ public struct ObjectInfo: Sendable, Equatable {
         self.size = size
         self.timeCreated = timeCreated
         self.updated = updated
-        self.md5Hash = md5Hash
+        md5 = PackedMD5(md5Hash)
         self.crc32c = crc32c
         self.writable = writable
     }
 
+    public var md5Hash: String? { md5.text }
+
     public var contentType: String? { writable.contentType }
     public var customMetadata: [String: String] { writable.customMetadata }
+    public func customValue(_ key: String) -> String? { writable.customValue(key) }
 }
 
 /// Firebase's `StorageMetadata`: read-only properties come from the server; writable ones may

@@ -15,8 +15,8 @@ struct StatMapper: Sendable {
 
     func mtime(of info: ObjectInfo?) -> Double {
         guard let info else { return mountTime }
-        if let s = info.customMetadata[XattrName.mtimeKey], let v = Double(s) { return v }
-        if let s = info.customMetadata["gcsfuse_mtime"], let d = RFC3339.parse(s) { return d.timeIntervalSince1970 }
+        if let s = info.customValue(XattrName.mtimeKey), let v = Double(s) { return v }
+        if let s = info.customValue("gcsfuse_mtime"), let d = RFC3339.parse(s) { return d.timeIntervalSince1970 }
         return info.updated.timeIntervalSince1970
     }
 
@@ -61,7 +61,7 @@ struct StatMapper: Sendable {
             // POSIX metadata is on and the placeholder is known, else the mount's start time,
             // never `updated`, so its times do not change once its placeholder is read.
             mtime = mountTime
-            if px != nil, let s = info?.customMetadata[XattrName.mtimeKey], let v = Double(s) { mtime = v }
+            if px != nil, let s = info?.customValue(XattrName.mtimeKey), let v = Double(s) { mtime = v }
             ctime = mountTime
         }
         var type = n.type

@@ -63,7 +63,7 @@ public enum XattrName: Equatable, Sendable {
     /// The value of this attribute for an object, nil when it has none.
     public func value(in info: ObjectInfo) -> String? {
         switch self {
-        case .custom(let k): return info.customMetadata[k]
+        case .custom(let k): return info.customValue(k)
         case .writable(let p): return p.get(info.writable)
         case .readOnly(let p):
             switch p {
