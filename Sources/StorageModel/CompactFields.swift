@@ -39,28 +39,23 @@ public enum PackedMD5: Sendable, Equatable {
 }
 
 /// The four writable headers most objects never set (cache control, disposition, encoding,
-/// language), kept together out of line: an object without any of them costs one nil reference
-/// instead of four empty optionals (docs/OPERATING.md, "Memory"). Immutable; a change makes a
-/// new one.
-final class RareHeaders: Sendable {
-    let cacheControl: String?
-    let contentDisposition: String?
-    let contentEncoding: String?
-    let contentLanguage: String?
+/// language).
+struct RareFields: Sendable, Equatable {
+    var cacheControl: String?
+    var contentDisposition: String?
+    var contentEncoding: String?
+    var contentLanguage: String?
+}
 
-    init(cacheControl: String?, contentDisposition: String?, contentEncoding: String?, contentLanguage: String?) {
-        self.cacheControl = cacheControl
-        self.contentDisposition = contentDisposition
-        self.contentEncoding = contentEncoding
-        self.contentLanguage = contentLanguage
-    }
+/// `RareFields` kept out of line: an object without any of them costs one nil reference instead
+/// of four empty optionals (docs/OPERATING.md, "Memory"). Immutable; a change makes a new one.
+final class RareHeaders: Sendable {
+    let fields: RareFields
+    private init(_ fields: RareFields) { self.fields = fields }
 
     /// nil when none is set.
-    static func make(cacheControl: String?, contentDisposition: String?, contentEncoding: String?,
-                     contentLanguage: String?) -> RareHeaders? {
-        if cacheControl == nil && contentDisposition == nil && contentEncoding == nil && contentLanguage == nil { return nil }
-        return RareHeaders(cacheControl: cacheControl, contentDisposition: contentDisposition,
-                           contentEncoding: contentEncoding, contentLanguage: contentLanguage)
+    static func make(_ fields: RareFields) -> RareHeaders? {
+        fields == RareFields() ? nil : RareHeaders(fields)
     }
 }
 

@@ -19,8 +19,8 @@ public struct WritableMetadata: Sendable, Equatable {
 
     public init(cacheControl: String? = nil, contentDisposition: String? = nil, contentEncoding: String? = nil,
                 contentLanguage: String? = nil, contentType: String? = nil, customMetadata: [String: String] = [:]) {
-        rare = RareHeaders.make(cacheControl: cacheControl, contentDisposition: contentDisposition,
-                                contentEncoding: contentEncoding, contentLanguage: contentLanguage)
+        rare = RareHeaders.make(RareFields(cacheControl: cacheControl, contentDisposition: contentDisposition,
+                                           contentEncoding: contentEncoding, contentLanguage: contentLanguage))
         self.contentType = contentType
         custom = CustomMetadataStorage(customMetadata)
     }
@@ -34,25 +34,30 @@ public struct WritableMetadata: Sendable, Equatable {
     public func customValue(_ key: String) -> String? { custom[key] }
 
     public var cacheControl: String? {
-        get { rare?.cacheControl }
-        set { rare = .make(cacheControl: newValue, contentDisposition: contentDisposition, contentEncoding: contentEncoding, contentLanguage: contentLanguage) }
+        get { rare?.fields.cacheControl }
+        set { setRare(\.cacheControl, newValue) }
     }
     public var contentDisposition: String? {
-        get { rare?.contentDisposition }
-        set { rare = .make(cacheControl: cacheControl, contentDisposition: newValue, contentEncoding: contentEncoding, contentLanguage: contentLanguage) }
+        get { rare?.fields.contentDisposition }
+        set { setRare(\.contentDisposition, newValue) }
     }
     public var contentEncoding: String? {
-        get { rare?.contentEncoding }
-        set { rare = .make(cacheControl: cacheControl, contentDisposition: contentDisposition, contentEncoding: newValue, contentLanguage: contentLanguage) }
+        get { rare?.fields.contentEncoding }
+        set { setRare(\.contentEncoding, newValue) }
     }
     public var contentLanguage: String? {
-        get { rare?.contentLanguage }
-        set { rare = .make(cacheControl: cacheControl, contentDisposition: contentDisposition, contentEncoding: contentEncoding, contentLanguage: newValue) }
+        get { rare?.fields.contentLanguage }
+        set { setRare(\.contentLanguage, newValue) }
+    }
+
+    private mutating func setRare(_ field: WritableKeyPath<RareFields, String?>, _ value: String?) {
+        var f = rare?.fields ?? RareFields()
+        f[keyPath: field] = value
+        rare = RareHeaders.make(f)
     }
 
     public static func == (a: WritableMetadata, b: WritableMetadata) -> Bool {
-        a.cacheControl == b.cacheControl && a.contentDisposition == b.contentDisposition
-            && a.contentEncoding == b.contentEncoding && a.contentLanguage == b.contentLanguage
+        (a.rare?.fields ?? RareFields()) == (b.rare?.fields ?? RareFields())
             && a.contentType == b.contentType && a.customMetadata == b.customMetadata
     }
 }

@@ -194,18 +194,8 @@ extension StagingArea {
 
     /// The bytes read and their md5 (base64); nil when a read failed.
     static func md5(fd: Int32, length: Int64) -> (Int64, String)? {
-        var buf = [UInt8](repeating: 0, count: 1 << 20)
-        var off: Int64 = 0
-        var md5 = MD5Sum()
-        while off < length {
-            let want = Int(min(Int64(buf.count), length - off))
-            let r = buf.withUnsafeMutableBytes { pread(fd, $0.baseAddress, want, off_t(off)) }
-            if r < 0 { return nil }
-            if r == 0 { break }
-            buf.withUnsafeBytes { md5.add(UnsafeRawBufferPointer(rebasing: $0[0..<r])) }
-            off += Int64(r)
-        }
-        return (off, md5.base64())
+        let r = MD5Sum.reading(fd: fd, length: length)
+        return r.failed ? nil : (r.bytes, r.md5)
     }
 
     /// Writes `data` under a temporary name and renames it over `path`.

@@ -116,6 +116,30 @@ struct MD5Sum {
     private var md5 = Insecure.MD5()
     mutating func add(_ bytes: UnsafeRawBufferPointer) { md5.update(bufferPointer: bytes) }
     func base64() -> String { Data(md5.finalize()).base64EncodedString() }
+
+    /// Reads the first `length` bytes of `fd` a MiB at a time, summing them and handing each
+    /// chunk and its offset to `each` (false stops the reading). The bytes read and their md5;
+    /// `failed` when a read failed (an end of file before `length` is not a failure).
+    static func reading(fd: Int32, length: Int64,
+                        each: (UnsafeRawBufferPointer, Int64) -> Bool = { _, _ in true }) -> (bytes: Int64, md5: String, failed: Bool) {
+        var buf = [UInt8](repeating: 0, count: 1 << 20)
+        var off: Int64 = 0
+        var sum = MD5Sum()
+        while off < length {
+            let want = Int(min(Int64(buf.count), length - off))
+            let r = buf.withUnsafeMutableBytes { pread(fd, $0.baseAddress, want, off_t(off)) }
+            if r < 0 { return (off, sum.base64(), true) }
+            if r == 0 { break }
+            let go = buf.withUnsafeBytes { b -> Bool in
+                let chunk = UnsafeRawBufferPointer(rebasing: b[0..<r])
+                sum.add(chunk)
+                return each(chunk, off)
+            }
+            off += Int64(r)
+            if !go { break }
+        }
+        return (off, sum.base64(), false)
+    }
 }
 
 /// What a stage's sidecar is written from, read under the superblock's lock.

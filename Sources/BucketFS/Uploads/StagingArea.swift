@@ -227,29 +227,27 @@ public final class StagingArea: @unchecked Sendable {
             logger.critical("cannot create \(tmp) to keep the data of '\(object)': \(Errno(Glibc.errno))")
             return nil
         }
-        var buf = [UInt8](repeating: 0, count: 1 << 20)
-        var off: Int64 = 0
-        var md5 = MD5Sum()
-        while off < length {
-            let want = Int(min(Int64(buf.count), length - off))
-            let r = buf.withUnsafeMutableBytes { pread(fd, $0.baseAddress, want, off_t(off)) }
-            if r <= 0 { break }
-            let w = buf.withUnsafeBytes { pwrite(out, $0.baseAddress, r, off_t(off)) }
-            buf.withUnsafeBytes { md5.add(UnsafeRawBufferPointer(rebasing: $0[0..<r])) }
-            if w != r {
-                counters.cacheError(Errno(Glibc.errno))
-                logger.critical("cannot write \(tmp) (--cache-dir) to keep the data of '\(object)': \(Errno(Glibc.errno))")
-                Glibc.close(out)
-                unlink(tmp)
-                return nil
+        // A read that fails keeps what was read before it (the entry says how many bytes).
+        var writeError: Errno?
+        let (off, md5, _) = MD5Sum.reading(fd: fd, length: length) { chunk, at in
+            guard pwrite(out, chunk.baseAddress, chunk.count, off_t(at)) == chunk.count else {
+                writeError = Errno(Glibc.errno)
+                return false
             }
-            off += Int64(r)
+            return true
+        }
+        if let writeError {
+            counters.cacheError(writeError)
+            logger.critical("cannot write \(tmp) (--cache-dir) to keep the data of '\(object)': \(writeError)")
+            Glibc.close(out)
+            unlink(tmp)
+            return nil
         }
         Glibc.fsync(out)
         Glibc.close(out)
         var side = record.json
         side["bytes"] = off
-        side["md5"] = md5.base64()
+        side["md5"] = md5
         side["complete"] = complete
         side["reason"] = reason
         side["kept"] = RFC3339.format(Date(timeIntervalSince1970: now()))
@@ -264,9 +262,9 @@ public final class StagingArea: @unchecked Sendable {
         }
         guard Glibc.rename(tmp, dest) == 0 else {
             logger.critical("cannot move \(tmp) into \(dest) (the data of '\(object)' stays at \(tmp)): \(Errno(Glibc.errno))")
-            return LostEntry(path: tmp, record: record, complete: complete, reason: reason, bytes: off, md5: md5.base64())
+            return LostEntry(path: tmp, record: record, complete: complete, reason: reason, bytes: off, md5: md5)
         }
-        return LostEntry(path: dest, record: record, complete: complete, reason: reason, bytes: off, md5: md5.base64())
+        return LostEntry(path: dest, record: record, complete: complete, reason: reason, bytes: off, md5: md5)
     }
 
     /// An object name as one file name: `%` and `/` escaped; long names cut, with a checksum of
