@@ -39,7 +39,7 @@ extension BucketFileSystem {
         let box = try await refreshed(n)
         let (info, path) = superblock.infoAndPath(n, fallback: box?.info)
         guard n.type == .regular, superblock.stage(of: n) == nil, let info,
-              let px = stat.posix(info.customMetadata, object: path), px.isSymlink else { throw .EINVAL }
+              let px = stat.posix(info.writable, object: path), px.isSymlink else { throw .EINVAL }
         if let t = px.legacyTarget { return t }
         if let t = linkTargets.target(path, generation: info.generation) { return t }
         guard info.size <= Int64(PosixAttributes.maxTargetBytes) else {

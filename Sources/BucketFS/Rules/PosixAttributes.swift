@@ -36,20 +36,26 @@ struct PosixAttributes: Equatable, Sendable {
     }
 
     /// Reads the keys of `custom`.
-    init(_ custom: [String: String]) {
-        if let v = custom[Self.modeKey] {
+    init(_ custom: [String: String]) { self.init { custom[$0] } }
+
+    /// Reads the keys of an object's metadata, one at a time (no map made).
+    init(_ metadata: WritableMetadata) { self.init(metadata.customValue) }
+
+    /// Reads the keys through `custom`, a key's value or nil.
+    init(_ custom: (String) -> String?) {
+        if let v = custom(Self.modeKey) {
             if let m = Self.parseMode(v) { mode = m } else { unparsable.append((Self.modeKey, v)) }
         }
-        if let v = custom[Self.uidKey] {
+        if let v = custom(Self.uidKey) {
             if let u = Self.parseID(v) { uid = u } else { unparsable.append((Self.uidKey, v)) }
         }
-        if let v = custom[Self.gidKey] {
+        if let v = custom(Self.gidKey) {
             if let g = Self.parseID(v) { gid = g } else { unparsable.append((Self.gidKey, v)) }
         }
-        if let t = custom[Self.legacySymlinkTargetKey] {
+        if let t = custom(Self.legacySymlinkTargetKey) {
             isSymlink = true
             legacyTarget = t
-        } else if let v = custom[Self.symlinkKey] {
+        } else if let v = custom(Self.symlinkKey) {
             // gcloud and Storage Transfer Service write "true"; gsutil's parser is case-insensitive.
             if v.lowercased() == "true" { isSymlink = true }
             else if v.lowercased() != "false" { unparsable.append((Self.symlinkKey, v)) }

@@ -20,10 +20,10 @@ struct StatMapper: Sendable {
         return info.updated.timeIntervalSince1970
     }
 
-    /// The POSIX keys of `custom` (nil with POSIX metadata off, or no metadata).
-    func posix(_ custom: [String: String]?, object: @autoclosure () -> String) -> PosixAttributes? {
-        guard config.posixMetadata, let custom else { return nil }
-        let p = PosixAttributes(custom)
+    /// The POSIX keys of `metadata` (nil with POSIX metadata off, or no metadata).
+    func posix(_ metadata: WritableMetadata?, object: @autoclosure () -> String) -> PosixAttributes? {
+        guard config.posixMetadata, let metadata else { return nil }
+        let p = PosixAttributes(metadata)
         for (key, value) in p.unparsable {
             let name = object()
             warnings.warn("'\(name.prefix(200))': \(key) '\(value.prefix(64))' does not parse; the mount's option is shown instead",
@@ -34,7 +34,7 @@ struct StatMapper: Sendable {
 
     /// Whether `info` is a symbolic link (POSIX metadata on).
     func isSymlink(_ info: ObjectInfo) -> Bool {
-        posix(info.customMetadata, object: info.name)?.isSymlink ?? false
+        posix(info.writable, object: info.name)?.isSymlink ?? false
     }
 
     /// The attributes of `n`; `now` dates content written here and not yet uploaded. The caller
@@ -48,13 +48,13 @@ struct StatMapper: Sendable {
         var mtime = self.mtime(of: info)
         if let s = n.staged {
             size = s.size
-            if let m = s.metadata.customMetadata[XattrName.mtimeKey], let v = Double(m) { mtime = v }
+            if let m = s.metadata.customValue(XattrName.mtimeKey), let v = Double(m) { mtime = v }
             else if s.state.unsaved { mtime = max(mtime, now) }
         }
         var ctime = info?.updated.timeIntervalSince1970 ?? mountTime
         let dir = n.type == .directory
         // Staged content carries the metadata its upload will write.
-        let px = posix(n.staged?.metadata.customMetadata ?? info?.customMetadata, object: info?.name ?? n.path)
+        let px = posix(n.staged?.metadata ?? info?.writable, object: info?.name ?? n.path)
         if dir {
             // A listing shows child directories without their placeholders' metadata: a directory
             // shows its placeholder's mtime key (written by utimens, so `rsync -a` keeps it) when
