@@ -247,6 +247,7 @@ extension BucketFileSystem {
             } else if Self.isRefusal(e) {
                 let kept = giveUp(n, s, e, reason: "the server refused the upload: \(error)")
                 logger.error("upload of '\(path)' refused: \(error) → \(e); not retried; your data: \(kept)")
+                if e == .EACCES, superblock.withStage(s, { $0.createdHere }) { rememberRefusedCreate(path, contentType: meta.contentType ?? "", error) }
             } else if superblock.withStage(of: n, stage: s, { _, file in file.shuttingDown }) == true {
                 logger.error("upload of '\(path)' failed: \(error) → \(e)")
             } else {
@@ -254,6 +255,15 @@ extension BucketFileSystem {
             }
             throw e
         }
+    }
+
+    /// A new file refused at its upload (rules or IAM): the directory's answer for its content
+    /// type turns to refused at once, whatever a probe said, so the next create there fails at
+    /// open(2) with EACCES instead of being refused again at close (docs/SEMANTICS.md §3.3,
+    /// "Refused creates").
+    private func rememberRefusedCreate(_ path: String, contentType: String, _ error: any Error) {
+        let directory = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? ""
+        createAnswers.note(CreateAnswers.Key(directory: directory, contentType: contentType), .refused(message: "\(error)"))
     }
 
     /// Errors that another attempt of the same upload cannot cure.
