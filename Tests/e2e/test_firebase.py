@@ -111,6 +111,8 @@ def test_firebase_login_email_password_file_whoami_logout(fb):
     p = fb.login_email()
     out = fields(p.stdout)
     assert out["uid"] == fb.uid and out["email"] == fb.email and out["provider"] == "password"
+    # the mount it suggests is the user's own folder, which the usual rules allow (not the root)
+    assert f"bucketfs mount {SRC}/users/{fb.uid} DIR" in p.stdout.decode(), p.stdout
     st = os.stat(fb.login_file)
     assert stat.S_IMODE(st.st_mode) == 0o600 and stat.S_IMODE(os.stat(fb.login_file.parent).st_mode) == 0o700
     kept = json.loads(fb.login_file.read_text())
@@ -211,6 +213,9 @@ def test_firebase_library_commands(fb):
     st = json.loads(run("stat", "--json", f"{home}/notes/a.txt").stdout)
     assert st["size"] == "5" and st["customMetadata"] == {"color": "blue"} and st["contentType"] == "text/plain"
     assert "downloadTokens" not in json.dumps(st) and not any(t in json.dumps(st) for t in obj.tokens)
+    # the text form has no line for a property the server did not give (v0 gives no crc32c)
+    text = run("stat", f"{home}/notes/a.txt").stdout.decode().splitlines()
+    assert text and not [l for l in text if l.rstrip().endswith(":")], text
     run("meta", "set", f"{home}/notes/a.txt", "size", "L")
     run("meta", "rm", f"{home}/notes/a.txt", "color")
     assert run("meta", "get", f"{home}/notes/a.txt", "size").stdout == b"L\n"
