@@ -689,7 +689,8 @@ func storageError(_ body: () async throws -> Void) async -> StorageError? {
         var e2 = env
         e2["GOOGLE_OAUTH_ACCESS_TOKEN"] = nil
         #expect(CredentialSource.resolve(anonymous: false, token: nil, keyFile: "/k", environment: e2) == .serviceAccount(path: "/k"))
-        #expect(CredentialSource.resolve(anonymous: false, token: nil, keyFile: nil, environment: e2) == .serviceAccount(path: "/env/key.json"))
+        #expect(CredentialSource.resolve(anonymous: false, token: nil, keyFile: nil, environment: e2)
+                == .file(path: "/env/key.json", from: "GOOGLE_APPLICATION_CREDENTIALS"))
         e2["GOOGLE_APPLICATION_CREDENTIALS"] = nil
         #expect(CredentialSource.resolve(anonymous: false, token: nil, keyFile: nil, environment: e2) == .anonymous)
         #expect(CredentialSource.resolve(anonymous: false, token: nil, keyFile: nil, environment: [:]) == .metadataServer)
