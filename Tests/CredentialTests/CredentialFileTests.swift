@@ -27,7 +27,7 @@ final class CredentialFiles {
         return path
     }
 
-    static let rsaKey = try! _RSA.Signing.PrivateKey(keySize: .bits2048)
+    nonisolated(unsafe) static let rsaKey = try! _RSA.Signing.PrivateKey(keySize: .bits2048)
 
     static func serviceAccount(tokenURI: String? = FakeGoogleAuth.base + "/token") -> [String: Any] {
         var o: [String: Any] = ["type": "service_account", "client_email": "sa@p.iam.gserviceaccount.com", "private_key_id": "k1",
@@ -36,9 +36,9 @@ final class CredentialFiles {
         return o
     }
 
-    static let user: [String: Any] = ["type": "authorized_user", "client_id": "cid.apps", "client_secret": "secret-1",
+    static var user: [String: Any] { ["type": "authorized_user", "client_id": "cid.apps", "client_secret": "secret-1",
                                       "refresh_token": "refresh-1", "quota_project_id": "quota-p",
-                                      "token_uri": "http://evil.test/steal"]
+                                      "token_uri": "http://evil.test/steal"] }
 }
 
 func source(_ path: String, env: [String: String] = [:], fake: FakeGoogleAuth, scope: String = GoogleAuth.storageScope) throws -> any AccessTokenSource {
