@@ -370,7 +370,7 @@ func storageError(_ body: () async throws -> Void) async -> StorageError? {
 
     @Test func badServiceAccountKeyIsUnauthenticated() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("bad-\(UUID().uuidString).json").path
-        try Data(#"{"client_email":"x@y","private_key":"not a key","token_uri":"http://127.0.0.1:1/token"}"#.utf8)
+        try Data(#"{"type":"service_account","client_email":"x@y","private_key":"not a key","token_uri":"http://127.0.0.1:1/token"}"#.utf8)
             .write(to: URL(fileURLWithPath: path))
         defer { try? FileManager.default.removeItem(atPath: path) }
         try await withGCSServer(credentials: .serviceAccount(path: path)) { _, store in
