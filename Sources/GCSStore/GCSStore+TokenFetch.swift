@@ -54,7 +54,7 @@ package struct StoreTokens: Sendable {
                     from = s
                 }
                 let target = chain.last ?? ""
-                return ImpersonatedSource(source: from, target: target, delegates: Array(chain.dropLast()),
+                return ImpersonatedSource(source: from, target: target, delegates: chain.count > 1 ? Array(chain.dropLast()) : nil,
                                           url: GoogleAuth.generateAccessTokenURL(target, environment: environment),
                                           transport: transport, date: date, now: now)
             }

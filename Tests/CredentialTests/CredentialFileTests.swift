@@ -112,7 +112,9 @@ let oauthEnv = [GoogleAuth.oauthTokenVariable: FakeGoogleAuth.base + "/token"]
         ])
         let file = try CredentialFile.read(path)
         #expect(file.principal == "target@p.iam.gserviceaccount.com" && file.typeChain == "authorized_user → impersonated_service_account")
-        let t = try await source(path, env: oauthEnv, fake: fake).fetch(timeout: .seconds(5))
+        // The file's URL names the target; the token comes from IAM Credentials (moved by its variable), as google-auth asks it.
+        let env = oauthEnv.merging([GoogleAuth.iamCredentialsVariable: FakeGoogleAuth.base + "/v1"]) { $1 }
+        let t = try await source(path, env: env, fake: fake).fetch(timeout: .seconds(5))
         #expect(t.value == "iam-token-2")
         #expect(fake.recorded.map(\.url) == [FakeGoogleAuth.base + "/token", file.object["service_account_impersonation_url"] as! String])
         #expect(FakeGoogleAuth.form(fake.recorded[0])["scope"] == nil, "a user's grant keeps its own scopes")

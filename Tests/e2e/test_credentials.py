@@ -23,6 +23,7 @@ from fake_google_auth import FakeGoogleAuth
 from own_gcs import OwnServer
 
 google_auth = pytest.importorskip("google.auth", reason="google-auth is not installed in this Python")
+import google.auth.iam  # noqa: E402
 import google.auth.transport.requests  # noqa: E402
 import google.oauth2.credentials  # noqa: E402
 from google.auth import impersonated_credentials  # noqa: E402
@@ -146,8 +147,18 @@ def normalized(records):
 
 
 def google_auth_token(path, monkeypatch, fake):
+    # The endpoints no file may choose, as bucketfs's variables move them.
     monkeypatch.setattr(google.oauth2.credentials, "_GOOGLE_OAUTH2_TOKEN_ENDPOINT", fake.url + "/token")
-    creds, _ = google.auth.load_credentials_from_file(path, scopes=[SCOPE])
+    monkeypatch.setattr(google.auth.iam, "_IAM_ENDPOINT", fake.url + "/v1/projects/-/serviceAccounts/{}:generateAccessToken")
+    info = json.load(open(path))
+    if info.get("type") == "external_account":
+        # Loaded by type: load_credentials_from_file would also look the project up at Cloud
+        # Resource Manager, a request that is not the credential's.
+        from google.auth import identity_pool, pluggable
+        kind = pluggable if "executable" in info["credential_source"] else identity_pool
+        creds = kind.Credentials.from_info(info, scopes=[SCOPE])
+    else:
+        creds, _ = google.auth.load_credentials_from_file(path, scopes=[SCOPE])
     creds.refresh(google.auth.transport.requests.Request())
     return creds.token
 

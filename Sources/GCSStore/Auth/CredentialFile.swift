@@ -104,15 +104,17 @@ package struct CredentialFile: @unchecked Sendable {
             guard let url, let target else { return sts }
             let options = object["service_account_impersonation"] as? [String: Any]
             let lifetime = (options?["token_lifetime_seconds"] as? NSNumber)?.intValue ?? 3600
-            return ImpersonatedSource(source: sts, target: target, delegates: [], url: url, scope: scope, lifetime: lifetime,
+            return ImpersonatedSource(source: sts, target: target, delegates: nil, url: url, scope: scope, lifetime: lifetime,
                                       transport: transport, date: date, now: now)
         case "impersonated_service_account":
-            guard let inner = try sourceCredentials, let url = object["service_account_impersonation_url"] as? String,
-                  let target = impersonationTarget else {
+            // The file's URL names the target only: the token comes from IAM Credentials itself
+            // (`BUCKETFS_IAM_CREDENTIALS_URL` moves it), as google-auth asks it.
+            guard let inner = try sourceCredentials, let target = impersonationTarget else {
                 throw StorageError.unauthenticated(message: "\(path) is not a usable impersonated_service_account file (service_account_impersonation_url naming a service account is required)")
             }
             let source = try inner.source(scope: GoogleAuth.iamScope, environment: environment, transport: transport, date: date, now: now)
-            return ImpersonatedSource(source: source, target: target, delegates: object["delegates"] as? [String] ?? [], url: url,
+            return ImpersonatedSource(source: source, target: target, delegates: object["delegates"] as? [String],
+                                      url: GoogleAuth.generateAccessTokenURL(target, environment: environment),
                                       scope: scope, transport: transport, date: date, now: now)
         default:
             throw StorageError.unauthenticated(message: "\(path): unknown credential type \(type)")

@@ -7,8 +7,8 @@ import StorageModel
 /// `service_account_impersonation_url`, or `--impersonate-service-account`).
 package struct ImpersonatedSource: AccessTokenSource {
     package let target: String
-    /// As sent: `projects/-/serviceAccounts/EMAIL`.
-    package let delegates: [String]
+    /// As sent: `projects/-/serviceAccounts/EMAIL`; nil is sent as JSON null, as google-auth sends "none given".
+    package let delegates: [String]?
     package let url: String
     package let scope: String
     package let lifetime: Int
@@ -18,13 +18,13 @@ package struct ImpersonatedSource: AccessTokenSource {
     let transport: any TokenTransport
     let date: WallClock
 
-    package init(source: any AccessTokenSource, target: String, delegates: [String], url: String,
+    package init(source: any AccessTokenSource, target: String, delegates: [String]?, url: String,
                  scope: String = GoogleAuth.storageScope, lifetime: Int = 3600,
                  transport: any TokenTransport, date: @escaping WallClock, now: @escaping @Sendable () -> ContinuousClock.Instant) {
         self.source = TokenCache(source: source, now: now)
         self.userSignIn = source.userSignIn
         self.target = target
-        self.delegates = delegates.map { $0.hasPrefix("projects/") ? $0 : "projects/-/serviceAccounts/\($0)" }
+        self.delegates = delegates?.map { $0.hasPrefix("projects/") ? $0 : "projects/-/serviceAccounts/\($0)" }
         self.url = url
         self.scope = scope
         self.lifetime = lifetime
@@ -43,7 +43,7 @@ package struct ImpersonatedSource: AccessTokenSource {
 
     package func fetch(timeout: Duration) async throws -> FetchedToken {
         let sourceToken = try await source.token(timeout: timeout)
-        let body: [String: Any] = ["delegates": delegates, "scope": [scope], "lifetime": "\(lifetime)s"]
+        let body: [String: Any] = ["delegates": delegates.map { $0 as Any } ?? NSNull(), "scope": [scope], "lifetime": "\(lifetime)s"]
         let request = TokenRequest.json(url, body, headers: [("Authorization", "Bearer \(sourceToken)")])
         let what = "IAM Credentials generateAccessToken for \(target)"
         let resp: TokenResponse
