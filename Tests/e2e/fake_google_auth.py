@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 import urllib.parse
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 AUTH_PATHS = ("/token", "/sts", "/subject", "/token-url", "/computeMetadata/", "/v1/projects/")
@@ -32,6 +32,7 @@ class FakeGoogleAuth:
         self.minted = {}          # token -> expiry (time.time())
         self.counter = 0
         self.mints = {}           # kind -> count
+        self.stated_lifetimes = []  # of IAM tokens, as their expireTime states them
         self.refresh_tokens = {"refresh-1"}
         self.client_secret = "secret-1"
         self.wf_client = "wf-client"
@@ -82,6 +83,7 @@ class FakeGoogleAuth:
             self.records = []
             self.counter = 0
             self.mints = {}
+            self.stated_lifetimes = []
 
     def auth_records(self):
         with self.lock:
@@ -168,8 +170,16 @@ class FakeGoogleAuth:
             auth = h.headers.get("Authorization", "")
             if not auth.startswith("Bearer ") or not self.live(auth[7:]):
                 return 401, {"error": {"code": 401, "message": "Request had invalid authentication credentials.", "status": "UNAUTHENTICATED"}}, "application/json"
-            expire = datetime.now(timezone.utc) + timedelta(seconds=life)
-            return 200, {"accessToken": self._mint("iam"), "expireTime": expire.strftime("%Y-%m-%dT%H:%M:%SZ")}, "application/json"
+            # expireTime has whole seconds (as Google's and as google-auth parses it): the token
+            # lives until the next whole second after `lifetime`, exactly as stated.
+            now = time.time()
+            expires = float(int(now + life) + 1)
+            token = self._mint("iam")
+            with self.lock:
+                self.minted[token] = expires
+                self.stated_lifetimes.append(expires - now)
+            stamp = datetime.fromtimestamp(expires, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            return 200, {"accessToken": token, "expireTime": stamp}, "application/json"
         if h.command == "GET" and path == "/subject":
             return 200, self.subject_body.encode(), "text/plain"
         if h.command == "GET" and path == "/token-url":

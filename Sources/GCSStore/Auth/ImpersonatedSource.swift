@@ -59,7 +59,7 @@ package struct ImpersonatedSource: AccessTokenSource {
         }
         var life: Duration? = nil
         if let e = o["expireTime"] as? String, let expires = RFC3339Date.parse(e) {
-            life = .seconds(Int(expires.timeIntervalSince(date()).rounded(.down)))
+            life = .milliseconds(Int64((expires.timeIntervalSince(date()) * 1000).rounded(.down)))
         }
         return FetchedToken(value: token, lifetime: life)
     }
