@@ -53,7 +53,7 @@ public indirect enum CredentialSource: Sendable, Equatable, CustomStringConverti
     /// present, a key able to sign). Returns who it signs in as.
     public static func checkFile(_ path: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> String {
         let file = try CredentialFile.read(path)
-        _ = try file.source(environment: environment, transport: NoTransport(), date: { Date() }, now: { .now })
+        _ = try file.source(environment: environment, transport: NoTransport(), clock: .real)
         return file.principal
     }
 

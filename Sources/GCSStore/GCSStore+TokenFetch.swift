@@ -17,8 +17,7 @@ package struct StoreTokens: Sendable {
     /// Builds the token source of `credentials`. A credential file that cannot be used gives a
     /// source that fails every call by name (the command line names it before any store opens).
     package static func make(_ credentials: CredentialSource, billingProject: String?, environment: [String: String],
-                             transport: any TokenTransport, date: @escaping WallClock = { Date() },
-                             now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) -> StoreTokens {
+                             transport: any TokenTransport, clock: BucketClock = .real) -> StoreTokens {
         var quota: String? = nil
         func source(_ c: CredentialSource) -> (any AccessTokenSource)? {
             switch c {
@@ -29,7 +28,7 @@ package struct StoreTokens: Sendable {
                 do {
                     let file = try CredentialFile.read(path)
                     quota = file.quotaProject
-                    return try file.source(environment: environment, transport: transport, date: date, now: now)
+                    return try file.source(environment: environment, transport: transport, clock: clock)
                 } catch let e as StorageError {
                     return FailingSource(error: e)
                 } catch {
@@ -43,7 +42,7 @@ package struct StoreTokens: Sendable {
                     do {
                         let file = try CredentialFile.read(path)
                         quota = file.quotaProject
-                        from = try file.source(scope: GoogleAuth.iamScope, environment: environment, transport: transport, date: date, now: now)
+                        from = try file.source(scope: GoogleAuth.iamScope, environment: environment, transport: transport, clock: clock)
                     } catch {
                         from = FailingSource(error: error as? StorageError ?? .unauthenticated(message: "\(path): \(error)"))
                     }
@@ -56,14 +55,14 @@ package struct StoreTokens: Sendable {
                 let target = chain.last ?? ""
                 return ImpersonatedSource(source: from, target: target, delegates: chain.count > 1 ? Array(chain.dropLast()) : nil,
                                           url: GoogleAuth.generateAccessTokenURL(target, environment: environment),
-                                          transport: transport, date: date, now: now)
+                                          transport: transport, clock: clock)
             }
         }
         let s = source(credentials)
         var token: String? = nil
         if case .token(let t) = credentials { token = t }
         let billing = billingProject.flatMap { $0.isEmpty ? nil : $0 }
-        return StoreTokens(cache: s.map { TokenCache(source: $0, now: now) }, staticToken: token,
+        return StoreTokens(cache: s.map { TokenCache(source: $0, clock: clock) }, staticToken: token,
                            userProjectHeader: billing ?? quota, userProjectParameter: billing)
     }
 }

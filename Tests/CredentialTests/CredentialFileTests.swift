@@ -42,7 +42,7 @@ final class CredentialFiles {
 }
 
 func source(_ path: String, env: [String: String] = [:], fake: FakeGoogleAuth, scope: String = GoogleAuth.storageScope) throws -> any AccessTokenSource {
-    try CredentialFile.read(path).source(scope: scope, environment: env, transport: fake, date: { Date() }, now: { .now })
+    try CredentialFile.read(path).source(scope: scope, environment: env, transport: fake, clock: .real)
 }
 
 func refusal(_ body: () async throws -> Void) async -> String? {

@@ -50,7 +50,7 @@ import StorageModel
         let path = try files.write("adc.json", CredentialFiles.user)
         fake.validRefreshTokens = []
         do {
-            _ = try await CredentialFile.read(path).source(environment: oauthEnv, transport: fake, date: { Date() }, now: { .now })
+            _ = try await CredentialFile.read(path).source(environment: oauthEnv, transport: fake, clock: .real)
                 .fetch(timeout: .seconds(5))
             Issue.record("no error")
         } catch let e as StorageError {

@@ -2,15 +2,7 @@ import Foundation
 import Testing
 import GCSStore
 import StorageModel
-
-/// "Now" that the test moves (the token cache reads the time through one closure).
-final class TestNow: @unchecked Sendable {
-    private let lock = NSLock()
-    private var t = ContinuousClock.now
-    var now: ContinuousClock.Instant { lock.withLock { t } }
-    func advance(_ d: Duration) { lock.withLock { t += d } }
-    var closure: @Sendable () -> ContinuousClock.Instant { { [self] in now } }
-}
+import TestSupport
 
 /// A source that counts its fetches and can be held until released.
 final class CountingSource: AccessTokenSource, @unchecked Sendable {
@@ -53,24 +45,24 @@ final class CountingSource: AccessTokenSource, @unchecked Sendable {
     }
 
     @Test func cachedUntilDueThenRefreshedAhead() async throws {
-        let clock = TestNow()
+        let clock = ManualClock()
         let source = CountingSource(lifetime: .seconds(2))
-        let cache = TokenCache(source: source, now: clock.closure)
+        let cache = TokenCache(source: source, clock: clock.clock)
         #expect(try await cache.token(timeout: .seconds(5)) == "token-1")
-        clock.advance(.milliseconds(1499))
+        clock.advance(by: .milliseconds(1499))
         #expect(try await cache.token(timeout: .seconds(5)) == "token-1", "still before lifetime − lifetime/4")
-        clock.advance(.milliseconds(1))
+        clock.advance(by: .milliseconds(1))
         #expect(try await cache.token(timeout: .seconds(5)) == "token-2", "refreshed at 1.5 s, ahead of the 2 s expiry")
         #expect(source.fetches == 2)
         #expect(await cache.fetchCount == 2)
         // A source that does not say how long: an hour.
         let quiet = CountingSource(lifetime: nil)
-        let c2 = TokenCache(source: quiet, now: clock.closure)
+        let c2 = TokenCache(source: quiet, clock: clock.clock)
         _ = try await c2.token(timeout: .seconds(5))
-        clock.advance(.seconds(3299))
+        clock.advance(by: .seconds(3299))
         _ = try await c2.token(timeout: .seconds(5))
         #expect(quiet.fetches == 1)
-        clock.advance(.seconds(1))
+        clock.advance(by: .seconds(1))
         _ = try await c2.token(timeout: .seconds(5))
         #expect(quiet.fetches == 2)
     }

@@ -83,10 +83,10 @@ package struct CredentialFile: @unchecked Sendable {
     /// The token source this file describes, asking for `scope` (the storage scope; IAM's when the
     /// token is itself impersonation's source).
     package func source(scope: String = GoogleAuth.storageScope, environment: [String: String], transport: any TokenTransport,
-                        date: @escaping WallClock, now: @escaping @Sendable () -> ContinuousClock.Instant) throws -> any AccessTokenSource {
+                        clock: BucketClock) throws -> any AccessTokenSource {
         switch type {
         case "service_account":
-            return try ServiceAccountSource(object, path: path, scope: scope, environment: environment, transport: transport, date: date)
+            return try ServiceAccountSource(object, path: path, scope: scope, environment: environment, transport: transport, clock: clock)
         case "authorized_user":
             // A user's grant keeps its scopes: none is asked for when it is impersonation's source.
             return try AuthorizedUserSource(object, path: path, scope: scope == GoogleAuth.iamScope ? nil : scope,
@@ -100,22 +100,22 @@ package struct CredentialFile: @unchecked Sendable {
                 throw StorageError.unauthenticated(message: "\(path): service_account_impersonation_url does not name a service account")
             }
             let sts = try ExternalAccountSource(object, path: path, scope: target != nil ? GoogleAuth.iamScope : scope,
-                                                impersonated: target, environment: environment, transport: transport, date: date)
+                                                impersonated: target, environment: environment, transport: transport, clock: clock)
             guard let url, let target else { return sts }
             let options = object["service_account_impersonation"] as? [String: Any]
             let lifetime = (options?["token_lifetime_seconds"] as? NSNumber)?.intValue ?? 3600
             return ImpersonatedSource(source: sts, target: target, delegates: nil, url: url, scope: scope, lifetime: lifetime,
-                                      transport: transport, date: date, now: now)
+                                      transport: transport, clock: clock)
         case "impersonated_service_account":
             // The file's URL names the target only: the token comes from IAM Credentials itself
             // (`BUCKETFS_IAM_CREDENTIALS_URL` moves it), as google-auth asks it.
             guard let inner = try sourceCredentials, let target = impersonationTarget else {
                 throw StorageError.unauthenticated(message: "\(path) is not a usable impersonated_service_account file (service_account_impersonation_url naming a service account is required)")
             }
-            let source = try inner.source(scope: GoogleAuth.iamScope, environment: environment, transport: transport, date: date, now: now)
+            let source = try inner.source(scope: GoogleAuth.iamScope, environment: environment, transport: transport, clock: clock)
             return ImpersonatedSource(source: source, target: target, delegates: object["delegates"] as? [String],
                                       url: GoogleAuth.generateAccessTokenURL(target, environment: environment),
-                                      scope: scope, transport: transport, date: date, now: now)
+                                      scope: scope, transport: transport, clock: clock)
         default:
             throw StorageError.unauthenticated(message: "\(path): unknown credential type \(type)")
         }

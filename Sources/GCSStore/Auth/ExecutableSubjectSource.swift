@@ -13,12 +13,12 @@ package struct ExecutableSubjectSource: SubjectTokenSource {
     /// Variables the program gets on top of ours (`GOOGLE_EXTERNAL_ACCOUNT_AUDIENCE` and the rest).
     let variables: [String: String]
     let environment: [String: String]
-    let date: WallClock
+    let clock: BucketClock
 
     package static let allowVariable = "GOOGLE_EXTERNAL_ACCOUNT_ALLOW_EXECUTABLES"
 
     init(_ o: [String: Any], path: String, audience: String, tokenType: String, impersonated: String?,
-         environment: [String: String], date: @escaping WallClock) throws {
+         environment: [String: String], clock: BucketClock) throws {
         guard let command = o["command"] as? String, !command.isEmpty else {
             throw StorageError.unauthenticated(message: "\(path): credential_source.executable needs a command")
         }
@@ -38,7 +38,7 @@ package struct ExecutableSubjectSource: SubjectTokenSource {
         if let outputFile { v["GOOGLE_EXTERNAL_ACCOUNT_OUTPUT_FILE"] = outputFile }
         self.variables = v
         self.environment = environment
-        self.date = date
+        self.clock = clock
     }
 
     package var summary: String { "executable \(Self.words(command).first ?? command)" }
@@ -78,7 +78,7 @@ package struct ExecutableSubjectSource: SubjectTokenSource {
         var expires: Date? = nil
         if let e = (o["expiration_time"] as? NSNumber)?.doubleValue {
             expires = Date(timeIntervalSince1970: e)
-            if expires! < date() { throw StorageError.unauthenticated(message: "\(origin) has expired (expiration_time is past)") }
+            if expires! < clock.date { throw StorageError.unauthenticated(message: "\(origin) has expired (expiration_time is past)") }
         }
         let type = o["token_type"] as? String ?? ""
         let field: String

@@ -20,7 +20,7 @@ package struct ExternalAccountSource: AccessTokenSource {
     package static let requestedTokenType = "urn:ietf:params:oauth:token-type:access_token"
 
     package init(_ o: [String: Any], path: String, scope: String, impersonated: String?, environment: [String: String],
-                 transport: any TokenTransport, date: @escaping WallClock) throws {
+                 transport: any TokenTransport, clock: BucketClock) throws {
         func required(_ k: String) throws -> String {
             guard let v = o[k] as? String, !v.isEmpty else {
                 throw StorageError.unauthenticated(message: "\(path) is not a usable external_account file (\(k) is required)")
@@ -40,7 +40,7 @@ package struct ExternalAccountSource: AccessTokenSource {
         }
         if let exe = cs["executable"] as? [String: Any] {
             subject = try ExecutableSubjectSource(exe, path: path, audience: audience, tokenType: subjectTokenType,
-                                                  impersonated: impersonated, environment: environment, date: date)
+                                                  impersonated: impersonated, environment: environment, clock: clock)
         } else if let file = cs["file"] as? String {
             subject = FileSubjectSource(file: file, format: try SubjectFormat(cs["format"] as? [String: Any], path: path))
         } else if let url = cs["url"] as? String {

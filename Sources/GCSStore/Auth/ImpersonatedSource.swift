@@ -16,12 +16,12 @@ package struct ImpersonatedSource: AccessTokenSource {
     let source: TokenCache
     package let userSignIn: Bool
     let transport: any TokenTransport
-    let date: WallClock
+    let clock: BucketClock
 
     package init(source: any AccessTokenSource, target: String, delegates: [String]?, url: String,
                  scope: String = GoogleAuth.storageScope, lifetime: Int = 3600,
-                 transport: any TokenTransport, date: @escaping WallClock, now: @escaping @Sendable () -> ContinuousClock.Instant) {
-        self.source = TokenCache(source: source, now: now)
+                 transport: any TokenTransport, clock: BucketClock) {
+        self.source = TokenCache(source: source, clock: clock)
         self.userSignIn = source.userSignIn
         self.target = target
         self.delegates = delegates?.map { $0.hasPrefix("projects/") ? $0 : "projects/-/serviceAccounts/\($0)" }
@@ -29,7 +29,7 @@ package struct ImpersonatedSource: AccessTokenSource {
         self.scope = scope
         self.lifetime = lifetime
         self.transport = transport
-        self.date = date
+        self.clock = clock
     }
 
     /// The target's email in a `…/serviceAccounts/EMAIL:generateAccessToken` URL.
@@ -59,7 +59,7 @@ package struct ImpersonatedSource: AccessTokenSource {
         }
         var life: Duration? = nil
         if let e = o["expireTime"] as? String, let expires = RFC3339Date.parse(e) {
-            life = .milliseconds(Int64((expires.timeIntervalSince(date()) * 1000).rounded(.down)))
+            life = .milliseconds(Int64((expires.timeIntervalSince(clock.date) * 1000).rounded(.down)))
         }
         return FetchedToken(value: token, lifetime: life)
     }

@@ -12,13 +12,13 @@ package struct ServiceAccountSource: AccessTokenSource {
     package var tokenURI: String
     package var scope: String
     let transport: any TokenTransport
-    let date: WallClock
+    let clock: BucketClock
 
     package static let grantType = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 
     /// From the key's fields; `scope` is the storage scope, or IAM's when it is impersonation's source.
     package init(_ o: [String: Any], path: String, scope: String = GoogleAuth.storageScope, environment: [String: String],
-                 transport: any TokenTransport, date: @escaping WallClock) throws {
+                 transport: any TokenTransport, clock: BucketClock) throws {
         guard let email = o["client_email"] as? String, let pem = o["private_key"] as? String else {
             throw StorageError.unauthenticated(message: "\(path) is not a usable service account key (client_email and private_key are required)")
         }
@@ -28,13 +28,13 @@ package struct ServiceAccountSource: AccessTokenSource {
         tokenURI = (o["token_uri"] as? String).flatMap { $0.isEmpty ? nil : $0 } ?? GoogleAuth.oauthTokenURL(environment)
         self.scope = scope
         self.transport = transport
-        self.date = date
+        self.clock = clock
         // A key that cannot sign is refused now, by name, not at the first request.
-        _ = try assertion(now: date())
+        _ = try assertion(now: clock.date)
     }
 
     package func fetch(timeout: Duration) async throws -> FetchedToken {
-        let request = TokenRequest.form(tokenURI, [("assertion", try assertion(now: date())), ("grant_type", Self.grantType)])
+        let request = TokenRequest.form(tokenURI, [("assertion", try assertion(now: clock.date)), ("grant_type", Self.grantType)])
         let what = "the token endpoint \(tokenURI) (service account \(clientEmail))"
         return try TokenAnswers.accessToken(try await TokenAnswers.send(request, through: transport, timeout: timeout, what: what), what: what)
     }

@@ -14,16 +14,16 @@ package actor TokenCache {
     }
 
     private let source: any AccessTokenSource
-    private let now: @Sendable () -> ContinuousClock.Instant
+    private let clock: BucketClock
     private var cached: Cached?
     private var inFlight: (id: Int, task: Task<Cached, any Error>)?
     private var nextID = 0
     /// Tokens fetched so far (logs, tests, whoami).
     package private(set) var fetchCount = 0
 
-    package init(source: any AccessTokenSource, now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
+    package init(source: any AccessTokenSource, clock: BucketClock = .real) {
         self.source = source
-        self.now = now
+        self.clock = clock
     }
 
     /// When a token that lives `lifetime` from `arrival` is refreshed.
@@ -33,16 +33,16 @@ package actor TokenCache {
 
     /// The current token, fetching one when there is none or it is due for refresh.
     package func token(timeout: Duration) async throws -> String {
-        if let c = cached, now() < c.refreshAt { return c.value }
+        if let c = cached, clock.now < c.refreshAt { return c.value }
         let entry: (id: Int, task: Task<Cached, any Error>)
         if let running = inFlight { entry = running } else {
             nextID += 1
             let source = self.source
-            let now = self.now
+            let clock = self.clock
             let task = Task<Cached, any Error> {
                 let t = try await source.fetch(timeout: timeout)
                 let lifetime = max(t.lifetime ?? .seconds(3600), .seconds(1))
-                return Cached(value: t.value, refreshAt: Self.refreshAt(arrival: now(), lifetime: lifetime))
+                return Cached(value: t.value, refreshAt: Self.refreshAt(arrival: clock.now, lifetime: lifetime))
             }
             entry = (nextID, task)
             inFlight = entry

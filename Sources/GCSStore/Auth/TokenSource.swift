@@ -9,10 +9,6 @@ package struct FetchedToken: Sendable, Equatable {
     package init(value: String, lifetime: Duration?) { self.value = value; self.lifetime = lifetime }
 }
 
-/// What the wall clock says, for the few answers that give an expiry as a date (IAM Credentials'
-/// `expireTime`, an executable's `expiration_time`).
-package typealias WallClock = @Sendable () -> Date
-
 /// One kind of credential (docs/CREDENTIALS.md): how it gets a fresh access token. One call is one
 /// round of exchanges (a subject token, STS, IAM...); `TokenCache` decides when to call it, and the
 /// store's retry loop retries a transient failure.
