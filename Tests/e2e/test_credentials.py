@@ -396,3 +396,47 @@ def test_mount_lives_through_many_short_tokens(fake, tmp_path, mounts, monkeypat
         assert secret not in title, f"{secret} in the process title"
         assert secret not in metrics, f"{secret} in the metrics"
     print(f"{name}: {refreshes} refreshes in {elapsed:.1f} s (rule: {expected:.1f}); {fake.unauthorized} storage 401s; ops {counts}")
+
+
+def test_a_revoked_sign_in_fails_writes_by_name_and_keeps_them(fake, tmp_path, mounts, monkeypatch):
+    """The refresh token is revoked while a mount runs: a write fails within 10 s, the log names
+    the refusal and `gcloud auth application-default login`, and the data goes to lost+found as
+    any failed upload's does."""
+    fake.lifetime = 2
+    for k in ("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_OAUTH_ACCESS_TOKEN", "STORAGE_EMULATOR_HOST", "CLOUDSDK_CONFIG", "GCE_METADATA_HOST"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("BUCKETFS_OAUTH_TOKEN_URL", fake.url + "/token")
+    path = write(tmp_path, "adc.json", user(fake))
+    mnt = mounts.mount(f"gs://{BUCKET}", "--endpoint", fake.url, "--key-file", path, "--upload-retries", "1",
+                       "--retry-backoff-max", "1")
+    with open(os.path.join(mnt, "before.txt"), "w") as f:
+        f.write("before")
+    # Staged while the sign-in works; uploaded (at close) after it is revoked and the last token expired.
+    data = b"kept after a revoked sign-in\n" * 100
+    fd = os.open(os.path.join(mnt, "after.txt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.write(fd, data)
+    fake.refresh_tokens = set()
+    time.sleep(fake.lifetime + 0.2)
+    start = time.monotonic()
+    failed = None
+    try:
+        os.close(fd)
+    except OSError as e:
+        failed = e
+    took = time.monotonic() - start
+    assert failed is not None, "the upload succeeded without a token"
+    assert took < 10, f"the upload took {took:.1f} s to fail"
+    cache = mounts.cache_dir(mnt)
+    lost = os.path.join(cache, "lost+found")
+    deadline = time.monotonic() + 60
+    kept = []
+    while time.monotonic() < deadline and not kept:
+        kept = [n for n in (os.listdir(lost) if os.path.isdir(lost) else [])
+                if not n.endswith(".json") and open(os.path.join(lost, n), "rb").read() == data]
+        time.sleep(0.2)
+    log = open(mounts.log_path(mnt)).read()
+    mounts.unmount(mnt)
+    assert kept, f"the data is not in lost+found: {os.listdir(cache)}"
+    assert "invalid_grant" in log and "gcloud auth application-default login" in log, log[-3000:]
+    for s in SECRETS:
+        assert s not in log
