@@ -192,6 +192,16 @@ def bearer_sent_to_storage(fake):
     return None
 
 
+WIF = "external identity of " + AUDIENCE
+PRINCIPALS = {
+    "service_account": "sa@p.iam.gserviceaccount.com", "authorized_user": "a user signed in with gcloud",
+    "impersonated_user": "t@p.iam.gserviceaccount.com", "impersonated_sa": "t@p.iam.gserviceaccount.com",
+    "external_file": WIF, "external_file_json": WIF, "external_url": WIF, "external_executable": WIF,
+    "external_file_impersonated": "wif@p.iam.gserviceaccount.com", "external_executable_impersonated": "wif@p.iam.gserviceaccount.com",
+    "external_account_authorized_user": "external identity of //iam.googleapis.com/locations/global/workforcePools/wf/providers/p",
+}
+
+
 @pytest.mark.parametrize("name", ["service_account", "authorized_user", "impersonated_user", "impersonated_sa",
                                   "external_file", "external_file_json", "external_file_impersonated", "external_url",
                                   "external_executable", "external_executable_impersonated", "external_account_authorized_user"])
@@ -210,6 +220,9 @@ def test_requests_match_google_auth(fake, tmp_path, monkeypatch, name):
     assert ours == reference, f"bucketfs:\n{json.dumps(ours, indent=1)}\ngoogle-auth:\n{json.dumps(reference, indent=1)}"
     assert bearer_sent_to_storage(fake) == reference_token
     assert "bucket: answered" in out, out
+    # whoami names the principal, the source and the type.
+    assert f"principal: {PRINCIPALS[name]}" in out and f"source: --key-file {path}" in out, out
+    assert f"type: {obj['type'] if name not in ('impersonated_user', 'impersonated_sa') else obj['source_credentials']['type'] + ' → impersonated_service_account'}" in out, out
     for s in SECRETS + [reference_token]:
         assert s not in out and s not in err, f"{s} in whoami's output"
 
