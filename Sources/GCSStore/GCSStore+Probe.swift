@@ -32,3 +32,13 @@ extension GCSStore {
         if !got { throw StorageError.timeout(message: "the credential gave no access token within \(limit)") }
     }
 }
+
+extension GCSStore {
+    /// The email of the metadata server's default service account (whoami), or nil when it does
+    /// not say within `timeout`.
+    public func metadataServerEmail(environment: [String: String], timeout: Duration) async -> String? {
+        let source = MetadataServerSource(environment: environment, transport: HTTPTokenTransport(client: client))
+        guard let email = try? await source.email(timeout: timeout), email.contains("@") else { return nil }
+        return email.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}

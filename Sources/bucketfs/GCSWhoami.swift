@@ -16,8 +16,12 @@ enum GCSWhoami {
         check.logNotices(logger, mounting: false)
         let d = check.description
         print("gs://\(bucket)")
-        let principal = d.principal
+        var principal = d.principal
         let store = try openStore(.gcs(bucket: bucket, path: ""), gcs: gcs, firebase: firebase, logger: logger)
+        if case .metadataServer = check.found.source, let g = store as? GCSStore,
+           let email = await g.metadataServerEmail(environment: env, timeout: .seconds(3)) {
+            principal = email
+        }
         print("principal: \(principal)")
         print("type: \(d.type)")
         print("source: \(d.origin)")

@@ -259,6 +259,7 @@ def test_whoami_names_principal_and_source(fake, tmp_path):
     # The metadata server, named as such.
     _, out, _ = whoami(fake, env=env_for(fake, GCE_METADATA_HOST=f"127.0.0.1:{fake.port}"))
     assert "type: metadata server" in out and "bucket: answered" in out, out
+    assert "principal: gce-default@p.iam.gserviceaccount.com" in out, out
     # --token-url.
     _, out, _ = whoami(fake, "--token-url", fake.url + "/token-url")
     assert f"source: --token-url {fake.url}/token-url" in out and "bucket: answered" in out, out
