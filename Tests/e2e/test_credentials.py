@@ -30,6 +30,9 @@ import google.auth.transport.requests  # noqa: E402
 import google.oauth2.credentials  # noqa: E402
 from google.auth import impersonated_credentials  # noqa: E402
 
+# google-auth warns that load_credentials_from_file loads any type: here that is the point.
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
 SCOPE = "https://www.googleapis.com/auth/devstorage.full_control"
 BUCKET = "cred-test"
 SECRETS = ["refresh-1", "secret-1", "subject-1", "PRIVATE KEY"]
