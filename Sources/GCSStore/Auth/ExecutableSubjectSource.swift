@@ -106,27 +106,42 @@ package struct ExecutableSubjectSource: SubjectTokenSource {
         process.standardError = pipe
         process.standardInput = FileHandle.nullDevice
         let name = argv[0]
-        let output = Task.detached { pipe.fileHandleForReading.readDataToEndOfFile() }
         let exited = AsyncStream<Int32>.makeStream()
         process.terminationHandler = { p in exited.continuation.yield(p.terminationStatus); exited.continuation.finish() }
         do { try process.run() } catch {
             throw StorageError.unauthenticated(message: "cannot run the credential executable \(name): \(error.localizedDescription)")
         }
+        // The output, read to its end on a thread of its own and handed over through a stream, so
+        // that waiting for it can be given up (a child the program leaves behind may hold it open).
+        let chunks = AsyncStream<Data>.makeStream()
+        Thread.detachNewThread {
+            chunks.continuation.yield(pipe.fileHandleForReading.readDataToEndOfFile())
+            chunks.continuation.finish()
+        }
         let limit = timeout
-        let status: Int32? = await withTaskGroup(of: Int32?.self) { group in
-            group.addTask { for await s in exited.stream { return s }; return -1 }
+        // The answer is the program's exit and its whole output, both within the timeout (a
+        // child it leaves holding the output open counts as no answer).
+        let answer: (status: Int32, data: Data)? = await withTaskGroup(of: (status: Int32, data: Data)?.self) { group in
+            group.addTask {
+                var status: Int32 = -1
+                for await s in exited.stream { status = s; break }
+                var data = Data()
+                for await c in chunks.stream { data.append(c) }
+                if Task.isCancelled { return nil }
+                return (status, data)
+            }
             group.addTask { try? await Task.sleep(for: limit); return nil }
             let first = await group.next() ?? nil
+            if first == nil, process.isRunning {
+                // Killed now, so that its output ends and the group can end with it.
+                kill(process.processIdentifier, SIGKILL)
+            }
             group.cancelAll()
             return first
         }
-        guard let status else {
-            process.terminate()
-            kill(process.processIdentifier, SIGKILL)
-            try? pipe.fileHandleForWriting.close()
+        guard let (status, data) = answer else {
             throw StorageError.unauthenticated(message: "the credential executable \(name) gave no answer within \(limit) (timeout_millis)")
         }
-        let data = await output.value
         guard status == 0 else {
             throw StorageError.unauthenticated(message: "the credential executable \(name) exited with status \(status)")
         }
