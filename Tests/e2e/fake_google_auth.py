@@ -124,7 +124,8 @@ class FakeGoogleAuth:
     def _serve(self, h, body):
         split = urllib.parse.urlsplit(h.path)
         path = split.path
-        rec = {"method": h.command, "path": path, "query": split.query, "headers": [(k, v) for k, v in h.headers.items()], "body": body}
+        rec = {"method": h.command, "path": path, "query": split.query, "headers": [(k, v) for k, v in h.headers.items()], "body": body,
+               "time": time.monotonic()}
         with self.lock:
             self.records.append(rec)
         if path.startswith(AUTH_PATHS):
