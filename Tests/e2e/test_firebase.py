@@ -884,8 +884,10 @@ def test_firebase_put_no_clobber_says_the_object_exists(fb, tmp_path):
 
 def test_firebase_help_texts():
     whoami = run("whoami", "--help").stdout.decode()
-    for refused in ("--key-file", "--token", "--anonymous"):
-        assert refused not in whoami, whoami
+    # whoami takes the gs:// credentials too (whoami gs://BUCKET), each marked as for gs:// only.
+    for option in ("--key-file", "--token", "--anonymous", "--impersonate-service-account"):
+        assert option in whoami, whoami
+    assert "gs:// only" in whoami
     assert "--auth-endpoint" in whoami
     assert "bucketfs mount firebase://" in run("mount", "--help").stdout.decode()
     assert "running mounts" in run("logout", "--help").stdout.decode()
