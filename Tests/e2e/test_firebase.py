@@ -738,7 +738,7 @@ def test_firebase_plain_ls_costs_list_requests_only(fb, mounts, tmp_path):
 # --- outages, refused sessions, small things ----------------------------------------------------
 
 CHECK_BOUND = 5  # the mount check's bound (SourceCheck.probeTimeout; docs/SEMANTICS.md §3.1)
-STARTUP = 2      # margin over the check's bound and the process's own start (startup_seconds, measured)
+STARTUP = 3      # margin over the check's bound and the process's own start (startup_seconds, measured)
 
 
 def dead_port():

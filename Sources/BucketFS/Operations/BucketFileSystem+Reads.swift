@@ -13,7 +13,15 @@ extension BucketFileSystem {
         var pinned: StagedFile? = nil
         if flags.isWrite {
             if config.readOnly { throw .EROFS }
-            pinned = try await stage(n, truncate: flags.truncate)
+            do {
+                pinned = try await stage(n, truncate: flags.truncate)
+            } catch {
+                // A new file the store refused is gone again, but the kernel may still know its
+                // name and open it (`>` on a known name is an open, not a create): answer what a
+                // create there answers, EACCES, not ENOENT (docs/SEMANTICS.md §3.3).
+                if error == .ENOENT, createRefused(superblock.path(of: n)) { throw .EACCES }
+                throw error
+            }
         } else {
             // Close-to-open: a file opened after its TTL sees the current generation.
             seen = try await refreshed(n)?.info

@@ -203,6 +203,15 @@ extension BucketFileSystem {
         }
     }
 
+    /// Whether the store's answer kept for creating `path` (its directory, the type its name
+    /// means) is a refusal.
+    func createRefused(_ path: String) -> Bool {
+        let directory = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? ""
+        let key = CreateAnswers.Key(directory: directory, contentType: config.contentTypes.type(for: path) ?? "")
+        if case .refused? = createAnswers.answer(key) { return true }
+        return false
+    }
+
     public func setattr(ino: UInt64, fh: UInt64?, changes: SetAttributes) async throws(Errno) -> (FileAttributes, Double) {
         let n = try node(ino)
         // chmod, chown, chgrp: kept in the POSIX keys (with POSIX metadata off: accepted, and
