@@ -164,6 +164,9 @@ SERVERS = {
                  "eval \"$(Scripts/emulator.sh start)\""),
     "fake-gcs": ("BUCKETFS_FAKE_GCS", "BUCKETFS_FAKE_GCS_BUCKET", "fake-gcs-server",
                  "eval \"$(Scripts/fake-gcs.sh start)\""),
+    # Google's own test server (Scripts/testbench.sh, from STORAGE_TESTBENCH_DIR).
+    "testbench": ("BUCKETFS_TESTBENCH", "BUCKETFS_TESTBENCH_BUCKET", "storage-testbench",
+                  "eval \"$(Scripts/testbench.sh start)\""),
 }
 
 # Each server's own gaps that a real-mount test can meet (checked with the official client and
@@ -188,6 +191,9 @@ GAPS = {
     "fake-gcs": {"null-key-stored-as-empty", "no-preconditions", "metageneration-stays-1",
                  "slow-resumable-chunks", "versions-paging-repeats", "status-query-finishes",
                  "finished-session-404"},
+    # storage-testbench (Google's, commit e8c8507): checks every precondition, counts
+    # metagenerations, keeps resumable sessions; its gaps are filled in as tests meet them.
+    "testbench": set(),
     # The project's own server (Tests/GCSTestServerKit, started per test by Tests/e2e/own_gcs.py):
     # it follows the JSON API documentation, so a test checks the real bucket's behaviour on it.
     "own": set(),
@@ -227,10 +233,18 @@ def server(kind):
     """The running server `kind` (a key of SERVERS), or a skip when its env is not set."""
     env, bucket_env, what, start = SERVERS[kind]
     hostport = os.environ.get(env)
+    if not hostport and kind == "testbench" and not os.path.isdir(testbench_dir()):
+        pytest.skip(f"no storage-testbench copy at {testbench_dir()}: set STORAGE_TESTBENCH_DIR to a checkout "
+                    "of googleapis/storage-testbench, then `eval \"$(Scripts/testbench.sh start)\"`")
     if not hostport:
         pytest.skip(f"{env} is not set: start {what} with `{start}` (Scripts/test.sh does this)")
     pytest.importorskip("google.cloud.storage", reason="google-cloud-storage is not installed in this Python")
     return Emulator(hostport, os.environ.get(bucket_env, "bucketfs-test"), kind)
+
+
+def testbench_dir():
+    """Where Scripts/testbench.sh runs storage-testbench from."""
+    return os.environ.get("STORAGE_TESTBENCH_DIR") or os.path.join(ROOT, "..", "shared", "storage-testbench")
 
 
 def _use_for_mounts(request, srv):
