@@ -313,6 +313,8 @@ OPERATIONS = [
 NOT_SENT = {"storage.buckets.get", "storage.objects.copy", "storage.objects.compose", "storage.objects.update"}
 # Scenario 7 (resumable uploads) is about resumable sessions: the small uploads are multipart.
 RESUMABLE_ONLY = {7}
+# Scenario 8 (broken downloads) is about downloads: a metadata answer is never 256 KiB long.
+MEDIA_ONLY = {8}
 
 
 def retry_test(endpoint, method, instructions):
@@ -334,6 +336,8 @@ def plays(scenarios):
                 if method not in methods:
                     continue
                 if sc["id"] in RESUMABLE_ONLY and "9 MiB" not in name:
+                    continue
+                if sc["id"] in MEDIA_ONLY and name == "cli stat":
                     continue
                 yield sc, case["instructions"], method, name, setup, action, end
 
