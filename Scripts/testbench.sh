@@ -10,8 +10,8 @@
 #   Scripts/testbench.sh status
 #   Scripts/testbench.sh stop
 #
-# Its source is not part of this repository: it runs in place from STORAGE_TESTBENCH_DIR (default
-# ../shared/storage-testbench beside the repository), which may be read-only: nothing is written
+# Its source is not part of this repository: it runs in place from STORAGE_TESTBENCH_DIR (default:
+# shared/storage-testbench in the repository's parent directory), which may be read-only: nothing is written
 # there (no byte code, no control socket). Without a copy, `start` says so and exits 3, and the
 # tests that need it skip. Its Python dependencies are installed from PyPI into .venv.
 #
@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 
 PORT="${TESTBENCH_PORT:-9130}"
 BUCKET="${TESTBENCH_BUCKET:-bucketfs-test}"
-DIR="${STORAGE_TESTBENCH_DIR:-../shared/storage-testbench}"
+DIR="${STORAGE_TESTBENCH_DIR:-$(dirname "$PWD")/shared/storage-testbench}"
 PIDFILE="/tmp/bucketfs-testbench-$PORT.pid"
 LOGFILE="/tmp/bucketfs-testbench-$PORT.log"
 VENV=.venv

@@ -284,7 +284,7 @@ def server(kind):
 
 def testbench_dir():
     """Where Scripts/testbench.sh runs storage-testbench from."""
-    return os.environ.get("STORAGE_TESTBENCH_DIR") or os.path.join(ROOT, "..", "shared", "storage-testbench")
+    return os.environ.get("STORAGE_TESTBENCH_DIR") or os.path.join(os.path.dirname(ROOT), "shared", "storage-testbench")
 
 
 def _use_for_mounts(request, srv):

@@ -17,7 +17,8 @@ The table scenario × method × case (expected, got, instructions consumed) is p
 to $BUCKETFS_RETRY_TABLE when set.
 
 Needs BUCKETFS_TESTBENCH (Scripts/testbench.sh start) and retry_tests.json
-($BUCKETFS_RETRY_TESTS, default ../shared/conformance/retry_tests.json).
+($BUCKETFS_RETRY_TESTS; default: shared/conformance/retry_tests.json in the repository's parent
+directory).
 """
 import json
 import os
@@ -30,7 +31,7 @@ import pytest
 from conftest import BIN, ROOT, run, server
 from retryproxy import RetryProxy
 
-RETRY_TESTS = os.environ.get("BUCKETFS_RETRY_TESTS") or os.path.join(ROOT, "..", "shared", "conformance", "retry_tests.json")
+RETRY_TESTS = os.environ.get("BUCKETFS_RETRY_TESTS") or os.path.join(os.path.dirname(ROOT), "shared", "conformance", "retry_tests.json")
 
 CONDITIONAL = {"storage.objects.insert", "storage.objects.patch", "storage.objects.delete", "storage.objects.rewrite",
                "storage.objects.copy", "storage.objects.compose", "storage.objects.update"}
