@@ -2,7 +2,8 @@
 # Sets up and runs every test: Swift unit/integration tests, then real-mount tests (pytest)
 # against the embedded bucket and two independent Cloud Storage servers: gcp-storage-emulator
 # (Scripts/emulator.sh, EMULATOR_PORT) and fake-gcs-server (Scripts/fake-gcs.sh, FAKE_GCS_PORT,
-# default EMULATOR_PORT + 1).
+# default EMULATOR_PORT + 1), and Google's storage-testbench (Scripts/testbench.sh, TESTBENCH_PORT,
+# default 9130; from STORAGE_TESTBENCH_DIR, without which its tests skip).
 #
 # TEST_LOAD=N runs N busy loops at normal priority beside the whole run (both tiers) and stops them
 # at the end: the suite must pass on a busy machine, as CI's and users' machines are
@@ -29,9 +30,14 @@ swift build --build-tests 2>&1 | grep -E "error|warning: unre|Compiling|Build" |
 
 echo "== servers: gcp-storage-emulator, fake-gcs-server"
 export FAKE_GCS_PORT="${FAKE_GCS_PORT:-$(( ${EMULATOR_PORT:-9023} + 1 ))}"
-trap 'stop_load; Scripts/emulator.sh stop >/dev/null 2>&1 || true; Scripts/fake-gcs.sh stop >/dev/null 2>&1 || true' EXIT
+trap 'stop_load; Scripts/emulator.sh stop >/dev/null 2>&1 || true; Scripts/fake-gcs.sh stop >/dev/null 2>&1 || true; Scripts/testbench.sh stop >/dev/null 2>&1 || true' EXIT
 eval "$(Scripts/emulator.sh start)" || { echo "emulator did not start"; exit 1; }
 eval "$(Scripts/fake-gcs.sh start)" || { echo "fake-gcs-server did not start"; exit 1; }
+testbench_env="$(Scripts/testbench.sh start)"; case $? in
+  0) eval "$testbench_env" ;;
+  3) echo "no storage-testbench copy (STORAGE_TESTBENCH_DIR): its tests skip" ;;
+  *) echo "storage-testbench did not start"; exit 1 ;;
+esac
 
 echo "== swift test"
 swift_log="$(mktemp /tmp/bucketfs-swift-test.XXXXXX.log)"

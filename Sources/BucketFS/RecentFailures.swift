@@ -35,10 +35,18 @@ final class RecentFailures: @unchecked Sendable {
         }
     }
 
-    /// Remembers a failure; only EIO (the server or the network let us down) is remembered, never
-    /// answers such as ENOENT or an interrupted wait.
+    /// Remembers a failure: EIO (the server or the network let us down) for every key, and for
+    /// bytes also the server's refusals that a repeat would meet again at once, EINVAL (400) and
+    /// EACCES (401, 403): the kernel splits a failed read-ahead window into page reads, each of
+    /// which would otherwise ask again (docs/SEMANTICS.md §5.2). Never answers such as ENOENT or
+    /// an interrupted wait.
     func note(_ key: Key, _ e: Errno) {
-        guard e == .EIO, ttl > 0 else { return }
+        guard ttl > 0 else { return }
+        if case .bytes = key {
+            guard e == .EIO || e == .EINVAL || e == .EACCES else { return }
+        } else {
+            guard e == .EIO else { return }
+        }
         lock.withLock {
             if failures.count > 10_000 { failures.removeAll() }
             failures[key] = (e, now() + ttl)

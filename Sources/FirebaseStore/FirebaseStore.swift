@@ -189,8 +189,8 @@ public final class FirebaseStore: ObjectStore, ConnectionCounting, @unchecked Se
         return MediaRequests.bytes(of: r, range: range)
     }
 
-    /// A ranged GET streamed as it arrives: only a 206 for exactly the bytes asked, of exactly
-    /// `generation`, is taken.
+    /// A ranged GET streamed as it arrives: a 206 for exactly the bytes asked (or a 200 with the
+    /// whole object, passed over up to them), of exactly `generation`, is taken.
     public func stream(_ name: String, generation: Int64, range: Range<Int64>,
                        deliver: @escaping @Sendable (Data) throws -> Void) async throws {
         guard !range.isEmpty else { return }
@@ -200,8 +200,8 @@ public final class FirebaseStore: ObjectStore, ConnectionCounting, @unchecked Se
                                    GCSRequest(.GET, objectURL(name) + "?alt=media", headers: MediaRequests.downloadHeaders(range: range)),
                                    length: Int(range.upperBound - range.lowerBound), check: { status, headers in
                 if headers.first(name: "x-goog-generation") == nil { unconfirmed.set() }
-                if let e = Self.generationProblem(headers, want: generation, name: name, logger: logger) { return e }
-                return MediaRequests.streamProblem(status: status, headers: headers, range: range)
+                if let e = Self.generationProblem(headers, want: generation, name: name, logger: logger) { return .rejected(e) }
+                return MediaRequests.streamPlan(status: status, headers: headers, range: range)
             }, deliver: { buffer in
                 try deliver(Data(buffer: buffer, byteTransferStrategy: .noCopy))
             })

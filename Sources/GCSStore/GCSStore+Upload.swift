@@ -30,7 +30,11 @@ extension GCSStore {
         return try await confirmed(name, try parseObject(r), sums: UploadChecksums(content), size: Int64(content.count))
     }
 
-    /// Starts a resumable session; returns its URL. Creating a session writes nothing, so it is retried.
+    /// Starts a resumable session; returns its URL. Retried under the rule of every insert (a
+    /// small one's multipart upload too): only when a precondition guards it. A session whose
+    /// start answer was lost still writes the object once its bytes are sent, and the retry's
+    /// second session would write it again: the upload's size must not change whether a fault
+    /// fails it (docs/SEMANTICS.md §5.7).
     private func startSession(_ name: String, size: Int64, metadata: WritableMetadata,
                               preconditions: Preconditions) async throws -> String {
         let url = uploadPath + GCSJSONAPI.query([("uploadType", "resumable")]
@@ -39,7 +43,7 @@ extension GCSStore {
         headers.add(name: "X-Upload-Content-Type", value: metadata.contentType ?? "application/octet-stream")
         headers.add(name: "X-Upload-Content-Length", value: String(size))
         let body = ByteBuffer(data: GCSJSONAPI.resourceBody(name: prefix + name, metadata))
-        let r = try await transport.send("start upload", path: name, idempotent: true,
+        let r = try await transport.send("start upload", path: name, idempotent: RetryPolicy.isGuarded(preconditions),
                                          GCSRequest(.POST, url, headers: headers, body: body))
         guard let location = r.headers.first(name: "Location"), !location.isEmpty else {
             throw StorageError.unknown(status: r.status, message: "resumable upload of \(name): no session Location")

@@ -219,15 +219,16 @@ public final class GCSStore: ObjectStore, ConnectionCounting {
         return MediaRequests.bytes(of: r, range: range)
     }
 
-    /// A ranged GET streamed as it arrives. Only a 206 for exactly the bytes asked is taken; any
-    /// other answer is a fault for the caller to read around.
+    /// A ranged GET streamed as it arrives. A 206 for exactly the bytes asked is taken, and a 200
+    /// with the whole object is passed over up to them (`MediaRequests.streamPlan`); any other
+    /// answer is a fault for the caller to read around.
     public func stream(_ name: String, generation: Int64, range: Range<Int64>,
                        deliver: @escaping @Sendable (Data) throws -> Void) async throws {
         guard !range.isEmpty else { return }
         let url = objectURL(name) + GCSJSONAPI.query([("alt", "media"), ("generation", String(generation))])
         try await transport.stream("read", path: name, GCSRequest(.GET, url, headers: MediaRequests.downloadHeaders(range: range)),
                                    length: Int(range.upperBound - range.lowerBound), check: { status, headers in
-            MediaRequests.streamProblem(status: status, headers: headers, range: range)
+            MediaRequests.streamPlan(status: status, headers: headers, range: range)
         }, deliver: { buffer in
             try deliver(Data(buffer: buffer, byteTransferStrategy: .noCopy))
         })

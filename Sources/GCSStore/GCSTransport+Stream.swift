@@ -14,7 +14,7 @@ extension GCSTransport {
     /// for the caller to read the rest another way. `check` sees status and headers before any
     /// byte is delivered; a body shorter than its Content-Length fails after its last byte.
     package func stream(_ what: String, path: String, _ r: GCSRequest, length: Int,
-                check: @escaping @Sendable (Int, HTTPHeaders) -> StorageError?,
+                check: @escaping @Sendable (Int, HTTPHeaders) -> StreamPlan,
                 deliver: @escaping @Sendable (ByteBuffer) throws -> Void) async throws {
         // Both the call's own deadline and the operation's restart with each byte that arrives
         // (docs/SEMANTICS.md §5.2): a body that keeps coming is never cut by them.
@@ -60,7 +60,7 @@ extension GCSTransport {
     private func streamOnce(_ what: String, path: String, _ r: GCSRequest, length: Int,
                             end: @escaping @Sendable () -> ContinuousClock.Instant,
                             started: StreamProgress,
-                            check: @escaping @Sendable (Int, HTTPHeaders) -> StorageError?,
+                            check: @escaping @Sendable (Int, HTTPHeaders) -> StreamPlan,
                             deliver: @escaping @Sendable (ByteBuffer) throws -> Void) async throws {
         let limit = min(policy.requestTimeout, end() - ContinuousClock.now)
         guard limit > .zero else {
@@ -100,6 +100,9 @@ extension GCSTransport {
             } onCancel: {
                 task.cancel()
             }
+        } catch is RangeDelivered {
+            // A whole object sent for a range: the range is delivered, the rest is not wanted.
+            return
         } catch _ where expired.value {
             let e = StorageError.timeout(message: started.value
                 ? "\(what) \(path): the operation's deadline passed while the body came"

@@ -58,20 +58,34 @@ package enum MediaRequests {
     package static func bytes(of r: GCSResponse, range: Range<Int64>?) -> Data {
         if r.status == 416 { return Data() }
         var data = r.data
-        if let range, r.status == 200 {
+        if let range, r.status == 200, !DownloadCheck.isRangeUnder200(r.headers, count: Int64(data.count), range: range) {
             let lo = Int(min(range.lowerBound, Int64(data.count))), hi = Int(min(range.upperBound, Int64(data.count)))
             data = data.subdata(in: lo..<hi)
         }
         return data
     }
 
-    /// nil when a streamed read's answer is a 206 for exactly `range`; otherwise the fault that
-    /// rejects it.
-    package static func streamProblem(status: Int, headers: HTTPHeaders, range: Range<Int64>) -> StorageError? {
-        guard status == 206, let (a, b, _) = headers.first(name: "Content-Range").flatMap(DownloadCheck.parse),
-              a == range.lowerBound, b + 1 == range.upperBound else {
-            return .unknown(status: 0, message: "download answer rejected: HTTP \(status), Content-Range \(headers.first(name: "Content-Range") ?? "none") for bytes \(range.lowerBound)-\(range.upperBound - 1)")
+    /// How a streamed read takes its answer: a 206 for exactly `range`, or a 200 that says it is
+    /// (`DownloadCheck.isRangeUnder200`); or a 200 whose body is the whole object (its Content-Length is the object's size, as `x-goog-stored-content-length` or
+    /// the Content-Range total says, not transcoded), passed over up to the range; anything else
+    /// is a fault (docs/SEMANTICS.md §5.1). A whole body that comes short stays a transport fault.
+    package static func streamPlan(status: Int, headers: HTTPHeaders, range: Range<Int64>) -> StreamPlan {
+        let contentRange = headers.first(name: "Content-Range")
+        if status == 206, let (a, b, _) = contentRange.flatMap(DownloadCheck.parse),
+           a == range.lowerBound, b + 1 == range.upperBound {
+            return .exact
         }
-        return nil
+        if status == 200, let length = headers.first(name: "Content-Length").flatMap({ Int64($0) }),
+           DownloadCheck.isRangeUnder200(headers, count: length, range: range) {
+            return .exact
+        }
+        if status == 200, let length = headers.first(name: "Content-Length").flatMap({ Int64($0) }),
+           !(headers.first(name: "Content-Encoding")?.lowercased().contains("gzip") ?? false),
+           let total = headers.first(name: "x-goog-stored-content-length").flatMap({ Int64($0) }) ?? contentRange.flatMap(DownloadCheck.total),
+           length == total, range.upperBound <= total,
+           contentRange.flatMap(DownloadCheck.parse).map({ $0.0 == 0 && $0.1 + 1 == total }) ?? true {
+            return .whole(skip: Int(range.lowerBound))
+        }
+        return .rejected(.unknown(status: 0, message: "download answer rejected: HTTP \(status), Content-Range \(contentRange ?? "none"), Content-Length \(headers.first(name: "Content-Length") ?? "none") for bytes \(range.lowerBound)-\(range.upperBound - 1)"))
     }
 }

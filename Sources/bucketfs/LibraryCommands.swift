@@ -145,16 +145,8 @@ struct Cat: AsyncParsableCommand {
             t = try await t.at(at, scope: t.ref.fullPath, source: target)
             try StoragePath.validateObjectName(t.ref.fullPath)
             let info = try await t.storage.store.getMetadata(t.ref.fullPath)
-            var off: Int64 = 0
-            let chunk: Int64 = 16 << 20
-            while off < info.size {
-                // Every chunk is pinned to the generation first read.
-                let data = try await t.storage.store.read(t.ref.fullPath, generation: info.generation,
-                                                          range: off..<min(info.size, off + chunk))
-                if data.isEmpty { break }
-                FileHandle.standardOutput.write(data)
-                off += Int64(data.count)
-            }
+            // Every chunk is pinned to the generation first read; a broken one resumes.
+            try await ResumedDownload.copy(t.storage.store, t.ref.fullPath, info) { FileHandle.standardOutput.write($0) }
         }
     }
 }
@@ -187,17 +179,18 @@ struct Put: AsyncParsableCommand {
                 custom[String(kv[..<eq])] = String(kv[kv.index(after: eq)...])
             }
             if !custom.isEmpty { m.customMetadata = custom }
-            let pre: Preconditions = noClobber ? .doesNotExist : .none
             if recursive {
-                try await putTree(t, metadata: m, preconditions: pre)
+                try await putTree(t, metadata: m)
                 return
             }
             let result: StorageMetadata
             do {
-                if file == "-" {
-                    result = try await t.ref.putData(FileHandle.standardInput.readDataToEndOfFile(), metadata: m, preconditions: pre)
-                } else {
-                    result = try await t.ref.putFile(from: file, metadata: m, preconditions: pre)
+                // Sent with the generation seen as its precondition (SeenGenerationWrites).
+                let stdin = file == "-" ? FileHandle.standardInput.readDataToEndOfFile() : nil
+                try StoragePath.validateObjectName(t.ref.fullPath)
+                result = try await SeenGenerationWrites.put(t.storage.store, t.ref.fullPath, noClobber: noClobber) { pre in
+                    if let stdin { return try await t.ref.putData(stdin, metadata: m, preconditions: pre) }
+                    return try await t.ref.putFile(from: file, metadata: m, preconditions: pre)
                 }
             } catch StorageError.preconditionFailed(let path) where noClobber {
                 throw Self.exists(path)
@@ -215,7 +208,7 @@ extension Put {
         ValidationErrorText("\(path) already exists; nothing was written (--no-clobber)")
     }
 
-    func putTree(_ t: Target, metadata: StorageMetadata, preconditions: Preconditions) async throws {
+    func putTree(_ t: Target, metadata: StorageMetadata) async throws {
         let root = URL(fileURLWithPath: file).standardizedFileURL.path
         guard let walker = FileManager.default.enumerator(atPath: root) else { throw ValidationErrorText("cannot read \(root)") }
         var files: [String] = []
@@ -226,6 +219,7 @@ extension Put {
         let sizes = files.map { (try? UploadSource.file(path: root + "/" + $0).size()) ?? 0 }
         let progress = TransferProgress(files: files.count, bytes: sizes.reduce(0, +), terminal: isatty(2) == 1)
         let policy = contentTypes.policy
+        let noClobber = self.noClobber
         try await withThrowingTaskGroup(of: Int64.self) { group in
             var running = 0
             for (rel, size) in zip(files, sizes).sorted(by: { $0.0 < $1.0 }) {
@@ -235,8 +229,10 @@ extension Put {
                     var m = metadata
                     if m.contentType == nil { m.contentType = policy.type(for: ref.fullPath) }
                     do {
-                        _ = try await ref.putFile(from: root + "/" + rel, metadata: m, preconditions: preconditions)
-                    } catch StorageError.preconditionFailed(let path) where preconditions == .doesNotExist {
+                        _ = try await SeenGenerationWrites.put(t.storage.store, ref.fullPath, noClobber: noClobber) { pre in
+                            try await ref.putFile(from: root + "/" + rel, metadata: m, preconditions: pre)
+                        }
+                    } catch StorageError.preconditionFailed(let path) where noClobber {
                         throw Self.exists(path)
                     }
                     return size
@@ -257,7 +253,8 @@ struct Rm: AsyncParsableCommand {
 
     func run() async throws {
         try await access.perform("rm", on: target) { t in
-            try await t.ref.delete()
+            try StoragePath.validateObjectName(t.ref.fullPath)
+            try await SeenGenerationWrites.delete(t.storage.store, t.ref.fullPath)
         }
     }
 }
@@ -329,7 +326,7 @@ struct Meta: AsyncParsableCommand {
 
         func run() async throws {
             try await access.perform("meta set", on: target) { t in
-                _ = try await t.ref.updateMetadata(patch: try Meta.patch(key, value))
+                _ = try await SeenGenerationWrites.patch(t.ref, try Meta.patch(key, value))
             }
         }
     }
@@ -342,7 +339,7 @@ struct Meta: AsyncParsableCommand {
 
         func run() async throws {
             try await access.perform("meta rm", on: target) { t in
-                _ = try await t.ref.updateMetadata(patch: try Meta.patch(key, nil))
+                _ = try await SeenGenerationWrites.patch(t.ref, try Meta.patch(key, nil))
             }
         }
     }

@@ -97,6 +97,31 @@ import Testing
         try await h.fs.release(ino: ino, fh: fh)
     }
 
+    /// A read the server refuses (400: EINVAL; 401, 403: EACCES) is remembered like one that
+    /// failed: the kernel's page-by-page repeat of a failed read-ahead window asks no more (Google's
+    /// retry scenarios 5 and 6 through a mount: a 1 MiB window was asked again in 4 KiB pages).
+    @Test(arguments: [
+        (StorageError.invalidArgument(message: "Retry Test: Caused a 400"), Errno.EINVAL),
+        (StorageError.unauthenticated(message: "Retry Test: Caused a 401"), Errno.EACCES),
+        (StorageError.unauthorized(path: "f", message: "denied"), Errno.EACCES),
+    ])
+    func aRefusedReadIsRememberedBriefly(error: StorageError, expected: Errno) async throws {
+        let h = Harness { $0.failureTTL = 5 }
+        h.store.put("f", "hello world")
+        let ino = try await h.ino("f")
+        let fh = try await h.fs.open(ino: ino, flags: OpenFlags(O_RDONLY))
+        h.store.failNext("read", with: error)
+        await #expect(throws: expected) { try await h.fs.read(ino: ino, fh: fh, offset: 0, size: 5) }
+        let before = h.store.reads.count
+        for page in 0..<4 {
+            await #expect(throws: expected) { try await h.fs.read(ino: ino, fh: fh, offset: UInt64(page), size: 1) }
+        }
+        #expect(h.store.reads.count == before, "the repeats asked the store again")
+        h.clock.advance(5.1)
+        #expect(try await h.fs.read(ino: ino, fh: fh, offset: 0, size: 5) == Data("hello".utf8))
+        try await h.fs.release(ino: ino, fh: fh)
+    }
+
     @Test func aFailedListingIsRememberedBriefly() async throws {
         let h = Harness { $0.failureTTL = 5 }
         h.store.put("d/f", "x")

@@ -98,6 +98,16 @@ final class GCSTestHandler: ChannelInboundHandler, @unchecked Sendable {
                 context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
                 dropped = true
                 return
+            case .media(.cutAfter(let keep))?:
+                var headers = HTTPHeaders(r.headers)
+                headers.replaceOrAdd(name: "Content-Length", value: String(r.body.count))
+                let channel = context.channel
+                let head = HTTPResponseHead(version: h.version, status: HTTPResponseStatus(statusCode: r.status), headers: headers)
+                context.write(wrapOutboundOut(.head(head)), promise: nil)
+                context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: r.body.prefix(keep))))))
+                    .whenComplete { _ in channel.close(promise: nil) }
+                dropped = true
+                return
             case nil:
                 break
             }

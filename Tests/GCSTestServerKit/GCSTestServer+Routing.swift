@@ -226,6 +226,15 @@ extension GCSTestServer {
                             body: Data("The requested range cannot be satisfied.".utf8))
         }
         let b = min(Int(spec[1]) ?? (size - 1), size - 1)
+        if rangeAnswerTimes > 0, let answer = rangeAnswer {
+            rangeAnswerTimes -= 1
+            switch answer {
+            case .wholeObject: return Response(status: 200, headers: headers, body: o.data)
+            case .rangeUnder200:
+                headers.append(("Content-Range", "bytes \(a)-\(b)/\(size)"))
+                return Response(status: 200, headers: headers, body: o.data.subdata(in: a..<(b + 1)))
+            }
+        }
         headers.append(("Content-Range", "bytes \(a)-\(b)/\(size)"))
         return Response(status: 206, headers: headers, body: o.data.subdata(in: a..<(b + 1)))
     }

@@ -109,9 +109,20 @@ public final class GCSTestServer: @unchecked Sendable {
         case truncateUnframed(keep: Int)
         /// The whole body, `piece` bytes at a time, one piece every `every` (a slow link).
         case trickle(piece: Int, every: Duration)
+        /// Headers with the whole body's Content-Length, `keep` bytes, then the connection closes.
+        case cutAfter(keep: Int)
     }
     public var mediaFault: MediaFault?
     public var mediaFaultTimes = 0
+    /// How the next `rangeAnswerTimes` ranged downloads are answered instead of a 206.
+    public enum RangeAnswer: Sendable {
+        /// 200 with the whole object (HTTP lets a server, or a front, ignore a Range header).
+        case wholeObject
+        /// 200 with the range's bytes and its Content-Range (storage-testbench's injected faults).
+        case rangeUnder200
+    }
+    public var rangeAnswer: RangeAnswer?
+    public var rangeAnswerTimes = 0
     /// The next request with this method is carried out, then the connection closes with no answer.
     public var loseAnswerTo: String?
     /// The next N API requests answer 429 with this Retry-After.

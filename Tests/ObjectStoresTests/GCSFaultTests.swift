@@ -2,6 +2,7 @@ import Foundation
 import GCSStore
 import GCSTestServerKit
 import NIOCore
+import NIOHTTP1
 import StorageModel
 import Testing
 
@@ -102,6 +103,62 @@ import Testing
             #expect(Self.payload.starts(with: cut.data))
             #expect(cut.data.count <= 1000)
         }
+    }
+
+    /// A 200 with the whole object for a range (a server or a front that ignores Range) is used
+    /// for the range asked: the bytes before it are passed over, the answer ended after it; a
+    /// whole body that comes short is a fault. A 200 with the range's bytes and their exact
+    /// Content-Range (storage-testbench's injected faults) is the range (docs/SEMANTICS.md §5.1;
+    /// Google's retry scenario 8 through a mount).
+    @Test func wholeObjectAnswerToARangeIsUsedForTheRange() async throws {
+        try await withGCSServer(deadline: .seconds(2), tuning: Self.quickIdle) { server, store in
+            let info = try await store.write("o", from: .data(Self.payload), metadata: .init(), preconditions: .none)
+            server.configure { $0.rangeAnswer = .wholeObject; $0.rangeAnswerTimes = 2 }
+            let got = Received()
+            try await store.stream("o", generation: info.generation, range: 100_000..<200_000) { got.add($0) }
+            #expect(got.data == Self.payload.subdata(in: 100_000..<200_000))
+            #expect(try await store.read("o", generation: info.generation, range: 5..<10) == Self.payload.subdata(in: 5..<10))
+            // The whole body cut after 150,000 bytes: the 50,000 of the range delivered, then a fault.
+            server.configure {
+                $0.rangeAnswer = .wholeObject; $0.rangeAnswerTimes = 1
+                $0.mediaFault = .cutAfter(keep: 150_000); $0.mediaFaultTimes = 1
+            }
+            let cut = Received()
+            let e = await storageError {
+                try await store.stream("o", generation: info.generation, range: 100_000..<200_000) { cut.add($0) }
+            }
+            #expect(e != nil)
+            #expect(cut.data == Self.payload.subdata(in: 100_000..<150_000))
+            // The range's bytes under a 200 with their exact Content-Range: taken, streamed or not.
+            server.configure { $0.rangeAnswer = .rangeUnder200; $0.rangeAnswerTimes = 2 }
+            let under = Received()
+            try await store.stream("o", generation: info.generation, range: 100_000..<200_000) { under.add($0) }
+            #expect(under.data == Self.payload.subdata(in: 100_000..<200_000))
+            #expect(try await store.read("o", generation: info.generation, range: 7..<70) == Self.payload.subdata(in: 7..<70))
+        }
+    }
+
+    /// Which answers to a range a streamed read takes (`MediaRequests.streamPlan`).
+    @Test func streamPlans() {
+        func plan(_ status: Int, _ headers: [(String, String)]) -> String {
+            switch MediaRequests.streamPlan(status: status, headers: HTTPHeaders(headers), range: 100..<200) {
+            case .exact: return "exact"
+            case .whole(let skip): return "whole \(skip)"
+            case .rejected: return "rejected"
+            }
+        }
+        #expect(plan(206, [("Content-Range", "bytes 100-199/1000"), ("Content-Length", "100")]) == "exact")
+        #expect(plan(206, [("Content-Range", "bytes 100-198/1000")]) == "rejected")
+        #expect(plan(200, [("Content-Range", "bytes 100-199/1000"), ("Content-Length", "100")]) == "exact")
+        #expect(plan(200, [("Content-Length", "1000"), ("x-goog-stored-content-length", "1000")]) == "whole 100")
+        #expect(plan(200, [("Content-Length", "1000"), ("Content-Range", "bytes 0-999/1000")]) == "whole 100")
+        // Neither the whole object nor the range: a fault.
+        #expect(plan(200, [("Content-Length", "100"), ("x-goog-stored-content-length", "1000")]) == "rejected")
+        #expect(plan(200, [("Content-Length", "999"), ("x-goog-stored-content-length", "1000")]) == "rejected")
+        #expect(plan(200, [("Content-Range", "bytes 100-199/1000"), ("Content-Length", "1000")]) == "rejected")
+        #expect(plan(200, [("Content-Length", "1000")]) == "rejected")
+        // Transcoded: its length says nothing about the stored bytes.
+        #expect(plan(200, [("Content-Length", "1000"), ("x-goog-stored-content-length", "1000"), ("Content-Encoding", "gzip")]) == "rejected")
     }
 
     @Test func lostDeleteAnswerIsASuccess() async throws {

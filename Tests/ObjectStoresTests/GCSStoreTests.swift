@@ -231,6 +231,29 @@ func storageError(_ body: () async throws -> Void) async -> StorageError? {
         }
     }
 
+    /// One rule for every insert, whatever its size: a resumable session's start is retried only
+    /// under a precondition, as a multipart upload is (Google's retry scenario 3, objects.insert).
+    @Test func unguardedResumableInsertIsNotRetried() async throws {
+        var tuning = fastTuning
+        tuning.resumableThreshold = 1 << 10
+        try await withGCSServer(tuning: tuning) { server, store in
+            let data = Conformance.bytes(10_000, seed: 3)
+            server.configure { $0.failNext = 1 }
+            let e = await storageError {
+                _ = try await store.write("big", from: .data(data), metadata: .init(), preconditions: .none)
+            }
+            #expect(e?.isTransient == true)
+            #expect(server.recorded.count == 1, "the session start is sent once: \(server.recorded.map(\.method))")
+            await #expect(throws: StorageError.self) { try await store.getMetadata("big") }
+            // Guarded (ifGenerationMatch=0): the start is retried, and the upload succeeds.
+            server.configure { $0.failNext = 1 }
+            server.clearRecorded()
+            let info = try await store.write("big", from: .data(data), metadata: .init(), preconditions: .doesNotExist)
+            #expect(info.size == 10_000)
+            #expect(server.recorded.filter { $0.method == "POST" }.count == 2)
+        }
+    }
+
     @Test func persistent503EndsWithinTheDeadline() async throws {
         // 10 s: room for several attempts even when the first one is slow to connect (the whole
         // suite runs in parallel on 2 cores; a 3 s deadline once saw a single attempt, and 5 s

@@ -24,7 +24,44 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "slow: minutes long; runs only with BUCKETFS_SLOW=1 (docs/TESTING.md)")
 
 
+# The gs:// tests that do not run against storage-testbench, the third server (file or test name
+# -> why), so that it adds minutes, not tens of minutes, to the suite (docs/TESTING.md, "The
+# servers"). Every other test of the `emulator` and `any_bucket` fixtures runs on all three.
+TESTBENCH_LEAVES_OUT = {
+    "test_faults.py": "faults on storage-testbench are its Retry Test API's: test_retry_conformance.py plays them",
+    "test_slow_link.py": "a slow link is the client's pacing: shown on the other servers",
+    "test_listing.py": "storage-testbench ignores maxResults (one page): listing by ranges is shown on the others",
+    "test_max_cached_entries_bounds_the_cache_and_evicted_metadata_is_read_again":
+        "the metadata cache's bound (two minutes a run), not the server: shown on the other two",
+    "test_rsync_aX_with_write_back_and_default_options_costs_about_one_request_per_file":
+        "a request count of the write-back, not the server: shown on the other two",
+    "test_unmount_during_a_background_attempt_with_default_timings_keeps_the_data":
+        "the 70 s default-timing unmount: run against gcp-storage-emulator only, as for fake-gcs-server",
+    # Its upload annotations (GAPS "upload-annotations"): rsync -X and the tests that compare
+    # every custom key meet the x_emulator_/x_testbench_ keys as extended attributes.
+    "test_setfattr_through_mount_is_object_metadata": "upload-annotations gap (custom keys compared whole)",
+    "test_file_written_through_mount_is_read_by_client": "upload-annotations gap (custom keys compared whole)",
+    "test_names_that_need_percent_encoding": "upload-annotations gap (custom keys compared whole)",
+    "test_rsync_gives_the_final_names_type_and_a_second_run_moves_nothing": "upload-annotations gap (rsync -X sees the keys)",
+    "test_rsync_gives_the_final_names_type_with_write_back": "upload-annotations gap (rsync -X sees the keys)",
+    "test_tree_round_trips_through_the_mount": "upload-annotations gap (rsync -X sees the keys)",
+    "test_mv_directory_with_nested_files": "upload-annotations gap (custom keys compared whole)",
+    "test_rsync_aX_into_mount": "upload-annotations gap (rsync -X sees the keys)",
+    "test_rsync_aX_with_write_back_uploads_each_file_once_under_its_final_name": "upload-annotations gap (rsync -X sees the keys)",
+}
+
+
+def _on_testbench(item):
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return any(v == "testbench" for v in params.values())
+
+
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if _on_testbench(item):
+            why = TESTBENCH_LEAVES_OUT.get(item.fspath.basename) or TESTBENCH_LEAVES_OUT.get(item.originalname)
+            if why:
+                item.add_marker(pytest.mark.skip(reason=f"not run against storage-testbench: {why}"))
     if os.environ.get("BUCKETFS_SLOW") == "1":
         return
     skip = pytest.mark.skip(reason="slow: set BUCKETFS_SLOW=1 to run it")
@@ -174,6 +211,9 @@ SERVERS = {
                  "eval \"$(Scripts/emulator.sh start)\""),
     "fake-gcs": ("BUCKETFS_FAKE_GCS", "BUCKETFS_FAKE_GCS_BUCKET", "fake-gcs-server",
                  "eval \"$(Scripts/fake-gcs.sh start)\""),
+    # Google's own test server (Scripts/testbench.sh, from STORAGE_TESTBENCH_DIR).
+    "testbench": ("BUCKETFS_TESTBENCH", "BUCKETFS_TESTBENCH_BUCKET", "storage-testbench",
+                  "eval \"$(Scripts/testbench.sh start)\""),
 }
 
 # Each server's own gaps that a real-mount test can meet (checked with the official client and
@@ -198,6 +238,12 @@ GAPS = {
     "fake-gcs": {"null-key-stored-as-empty", "no-preconditions", "metageneration-stays-1",
                  "slow-resumable-chunks", "versions-paging-repeats", "status-query-finishes",
                  "finished-session-404"},
+    # storage-testbench (Google's, commit e8c8507): checks every precondition, counts
+    # metagenerations, keeps resumable sessions. Every upload gets annotations among its custom
+    # metadata (`x_emulator_upload`, `x_testbench_upload`, and for resumable uploads
+    # `x_emulator_no_crc32c` and more, each twice); maxResults is ignored (one page);
+    # a 416 has no Content-Range (see StorageTestbenchTests).
+    "testbench": {"upload-annotations", "no-pagination"},
     # The project's own server (Tests/GCSTestServerKit, started per test by Tests/e2e/own_gcs.py):
     # it follows the JSON API documentation, so a test checks the real bucket's behaviour on it.
     "own": set(),
@@ -237,10 +283,18 @@ def server(kind):
     """The running server `kind` (a key of SERVERS), or a skip when its env is not set."""
     env, bucket_env, what, start = SERVERS[kind]
     hostport = os.environ.get(env)
+    if not hostport and kind == "testbench" and not os.path.isdir(testbench_dir()):
+        pytest.skip(f"no storage-testbench copy at {testbench_dir()}: set STORAGE_TESTBENCH_DIR to a checkout "
+                    "of googleapis/storage-testbench, then `eval \"$(Scripts/testbench.sh start)\"`")
     if not hostport:
         pytest.skip(f"{env} is not set: start {what} with `{start}` (Scripts/test.sh does this)")
     pytest.importorskip("google.cloud.storage", reason="google-cloud-storage is not installed in this Python")
     return Emulator(hostport, os.environ.get(bucket_env, "bucketfs-test"), kind)
+
+
+def testbench_dir():
+    """Where Scripts/testbench.sh runs storage-testbench from."""
+    return os.environ.get("STORAGE_TESTBENCH_DIR") or os.path.join(os.path.dirname(ROOT), "shared", "storage-testbench")
 
 
 def _use_for_mounts(request, srv):
@@ -250,7 +304,8 @@ def _use_for_mounts(request, srv):
 
 @pytest.fixture(params=list(SERVERS))
 def emulator(request):
-    """Each Cloud Storage server in turn (gcp-storage-emulator, fake-gcs-server); a gs:// mount
+    """Each Cloud Storage server in turn (gcp-storage-emulator, fake-gcs-server, storage-testbench;
+    TESTBENCH_LEAVES_OUT says which tests skip the last); a gs:// mount
     made with `mounts` without --endpoint goes to it. A test marked `one_server` runs against
     gcp-storage-emulator only (tests of the test tools themselves)."""
     if request.param != "emulator" and request.node.get_closest_marker("one_server"):
