@@ -106,12 +106,14 @@ let package = Package(
             name: "StorageModelTests",
             dependencies: ["StorageModel", "ObjectStores", .product(name: "PropertyBased", package: "swift-property-based")]
         ),
+        // The test bundle's default width (docs/TESTING.md, "How many tests run at once").
+        .target(name: "CTestDefaults", path: "Tests/CTestDefaults"),
         // What the test targets share: the in-memory store double (run through the store
         // conformance suite in ObjectStoresTests, used by the core tests in BucketFSTests) and the
         // store conformance suite (ObjectStoresTests, FirebaseStoreTests).
         .target(
             name: "TestSupport",
-            dependencies: ["StorageModel", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["StorageModel", "CTestDefaults", .product(name: "Crypto", package: "swift-crypto")],
             path: "Tests/TestSupport"
         ),
         // The project's Cloud Storage JSON API test server (one bucket, in memory, versioning

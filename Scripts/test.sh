@@ -3,9 +3,25 @@
 # against the embedded bucket and two independent Cloud Storage servers: gcp-storage-emulator
 # (Scripts/emulator.sh, EMULATOR_PORT) and fake-gcs-server (Scripts/fake-gcs.sh, FAKE_GCS_PORT,
 # default EMULATOR_PORT + 1).
+#
+# TEST_LOAD=N runs N busy loops at normal priority beside the whole run (both tiers) and stops them
+# at the end: the suite must pass on a busy machine, as CI's and users' machines are
+# (docs/TESTING.md, "Under load").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 Scripts/setup.sh || exit 1
+
+load_pids=()
+stop_load() { [ ${#load_pids[@]} -eq 0 ] || kill "${load_pids[@]}" 2>/dev/null; load_pids=(); }
+if [ "${TEST_LOAD:-0}" -gt 0 ]; then
+  for _ in $(seq "$TEST_LOAD"); do
+    ( while :; do :; done ) &
+    load_pids+=($!)
+  done
+  trap stop_load EXIT
+  echo "== load: ${#load_pids[@]} busy loops beside the run (TEST_LOAD=$TEST_LOAD)"
+fi
+started=$(date +%s)
 
 status=0
 echo "== swift build (tests)"
@@ -13,7 +29,7 @@ swift build --build-tests 2>&1 | grep -E "error|warning: unre|Compiling|Build" |
 
 echo "== servers: gcp-storage-emulator, fake-gcs-server"
 export FAKE_GCS_PORT="${FAKE_GCS_PORT:-$(( ${EMULATOR_PORT:-9023} + 1 ))}"
-trap 'Scripts/emulator.sh stop >/dev/null 2>&1 || true; Scripts/fake-gcs.sh stop >/dev/null 2>&1 || true' EXIT
+trap 'stop_load; Scripts/emulator.sh stop >/dev/null 2>&1 || true; Scripts/fake-gcs.sh stop >/dev/null 2>&1 || true' EXIT
 eval "$(Scripts/emulator.sh start)" || { echo "emulator did not start"; exit 1; }
 eval "$(Scripts/fake-gcs.sh start)" || { echo "fake-gcs-server did not start"; exit 1; }
 
@@ -33,4 +49,6 @@ if [ -d Tests/e2e ]; then
   [ $rc -eq 5 ] && echo "pytest collected no tests"
   [ $rc -eq 0 ] || status=1
 fi
+stop_load
+echo "== done in $(( $(date +%s) - started )) s (TEST_LOAD=${TEST_LOAD:-0}), status $status"
 exit $status

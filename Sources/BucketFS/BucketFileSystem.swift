@@ -128,7 +128,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         leftovers = staging.findLeftovers()
         superblock = Superblock(config: config, stat: stat, counters: cacheCounters)
         uploads = UploadQueue(limit: config.uploadConcurrency, delay: config.writeBackDelay,
-                              maxFiles: config.writeBackMaxFiles, maxBytes: config.writeBackMaxBytes)
+                              maxFiles: config.writeBackMaxFiles, maxBytes: config.writeBackMaxBytes, clock: config.clock)
         uploads.start { [weak self] n, s in await self?.uploadQueued(n, s) ?? false }
     }
 

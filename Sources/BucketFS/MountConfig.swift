@@ -68,8 +68,10 @@ public struct MountConfig: Sendable {
     public var uploadRetries = 5
     /// Pauses between background upload attempts start at 1 s and double up to this (seconds).
     public var retryBackoffMax: Double = 30
-    /// Waits out the core's retry pauses (background uploads, reads of the wrong length): real time, or a test's clock.
-    public var retrySleeper: RetrySleeper = .real
+    /// The core's clock (docs/ARCHITECTURE.md, "One clock"): what time it is for caches' TTLs,
+    /// stat's times and the write-back delay, and how retry pauses (background uploads, reads of
+    /// the wrong length) wait. Real time, or a test's `ManualClock`.
+    public var clock: BucketClock = .real
     /// Write-back (docs/SEMANTICS.md §3): close returns once the data is staged; uploads run in the
     /// background in the order files were closed (UploadQueue.swift). Off: close reports the upload.
     public var writeBack = false
@@ -86,8 +88,8 @@ public struct MountConfig: Sendable {
     /// The type an object created here gets when nobody gives one, at its upload and again at a
     /// rename when that type was inferred here (docs/SEMANTICS.md §4.1).
     public var contentTypes = ContentTypePolicy()
-    /// Injected clock (seconds since the epoch), for tests.
-    public var now: @Sendable () -> Double = { Date().timeIntervalSince1970 }
+    /// Now, in seconds since the epoch, on `clock`.
+    public var now: @Sendable () -> Double { let c = clock; return { c.seconds } }
 
     public init() {}
 

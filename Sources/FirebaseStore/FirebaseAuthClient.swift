@@ -26,9 +26,14 @@ public struct FirebaseAuthClient: Sendable {
     var timeout: Duration = .seconds(20)
 
     private let settings: ClientSettings
+    /// The clock a token's expiry is read on and the pauses between attempts wait on
+    /// (docs/ARCHITECTURE.md, "One clock").
+    let clock: BucketClock
 
     /// `trust`: the certificates trusted for an https Auth endpoint (the system store by default).
-    public init(endpoints: FirebaseEndpoints, apiKey: String, logger: Logger, trust: TrustRoots = .system) {
+    public init(endpoints: FirebaseEndpoints, apiKey: String, logger: Logger, trust: TrustRoots = .system,
+                clock: BucketClock = .real) {
+        self.clock = clock
         self.endpoints = endpoints
         self.apiKey = apiKey
         self.logger = logger
@@ -44,21 +49,21 @@ public struct FirebaseAuthClient: Sendable {
     }
 
     public func signIn(email: String, password: String) async throws -> FirebaseTokens {
-        let sent = Date()
+        let sent = clock.date
         let o = try await post(endpoints.identityToolkit, "v1/accounts:signInWithPassword", what: "sign-in with email and password",
                                json: ["email": email, "password": password, "returnSecureToken": true])
         return try tokens(o, provider: "password", sent: sent)
     }
 
     public func signIn(customToken: String) async throws -> FirebaseTokens {
-        let sent = Date()
+        let sent = clock.date
         let o = try await post(endpoints.identityToolkit, "v1/accounts:signInWithCustomToken", what: "sign-in with a custom token",
                                json: ["token": customToken, "returnSecureToken": true])
         return try tokens(o, provider: "custom", sent: sent)
     }
 
     public func signUpAnonymously() async throws -> FirebaseTokens {
-        let sent = Date()
+        let sent = clock.date
         let o = try await post(endpoints.identityToolkit, "v1/accounts:signUp", what: "anonymous sign-up",
                                json: ["returnSecureToken": true])
         return try tokens(o, provider: "anonymous", sent: sent)
@@ -66,7 +71,7 @@ public struct FirebaseAuthClient: Sendable {
 
     public func refresh(_ refreshToken: String) async throws -> FirebaseTokens {
         let form = "grant_type=refresh_token&refresh_token=\(GCSJSONAPI.encode(refreshToken))"
-        let sent = Date()
+        let sent = clock.date
         let o = try await post(endpoints.secureToken, "v1/token", what: "token refresh",
                                body: ByteBuffer(string: form), contentType: "application/x-www-form-urlencoded")
         var t = try tokens(o, provider: nil, sent: sent)
@@ -120,7 +125,7 @@ public struct FirebaseAuthClient: Sendable {
                 return try await once(req, base: base, shown: shown, what: what)
             } catch let e as StorageError where e.isTransient && attempt < 3 {
                 logger.debug("Firebase Auth \(what) at \(shown): \(e); trying again")
-                do { try await Task.sleep(for: .milliseconds(200 * attempt)) } catch { throw StorageError.cancelled }
+                do { try await clock.sleep(for: .milliseconds(200 * attempt)) } catch { throw StorageError.cancelled }
             }
         }
     }

@@ -48,8 +48,9 @@ public final class FirebaseStore: ObjectStore, ConnectionCounting, @unchecked Se
     public struct Tuning: Sendable {
         public var initialBackoff: Duration = .milliseconds(100)
         public var maxBackoff: Duration = .seconds(5)
-        /// Waits out the retry pauses: real time, unless a test injects its own clock.
-        public var sleeper: RetrySleeper = .real
+        /// The clock retry pauses (and token lifetimes) are kept on: real time, unless a test
+        /// injects its own (docs/ARCHITECTURE.md, "One clock").
+        public var clock: BucketClock = .real
         /// Resumable upload chunk size; a multiple of 256 KiB.
         public var chunkSize: Int = 8 << 20
         /// Uploads larger than this go resumable; smaller ones multipart.
@@ -101,7 +102,7 @@ public final class FirebaseStore: ObjectStore, ConnectionCounting, @unchecked Se
                                                                             maxConnections: self.maxConnections, receiveBuffer: t.receiveBuffer))
         self.uploadClient = upload
         let policy = RetryPolicy(deadline: deadline, requestTimeout: requestTimeout,
-                                 initialBackoff: t.initialBackoff, maxBackoff: t.maxBackoff, sleeper: t.sleeper)
+                                 initialBackoff: t.initialBackoff, maxBackoff: t.maxBackoff, clock: t.clock)
         self.transport = GCSTransport(client: client, auth: FirebaseAuthorization(source: tokens, bucket: bucket),
                                       policy: policy, logger: logger, bucket: bucket,
                                       dialect: V0Errors.dialect(bucket: bucket), settings: settings, mediaClient: media,

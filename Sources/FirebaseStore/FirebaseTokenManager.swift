@@ -19,7 +19,8 @@ public actor FirebaseTokenManager: FirebaseIDTokenSource, CustomStringConvertibl
     private let bucket: String
     private let logger: Logger
     private let refreshAhead: Duration
-    private let now: @Sendable () -> Date
+    /// The clock tokens' lifetimes are read on: the Auth client's (docs/ARCHITECTURE.md, "One clock").
+    private nonisolated func now() -> Date { client.clock.date }
 
     private var current: (token: String, expires: Date, refreshAt: Date)?
     private var inFlight: Task<FirebaseTokens, any Error>?
@@ -34,31 +35,29 @@ public actor FirebaseTokenManager: FirebaseIDTokenSource, CustomStringConvertibl
     public private(set) var refreshCount = 0
 
     public init(client: FirebaseAuthClient, refreshToken: String, bucket: String, logger: Logger,
-                refreshAhead: Duration = .seconds(300), now: @escaping @Sendable () -> Date = Date.init,
+                refreshAhead: Duration = .seconds(300),
                 user: (email: String?, provider: String)? = nil, newerLogin: (@Sendable () -> String?)? = nil) {
         self.client = client
         self.refreshToken = refreshToken
         self.bucket = bucket
         self.logger = logger
         self.refreshAhead = refreshAhead
-        self.now = now
         self.user = user
         self.newerLogin = newerLogin
     }
 
     /// Starts from tokens a sign-in just gave (no refresh until they near expiry).
     public init(client: FirebaseAuthClient, signedIn tokens: FirebaseTokens, bucket: String, logger: Logger,
-                refreshAhead: Duration = .seconds(300), now: @escaping @Sendable () -> Date = Date.init,
+                refreshAhead: Duration = .seconds(300),
                 newerLogin: (@Sendable () -> String?)? = nil) {
         self.client = client
         self.refreshToken = tokens.refreshToken
         self.bucket = bucket
         self.logger = logger
         self.refreshAhead = refreshAhead
-        self.now = now
         self.user = (tokens.email, tokens.provider)
         self.newerLogin = newerLogin
-        self.current = (tokens.idToken, tokens.expiresAt, Self.refreshTime(tokens.expiresAt, from: now(), ahead: refreshAhead))
+        self.current = (tokens.idToken, tokens.expiresAt, Self.refreshTime(tokens.expiresAt, from: client.clock.date, ahead: refreshAhead))
     }
 
     public nonisolated var description: String { "FirebaseTokenManager(firebase://\(bucket))" }

@@ -107,10 +107,13 @@ actor TokenProvider {
     private var inFlight: Task<AccessToken, any Error>?
     /// Number of tokens fetched (for logs and tests).
     private(set) var fetchCount = 0
+    /// The clock token lifetimes are kept on (docs/ARCHITECTURE.md, "One clock").
+    private let clock: BucketClock
 
-    init(source: CredentialSource, fetch: Fetch?) {
+    init(source: CredentialSource, fetch: Fetch?, clock: BucketClock = .real) {
         self.source = source
         self.fetch = fetch
+        self.clock = clock
     }
 
     /// Whether a 401 may be cured by fetching a new token.
@@ -127,14 +130,14 @@ actor TokenProvider {
         case .anonymous: return nil
         case .token(let t): return "Bearer \(t)"
         case .serviceAccount, .metadataServer:
-            let now = ContinuousClock.now
+            let now = clock.now
             if let c = cached, now < c.refreshAt { return "Bearer \(c.value)" }
             let task: Task<AccessToken, any Error>
             if let t = inFlight { task = t } else {
                 guard let fetch else { throw StorageError.unauthenticated(message: "no token fetcher for \(source)") }
-                task = Task {
+                task = Task { [clock] in
                     let r = try await fetch(timeout)
-                    let start = ContinuousClock.now
+                    let start = clock.now
                     let lifetime = Duration.seconds(max(r.expiresIn, 1))
                     let margin = min(Duration.seconds(300), lifetime / 4)
                     return AccessToken(value: r.token, expires: start + lifetime, refreshAt: start + lifetime - margin)

@@ -36,8 +36,9 @@ public final class GCSStore: ObjectStore, ConnectionCounting {
     public struct Tuning: Sendable {
         public var initialBackoff: Duration = .milliseconds(100)
         public var maxBackoff: Duration = .seconds(5)
-        /// Waits out the retry pauses: real time, unless a test injects its own clock.
-        public var sleeper: RetrySleeper = .real
+        /// The clock retry pauses (and token lifetimes) are kept on: real time, unless a test
+        /// injects its own (docs/ARCHITECTURE.md, "One clock").
+        public var clock: BucketClock = .real
         /// Resumable uploads send the whole object in one streamed request (nil, the default) or,
         /// for servers and proxies that need it, one request per chunk of this size (a multiple of
         /// 256 KiB).
@@ -90,9 +91,9 @@ public final class GCSStore: ObjectStore, ConnectionCounting {
                                                                             maxConnections: tuning.maxConnectionsPerHost, receiveBuffer: tuning.receiveBuffer))
         self.uploadClient = upload
         let fetch = Self.tokenFetcher(credentials, client: client, environment: environment, logger: logger)
-        let tokens = TokenProvider(source: credentials, fetch: fetch)
+        let tokens = TokenProvider(source: credentials, fetch: fetch, clock: tuning.clock)
         let policy = RetryPolicy(deadline: deadline, requestTimeout: requestTimeout,
-                                 initialBackoff: tuning.initialBackoff, maxBackoff: tuning.maxBackoff, sleeper: tuning.sleeper)
+                                 initialBackoff: tuning.initialBackoff, maxBackoff: tuning.maxBackoff, clock: tuning.clock)
         self.tokens = tokens
         self.transport = GCSTransport(client: client, auth: GCSAuthorization(tokens: tokens, credentials: credentials),
                                       policy: policy, logger: logger, bucket: bucket, settings: settings, mediaClient: media,

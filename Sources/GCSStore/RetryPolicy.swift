@@ -13,17 +13,17 @@ public struct RetryPolicy: Sendable, Equatable {
     public var multiplier: Double
     /// Waits out each pause (`delay(beforeRetry:random:)`): real time, unless a test injects its own
     /// clock. Not part of equality: two policies with the same timings are the same policy.
-    public var sleeper: RetrySleeper
+    public var clock: BucketClock
 
     public init(deadline: Duration = .seconds(60), requestTimeout: Duration = .seconds(30),
                 initialBackoff: Duration = .milliseconds(100), maxBackoff: Duration = .seconds(5), multiplier: Double = 2,
-                sleeper: RetrySleeper = .real) {
+                clock: BucketClock = .real) {
         self.deadline = deadline
         self.requestTimeout = requestTimeout
         self.initialBackoff = initialBackoff
         self.maxBackoff = maxBackoff
         self.multiplier = multiplier
-        self.sleeper = sleeper
+        self.clock = clock
     }
 
     public static func == (a: RetryPolicy, b: RetryPolicy) -> Bool {
@@ -31,9 +31,9 @@ public struct RetryPolicy: Sendable, Equatable {
             && a.maxBackoff == b.maxBackoff && a.multiplier == b.multiplier
     }
 
-    /// Waits `pause` through `sleeper`; a cancelled wait is `StorageError.cancelled`.
+    /// Waits `pause` on `clock`; a cancelled wait is `StorageError.cancelled`.
     public func pause(_ pause: Duration) async throws {
-        do { try await sleeper.sleep(for: pause) } catch { throw StorageError.cancelled }
+        do { try await clock.sleep(for: pause) } catch { throw StorageError.cancelled }
     }
 
     /// The pause before retry number `retry` (1-based): `initial × multiplier^(retry-1)`, capped at

@@ -44,7 +44,7 @@ import TestSupport
 
     @Test func aClosedFileIsKeptWholeAndAnOpenOneAsCutOff() async throws {
         let clock = ManualClock()
-        let h = Harness { $0.retrySleeper = clock.sleeper }
+        let h = Harness { $0.clock = clock.clock }
         // Closed: its upload failed at close (503), so the stage waits with a sidecar that says closed.
         let (a, fa) = try await h.fs.create(parent: Harness.root, name: "closed.txt", mode: 0o640, flags: OpenFlags(O_WRONLY | O_CREAT))
         _ = try await h.fs.write(ino: a.attributes.ino, fh: fa, offset: 0, data: Data("whole file".utf8))
@@ -84,7 +84,7 @@ import TestSupport
 
     @Test func aWriteAfterCloseMarksTheSidecarNotClosedAgain() async throws {
         let clock = ManualClock()
-        let h = Harness { $0.retrySleeper = clock.sleeper }
+        let h = Harness { $0.clock = clock.clock }
         let (a, fa) = try await h.fs.create(parent: Harness.root, name: "again.txt", mode: 0o644, flags: OpenFlags(O_WRONLY | O_CREAT))
         _ = try await h.fs.write(ino: a.attributes.ino, fh: fa, offset: 0, data: Data("one".utf8))
         h.store.failNext("write", times: 100, with: .unknown(status: 503, message: "busy"))
@@ -107,7 +107,7 @@ import TestSupport
     /// object someone else wrote meanwhile stays in lost+found; nothing else stays.
     @Test func theNextMountUploadsWhatIsCompleteOnceAndNeverOverANewerObject() async throws {
         let clock = ManualClock()
-        let h = Harness { $0.retrySleeper = clock.sleeper }
+        let h = Harness { $0.clock = clock.clock }
         for name in ["landed.txt", "missing.txt", "raced.txt"] {
             let (e, fh) = try await h.fs.create(parent: Harness.root, name: name, mode: 0o640, flags: OpenFlags(O_WRONLY | O_CREAT))
             _ = try await h.fs.write(ino: e.attributes.ino, fh: fh, offset: 0, data: Data("content of \(name)".utf8))
@@ -141,7 +141,7 @@ import TestSupport
     /// The server still fails every write: missing.txt cannot be uploaded and stays.
     @Test func aFileTheBucketHasIsNotKeptAndOthersAre() async throws {
         let clock = ManualClock()
-        let h = Harness { $0.retrySleeper = clock.sleeper }
+        let h = Harness { $0.clock = clock.clock }
         for name in ["landed.txt", "missing.txt"] {
             let (e, fh) = try await h.fs.create(parent: Harness.root, name: name, mode: 0o644, flags: OpenFlags(O_WRONLY | O_CREAT))
             _ = try await h.fs.write(ino: e.attributes.ino, fh: fh, offset: 0, data: Data("content of \(name)".utf8))

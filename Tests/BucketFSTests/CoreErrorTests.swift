@@ -245,12 +245,10 @@ func lostFiles(_ h: Harness) -> [String] {
     ((try? FileManager.default.contentsOfDirectory(atPath: h.config.lostAndFound)) ?? []).filter { !$0.hasSuffix(".json") }
 }
 
-/// Polls `condition` for up to `seconds` (background work runs on real time).
-func waitUntil(_ seconds: Double = 15, _ condition: () async -> Bool) async throws {
-    let end = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
-    while ContinuousClock.now < end {
-        if await condition() { return }
-        try await Task.sleep(for: .milliseconds(20))
-    }
-    Issue.record("condition not met within \(seconds) s")
+/// Waits for background work (it runs on real time) to make `condition` hold: polled until it
+/// does, within the generous `eventuallyCeiling` (Tests/TestSupport/Eventually.swift), else the
+/// test fails here.
+func waitUntil(_ condition: () async -> Bool, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+    if await eventually(condition) { return }
+    Issue.record("condition not met within \(eventuallyCeiling)", sourceLocation: sourceLocation)
 }

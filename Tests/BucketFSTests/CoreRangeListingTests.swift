@@ -168,13 +168,6 @@ import TestSupport
         #expect(server.ranged == rangedBefore)
     }
 
-    func eventually(_ condition: () -> Bool) async -> Bool {
-        for _ in 0..<500 {
-            if condition() { return true }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        return condition()
-    }
 
     /// A listing of `d` (2,000 files, pages of 100, 4 ranges at once) begun, whose page with the
     /// last name the server holds until `server.release()`.

@@ -11,13 +11,6 @@ import TestSupport
 /// awaited by polling its effects.
 @Suite struct CoreReadAheadTests {
     /// Polls `condition` until it holds (or 10 s pass, then the caller's expectation fails).
-    func eventually(_ condition: () -> Bool) async -> Bool {
-        for _ in 0..<1000 {
-            if condition() { return true }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        return condition()
-    }
 
     /// `big.bin` of `size` patterned bytes, opened for reading, the store's counts reset.
     func openedBig(_ h: Harness, size: Int, seed: UInt32) async throws -> (content: Data, ino: UInt64, fh: UInt64) {

@@ -42,7 +42,7 @@ import TestSupport
         try await h.fs.release(ino: ino, fh: fh)
         // The first background attempt (1 s later) reaches a server that does not answer.
         let hold = h.store.holdNextWrites()
-        try await waitUntil(10) { hold.waiting == 1 }
+        try await waitUntil { hold.waiting == 1 }
         let shutdown = Task { await h.fs.shutdown(within: .seconds(60)) }
         // While that attempt is in flight, nothing is deleted.
         try await Task.sleep(for: .milliseconds(300))
@@ -61,7 +61,7 @@ import TestSupport
         let (ino, fh) = try await failedClose(h, "up.txt", data)
         try await h.fs.release(ino: ino, fh: fh)
         let hold = h.store.holdNextWrites(times: 10)  // a server that hangs from now on
-        try await waitUntil(10) { hold.waiting == 1 }
+        try await waitUntil { hold.waiting == 1 }
         let started = ContinuousClock.now
         await h.fs.shutdown(within: .seconds(3))
         // Bounded: the attempt in flight ends by its deadline (3 s), the rest within the bound.
@@ -101,7 +101,7 @@ import TestSupport
         let (ino, fh) = try await failedClose(h, "g.txt", data)
         try await h.fs.release(ino: ino, fh: fh)
         h.store.failNext("write", times: 1, with: Self.busy)
-        try await waitUntil(10) { lostFiles(h).count == 1 }
+        try await waitUntil { lostFiles(h).count == 1 }
         await h.fs.shutdown(within: .seconds(60))
         #expect(lostData(h) == [data], "kept once, not twice")
         #expect(h.store.data("g.txt") == nil, "given up means not uploaded later behind the user's back")
@@ -116,7 +116,7 @@ import TestSupport
         let (ino, fh) = try await failedClose(h, "gone.txt", Data("soon deleted".utf8))
         try await h.fs.release(ino: ino, fh: fh)
         let hold = h.store.holdNextWrites()
-        try await waitUntil(10) { hold.waiting == 1 }
+        try await waitUntil { hold.waiting == 1 }
         let unlink = Task { try await h.fs.unlink(parent: Harness.root, name: "gone.txt") }
         try await Task.sleep(for: .milliseconds(200))
         hold.release()  // the in-flight upload lands after all
@@ -124,18 +124,18 @@ import TestSupport
         // What the upload left is deleted: the name is gone, as `rm` said.
         #expect(h.store.data("gone.txt") == nil)
         await #expect(throws: Errno.ENOENT) { try await h.fs.lookup(parent: Harness.root, name: "gone.txt") }
-        try await waitUntil(5) { stageFiles(h).isEmpty }
+        try await waitUntil { stageFiles(h).isEmpty }
         #expect(lostFiles(h).isEmpty, "the user deleted it: nothing to keep")
     }
 
     @Test func unlinkWithAnAttemptPendingStopsTheAttempts() async throws {
         let clock = ManualClock()
-        let h = Harness { $0.retrySleeper = clock.sleeper }
+        let h = Harness { $0.clock = clock.clock }
         let (ino, fh) = try await failedClose(h, "x.txt", Data("x".utf8))
         try await h.fs.release(ino: ino, fh: fh)
-        try await waitUntil(5) { clock.sleeping == 1 }  // the first attempt's pause
+        try await waitUntil { clock.sleeping == 1 }  // the first attempt's pause
         try await h.fs.unlink(parent: Harness.root, name: "x.txt")
-        try await waitUntil(5) { stageFiles(h).isEmpty }
+        try await waitUntil { stageFiles(h).isEmpty }
         let writes = h.store.count("write")
         #expect(clock.sleeping == 0, "the pending attempt was not stopped")
         clock.advance(by: .seconds(60))  // past any pause: nothing waits to go on
@@ -145,13 +145,13 @@ import TestSupport
 
     @Test func renameOverAFileWithAnAttemptPendingStopsItsAttempts() async throws {
         let clock = ManualClock()
-        let h = Harness { $0.retrySleeper = clock.sleeper }
+        let h = Harness { $0.clock = clock.clock }
         let (ino, fh) = try await failedClose(h, "dst.txt", Data("old local".utf8))
         try await h.fs.release(ino: ino, fh: fh)
-        try await waitUntil(5) { clock.sleeping == 1 }  // the first attempt's pause
+        try await waitUntil { clock.sleeping == 1 }  // the first attempt's pause
         try await h.createFile("", "src.txt", Data("new".utf8))
         try await h.fs.rename(parent: Harness.root, name: "src.txt", newParent: Harness.root, newName: "dst.txt", flags: 0)
-        try await waitUntil(5) { stageFiles(h).isEmpty }
+        try await waitUntil { stageFiles(h).isEmpty }
         #expect(clock.sleeping == 0, "the pending attempt was not stopped")
         clock.advance(by: .seconds(60))  // past any pause: nothing waits to go on
         #expect(h.store.data("dst.txt") == Data("new".utf8))
@@ -167,7 +167,7 @@ import TestSupport
         try await h.fs.flush(ino: ino, fh: fh2)
         try await h.fs.release(ino: ino, fh: fh2)
         #expect(h.store.data("w.txt") == Data("second".utf8))
-        try await waitUntil(5) { stageFiles(h).isEmpty }
+        try await waitUntil { stageFiles(h).isEmpty }
         #expect(lostFiles(h).isEmpty)
     }
 
@@ -178,7 +178,7 @@ import TestSupport
         _ = try await h.fs.write(ino: ino, fh: fh, offset: 0, data: Data("aaaa".utf8))
         let hold = h.store.holdNextWrites()
         let flush = Task { try await h.fs.flush(ino: ino, fh: fh) }
-        try await waitUntil(10) { hold.waiting == 1 }
+        try await waitUntil { hold.waiting == 1 }
         _ = try await h.fs.write(ino: ino, fh: fh, offset: 0, data: Data("bbbb".utf8))
         hold.release()
         try await flush.value

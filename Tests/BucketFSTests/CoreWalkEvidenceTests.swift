@@ -12,13 +12,6 @@ import TestSupport
 /// them, and the walk needs more evidence to start again. Store reads are counted. A walk-ahead registers its fetches within the read that completes a file,
 /// so "nothing pending" right after the reads is timing-free.
 @Suite struct CoreWalkEvidenceTests {
-    func eventually(_ condition: () -> Bool) async -> Bool {
-        for _ in 0..<1000 {
-            if condition() { return true }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        return condition()
-    }
 
     /// A listed directory `d` of `files` small files f00…; the window's limit is `limit`.
     func harness(files: Int = 50, limit: Int = 8) async throws -> (Harness, [Data]) {

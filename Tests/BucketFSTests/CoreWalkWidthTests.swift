@@ -67,13 +67,6 @@ import TestSupport
         }
     }
 
-    func eventually(_ condition: () -> Bool) async -> Bool {
-        for _ in 0..<1000 {
-            if condition() { return true }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        return condition()
-    }
 
     func name(_ i: Int) -> String { String(format: "d/f%03d", i) }
 

@@ -33,7 +33,7 @@ import Testing
         let data = Data.pattern(100_000, seed: 3)
         let ino = try await Self.write(h, "a.bin", data)
         // close returned; the upload waits in the store.
-        for _ in 0..<200 where hold.waiting == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        _ = await eventually { hold.waiting > 0 }
         #expect(hold.waiting == 1)
         #expect(h.store.object("a.bin") == nil)
         #expect(try await h.getattr(ino).size == 100_000)
@@ -63,7 +63,7 @@ import Testing
         let h = Self.harness(concurrency: 3)
         let hold = h.store.holdNextWrites(times: 10)
         for i in 0..<10 { _ = try await Self.write(h, "f\(i)", Data("\(i)".utf8)) }
-        for _ in 0..<200 where hold.waiting < 3 { try await Task.sleep(for: .milliseconds(5)) }
+        _ = await eventually { hold.waiting >= 3 }
         try await Task.sleep(for: .milliseconds(50))
         #expect(hold.waiting == 3)
         #expect(h.core.statistics().queuedUploads == 7)
@@ -82,7 +82,7 @@ import Testing
         }
         let hold = h.store.holdNextWrites(times: 10)
         for i in 0..<4 { _ = try await Self.write(h, "f\(i)", Data("\(i)".utf8)) }
-        for _ in 0..<200 where hold.waiting < 1 { try await Task.sleep(for: .milliseconds(5)) }
+        _ = await eventually { hold.waiting >= 1 }
         #expect(h.core.statistics().queuedUploads == 3, "f0 under way, three waiting: every close returned")
         let closed = Flag()
         let fifth = Task {
@@ -91,7 +91,7 @@ import Testing
         }
         // Wait until f4 is queued (polled: on a loaded machine the task may take a while to get
         // there), then give its close time to return if it wrongly would.
-        for _ in 0..<1000 where h.core.statistics().queuedUploads < 4 { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(await eventually { h.core.statistics().queuedUploads >= 4 })
         #expect(h.core.statistics().queuedUploads == 4)
         try await Task.sleep(for: .milliseconds(300))
         #expect(!closed.value, "the close past the bound waits")
@@ -190,10 +190,7 @@ import Testing
         await h.core.uploads.drained()
         #expect(h.core.statistics().failedUploads == 1)
         // The background attempts run out, then the data is in lost+found.
-        for _ in 0..<400 {
-            if h.core.statistics().lostAndFoundEntries == 1 { break }
-            try await Task.sleep(for: .milliseconds(10))
-        }
+        _ = await eventually { h.core.statistics().lostAndFoundEntries == 1 }
         #expect(h.core.statistics().lostAndFoundEntries == 1)
         let kept = try FileManager.default.contentsOfDirectory(atPath: h.config.lostAndFound).filter { !$0.hasSuffix(".json") && !$0.hasPrefix(".") }
         #expect(kept.count == 1)
@@ -202,7 +199,7 @@ import Testing
         // Given up, the file shows the bucket's state again: a new file that never got there is gone
         // (the entry is counted as soon as it is written, just before the file is given up and its
         // stage dropped).
-        for _ in 0..<200 where h.core.statistics().stagedFiles > 0 { try await Task.sleep(for: .milliseconds(10)) }
+        _ = await eventually { h.core.statistics().stagedFiles == 0 }
         await #expect(throws: Errno.ENOENT) { _ = try await h.fs.getattr(ino: ino) }
     }
 

@@ -6,7 +6,7 @@ import StorageModel
 import Testing
 import TestSupport
 
-/// A settable clock for `MountConfig.now`.
+/// A settable calendar for the core's clock (`MountConfig.clock`).
 final class TestClock: @unchecked Sendable {
     private let lock = NSLock()
     private var t: Double
@@ -18,6 +18,12 @@ final class TestClock: @unchecked Sendable {
     func advance(_ seconds: Double) {
         lock.lock(); defer { lock.unlock() }
         t += seconds
+    }
+    /// The core's clock: this calendar, with pauses in real time (a test that must not wait for a
+    /// pause gives the core a `ManualClock`'s clock instead).
+    var bucketClock: BucketClock {
+        BucketClock(now: { ContinuousClock.now }, date: { [self] in Date(timeIntervalSince1970: now) },
+                    sleepUntil: { try await Task.sleep(until: $0, clock: .continuous) })
     }
 }
 
@@ -46,7 +52,7 @@ final class Harness: @unchecked Sendable {
         var c = MountConfig()
         c.cacheDirectory = cacheDirectory
         c.metadataTTL = 5
-        c.now = { clock.now }
+        c.clock = clock.bucketClock
         // Queued uploads start at once unless a test asks for the delay.
         c.writeBackDelay = 0
         configure(&c)

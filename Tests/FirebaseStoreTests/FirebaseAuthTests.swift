@@ -3,18 +3,11 @@ import Foundation
 import Logging
 import StorageModel
 import Testing
+import TestSupport
 
 /// Signing in, refreshing tokens (ahead of expiry, after a 401, shared by concurrent requests),
 /// refusals for good, and tokens given from outside.
 @Suite struct FirebaseAuthTests {
-    /// A clock the tests move.
-    final class TestClock: @unchecked Sendable {
-        private let lock = NSLock()
-        private var offset: TimeInterval = 0
-        func advance(_ s: TimeInterval) { lock.withLock { offset += s } }
-        var now: Date { lock.withLock { Date().addingTimeInterval(offset) } }
-    }
-
     static func server() async throws -> (FirebaseTestServer, FirebaseAuthClient) {
         let s = try await FirebaseTestServer.start()
         return (s, FirebaseAuthClient(endpoints: try endpoints(s), apiKey: "k", logger: Logger(label: "auth-test")))
@@ -71,29 +64,31 @@ import Testing
     }
 
     @Test func tokensAreRefreshedAheadOfExpiry() async throws {
-        // 6 s tokens: refreshed a quarter of their life before they expire, so no request sees a 401.
-        try await withFirebase(tokenLifetime: 6) { f in
+        // 6 s tokens: refreshed a quarter of their life before they expire (at 4.5 s), so no
+        // request sees a 401. The tokens' time is a ManualClock, moved 250 ms between requests
+        // for 11 s: refreshed at 4.5 s and at 9 s, exactly twice, however busy the machine is.
+        let clock = ManualClock()
+        try await withFirebase(tokenLifetime: 6, clock: clock.clock) { f in
             _ = try await f.store.write("o", from: .data(Data("x".utf8)), metadata: .init(), preconditions: .none)
-            let deadline = ContinuousClock.now + .seconds(11)
-            while ContinuousClock.now < deadline {
+            for _ in 0..<44 {
                 _ = try await f.store.getMetadata("o")
-                try await Task.sleep(for: .milliseconds(250))
+                clock.advance(by: .milliseconds(250))
             }
             let refreshes = f.server.read { $0.refreshCalls }
-            #expect(refreshes >= 2 && refreshes <= 3, "one refresh per 4.5 s: \(refreshes)")
+            #expect(refreshes == 2, "one refresh per 4.5 s of the tokens' clock: \(refreshes)")
             #expect(!f.server.recorded.contains { $0.status == 401 }, "no request was refused")
-            #expect(await f.manager.expiresAt.map { $0 > Date() } == true)
+            #expect(await f.manager.expiresAt.map { $0 > clock.clock.date } == true)
         }
     }
 
     @Test func concurrentCallersShareOneRefreshAheadOfExpiry() async throws {
-        let (s, client) = try await Self.server()
-        let clock = TestClock()
+        let s = try await FirebaseTestServer.start()
+        let clock = ManualClock()
+        let client = FirebaseAuthClient(endpoints: try endpoints(s), apiKey: "k", logger: Logger(label: "auth-test"), clock: clock.clock)
         let signed = try await client.signIn(customToken: #"{"uid":"dan"}"#)
-        let manager = FirebaseTokenManager(client: client, signedIn: signed, bucket: s.bucket, logger: Logger(label: "t"),
-                                           now: { clock.now })
+        let manager = FirebaseTokenManager(client: client, signedIn: signed, bucket: s.bucket, logger: Logger(label: "t"))
         #expect(try await manager.idToken(afterUnauthorized: false) == signed.idToken)
-        clock.advance(3400)  // within 5 minutes of expiry
+        clock.advance(by: .seconds(3400))  // within 5 minutes of expiry
         s.configure { $0.refreshLatency = .milliseconds(300) }
         let tokens = try await withThrowingTaskGroup(of: String.self) { g in
             for _ in 0..<20 { g.addTask { try await manager.idToken(afterUnauthorized: false) } }

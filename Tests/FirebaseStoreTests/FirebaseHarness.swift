@@ -55,14 +55,17 @@ struct FirebaseFixture {
 func withFirebase(flavour: FirebaseTestServer.Flavour = .emulator, rules: TestRules? = .signedIn, uid: String = "alice",
                   prefix: String = "", deadline: Duration = .seconds(10), tuning: FirebaseStore.Tuning = fastTuning,
                   maxConnections: Int = 16, tokenLifetime: Int = 3600, refreshAhead: Duration = .seconds(300),
+                  clock: BucketClock = .real,
                   configure: (FirebaseTestServer) -> Void = { _ in },
                   _ body: (FirebaseFixture) async throws -> Void) async throws {
     let server = try await FirebaseTestServer.start(flavour: flavour, rules: rules)
-    server.configure { $0.tokenLifetime = tokenLifetime }
+    // `clock`: the one time of the tokens' whole life, issued and checked by the server, read and
+    // refreshed by the client (a test's ManualClock moves both).
+    server.configure { $0.tokenLifetime = tokenLifetime; $0.tokenClock = clock }
     configure(server)
     let logs = LogLines()
     let logger = capturingLogger(logs)
-    let client = FirebaseAuthClient(endpoints: try endpoints(server), apiKey: "test-api-key", logger: logger)
+    let client = FirebaseAuthClient(endpoints: try endpoints(server), apiKey: "test-api-key", logger: logger, clock: clock)
     let store: FirebaseStore
     let manager: FirebaseTokenManager
     let tokens: FirebaseTokens

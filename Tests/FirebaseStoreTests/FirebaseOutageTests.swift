@@ -51,11 +51,12 @@ import Testing
         // Pauses of at least 250 ms between attempts: the first attempt's failure is the last.
         var slowRetries = fastTuning
         slowRetries.initialBackoff = .milliseconds(500)
-        try await withFirebase(deadline: .seconds(2), tuning: slowRetries, tokenLifetime: 4) { f in
+        let clock = ManualClock()
+        try await withFirebase(deadline: .seconds(2), tuning: slowRetries, tokenLifetime: 4, clock: clock.clock) { f in
             // Seeded, not written through the store: only the request under test meets the 2 s deadline.
             f.server.seed("o", Data("x".utf8))
             // Past the refresh time (a quarter of the lifetime before expiry), the token still valid.
-            try await Task.sleep(for: .milliseconds(3200))
+            clock.advance(by: .milliseconds(3200))
             f.server.configure { $0.refreshLatency = .seconds(10) }
             let start = ContinuousClock.now
             let e = await storageError { _ = try await f.store.getMetadata("o") }
@@ -80,10 +81,10 @@ import Testing
             let took = ContinuousClock.now - start
             #expect(took < .seconds(4), "waited \(took) for a refresh after a 401")
             #expect(e != nil)
-            // The refresh went on: once it is done, requests work with its token.
+            // The refresh went on: once it is done (10 s after it began), requests work with its token.
             f.server.configure { $0.refreshLatency = .zero }
-            try await Task.sleep(for: .seconds(9))
-            #expect(try await f.store.getMetadata("o").size == 1)
+            #expect(await eventually { (try? await f.store.getMetadata("o").size) == 1 }, "requests work once the refresh is done")
+            #expect(f.server.read { $0.refreshCalls } == 1, "the refresh begun at the 401 is the one used, not another")
         }
     }
 

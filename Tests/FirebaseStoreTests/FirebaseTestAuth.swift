@@ -16,7 +16,7 @@ extension FirebaseTestServer {
     /// An unsigned ID token (`alg: none`, as the Auth emulator issues) with the claims the SDKs
     /// read; the server remembers it, so an unknown or expired one is a 401 on Storage.
     func mintIDToken(uid: String, provider: String, email: String?, lifetime: Int? = nil) -> String {
-        let now = Date()
+        let now = tokenClock.date
         let life = lifetime ?? tokenLifetime
         var claims: [String: Any] = [
             "iss": "https://securetoken.google.com/\(projectId)", "aud": projectId, "user_id": uid, "sub": uid,

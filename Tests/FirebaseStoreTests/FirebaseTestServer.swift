@@ -115,6 +115,8 @@ final class FirebaseTestServer: @unchecked Sendable {
     var revokedRefreshTokens: Set<String> = []
     /// Lifetime of the ID tokens issued from now on, in seconds.
     var tokenLifetime = 3600
+    /// The clock ID tokens are issued and expire on (a test's `ManualClock` moves both sides' time).
+    var tokenClock: BucketClock = .real
     var anonymousSignIn = true
     var refreshCalls = 0
     var signInCalls = 0
@@ -365,7 +367,7 @@ extension FirebaseTestServer {
             return (nil, .error(401, "Invalid authorization header."))
         }
         guard let t = idTokens[String(parts[1])] else { return (nil, .error(401, "Invalid Firebase ID token.")) }
-        guard t.expires > Date() else { return (nil, .error(401, "Firebase ID token has expired.")) }
+        guard t.expires > tokenClock.date else { return (nil, .error(401, "Firebase ID token has expired.")) }
         return (t.uid, nil)
     }
 

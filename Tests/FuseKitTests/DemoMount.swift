@@ -92,7 +92,7 @@ final class DemoMount {
     var stderr: String { (try? String(contentsOfFile: stderrFile, encoding: .utf8)) ?? "" }
 
     private func waitUntilMounted() throws {
-        let deadline = Date().addingTimeInterval(15)
+        let deadline = Date().addingTimeInterval(60)  // a ceiling for a loaded machine, not a speed
         while Date() < deadline {
             if !process.isRunning { throw DemoMountError.notMounted("exited \(process.terminationStatus): \(stderr)") }
             var st = stat()

@@ -152,7 +152,7 @@ struct RealMountTests {
         _ = try Shell.run(["ls", m.mountpoint])
         let r = try Shell.run(["fusermount3", "-u", m.mountpoint])
         #expect(r.status == 0, "\(r.stderr)")
-        #expect(m.waitForExit(timeout: 10) == 0)
+        #expect(m.waitForExit(timeout: 60) == 0)
         #expect(m.output().contains("exited 0"))
         #expect(!m.isMounted)
     }
@@ -163,7 +163,7 @@ struct RealMountTests {
         defer { m.close() }
         _ = try Shell.run(["ls", "-l", m.path("many")])
         kill(m.process.processIdentifier, SIGTERM)  // the demo starts with signals blocked by its spawner
-        #expect(m.waitForExit(timeout: 10) == 0)
+        #expect(m.waitForExit(timeout: 60) == 0)
         #expect(m.output().contains("exited \(SIGTERM)"))
         #expect(!m.isMounted)
     }

@@ -46,10 +46,10 @@ struct SessionTests {
             finished.set()
         }
         thread.start()
-        #expect(Self.wait(10) { ready.isSet })
+        #expect(Self.wait(60) { ready.isSet })
         #expect(session.isReady)
         session.exit()
-        #expect(Self.wait(10) { finished.isSet })
+        #expect(Self.wait(60) { finished.isSet })
         #expect(!session.isMounted)
         let mounts = (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)) ?? ""
         #expect(!mounts.contains(" \(dir) "))

@@ -496,10 +496,7 @@ func storageError(_ body: () async throws -> Void) async -> StorageError? {
         try await withGCSServer { server, store in
             let data = bigData((9 << 20) + 5, seed: 23)
             let task = Task { try await store.write("r5", from: .data(data), metadata: .init(), preconditions: .none) }
-            for _ in 0..<2000 {
-                if server.recorded.contains(where: { $0.method == "POST" }) { break }
-                try await Task.sleep(for: .milliseconds(1))
-            }
+            _ = await eventually { server.recorded.contains(where: { $0.method == "POST" }) }
             server.configure { $0.failNext = 1 }
             let info = try await task.value
             #expect(info.size == Int64(data.count))
@@ -534,10 +531,7 @@ func storageError(_ body: () async throws -> Void) async -> StorageError? {
             let data = Conformance.bytes(700_000, seed: 9)
             let task = Task { try await store.write("r", from: .data(data), metadata: .init(), preconditions: .none) }
             // Wait for the session to start, then inject 2 failures.
-            for _ in 0..<200 {
-                if server.recorded.contains(where: { $0.method == "PUT" }) { break }
-                try await Task.sleep(for: .milliseconds(1))
-            }
+            _ = await eventually { server.recorded.contains(where: { $0.method == "PUT" }) }
             server.configure { $0.failNext = 2 }
             let info = try await task.value
             #expect(info.size == 700_000)

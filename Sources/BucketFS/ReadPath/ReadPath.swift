@@ -121,7 +121,7 @@ final class ReadPath: @unchecked Sendable {
                 throw StorageError.retryLimitExceeded(message: "read \(path): \(problem) (\(attempt) attempts)")
             }
             logger.warning("read of '\(path)': \(problem); retrying")
-            do { try await config.retrySleeper.sleep(for: pause) } catch { throw StorageError.cancelled }
+            do { try await config.clock.sleep(for: pause) } catch { throw StorageError.cancelled }
         }
     }
 

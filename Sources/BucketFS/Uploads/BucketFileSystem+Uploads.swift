@@ -294,7 +294,7 @@ extension BucketFileSystem {
             }!
             guard goOn else { return }
             let pause = RetryBudget.uploadPause(beforeAttempt: attempt, max: config.retryBackoffMax)
-            do { try await config.retrySleeper.sleep(for: .milliseconds(Int64(pause * 1000))) } catch { return }
+            do { try await config.clock.sleep(for: .milliseconds(Int64(pause * 1000))) } catch { return }
             // In a task of its own: cancelling the retries never cuts an upload in flight, whose
             // effect would then be unknown.
             let failure = await attemptInOwnTask(n, s)

@@ -1,4 +1,5 @@
 import Foundation
+import StorageModel
 
 /// Write-back (`--write-back`, docs/SEMANTICS.md §3): the files closed with unsaved content, uploaded in the
 /// background in the order they were closed, at most `limit` at a time. The queue owns only the
@@ -25,6 +26,8 @@ final class UploadQueue: @unchecked Sendable {
     /// Files waiting, and bytes of their data, past which a close waits (`room()`).
     let maxFiles: Int
     let maxBytes: Int64
+    /// The core's clock: when a file is ready, and the wait for it.
+    private let clock: BucketClock
     private let lock = NSLock()
     /// In the order files were closed, each with the earliest start of its upload and its size.
     private var waiting: [(Node, StagedFile, ready: ContinuousClock.Instant, bytes: Int64)] = []
@@ -39,7 +42,8 @@ final class UploadQueue: @unchecked Sendable {
     /// The job: one upload attempt of a file; true when its content is saved (or needs no upload).
     private var job: (@Sendable (Node, StagedFile) async -> Bool)?
 
-    init(limit: Int, delay: Double = 0, maxFiles: Int = .max, maxBytes: Int64 = .max) {
+    init(limit: Int, delay: Double = 0, maxFiles: Int = .max, maxBytes: Int64 = .max, clock: BucketClock = .real) {
+        self.clock = clock
         self.limit = max(1, limit)
         self.delay = max(0, delay)
         self.maxFiles = max(1, maxFiles)
@@ -68,7 +72,7 @@ final class UploadQueue: @unchecked Sendable {
     func enqueue(_ n: Node, _ s: StagedFile, bytes: Int64 = 0) {
         let start: [(Node, StagedFile)] = lock.withLock {
             guard !closed, waitingIDs.insert(ObjectIdentifier(s)).inserted else { return [] }
-            waiting.append((n, s, ContinuousClock.now + .milliseconds(Int64(delay * 1000)), max(0, bytes)))
+            waiting.append((n, s, clock.now + .milliseconds(Int64(delay * 1000)), max(0, bytes)))
             waitingBytes += max(0, bytes)
             return startLocked()
         }
@@ -136,7 +140,7 @@ final class UploadQueue: @unchecked Sendable {
 
     private func startLocked() -> [(Node, StagedFile)] {
         var start: [(Node, StagedFile)] = []
-        let now = ContinuousClock.now
+        let now = clock.now
         while running < limit, let next = waiting.first, next.ready <= now {
             waiting.removeFirst()
             waitingIDs.remove(ObjectIdentifier(next.1))
@@ -149,7 +153,7 @@ final class UploadQueue: @unchecked Sendable {
         if running < limit, let next = waiting.first, !wakeScheduled {
             wakeScheduled = true
             Task { [self] in
-                try? await Task.sleep(until: next.ready, clock: .continuous)
+                try? await clock.sleep(until: next.ready)
                 let more: [(Node, StagedFile)] = lock.withLock {
                     wakeScheduled = false
                     return closed ? [] : startLocked()

@@ -73,7 +73,7 @@ final class ReferenceRun {
         var c = MountConfig()
         c.cacheDirectory = base + "/cache"
         c.metadataTTL = config.ttl
-        c.now = { clock.now }
+        c.clock = clock.bucketClock
         c.uploadRetries = 0
         var logger = Logger(label: "reftest")
         logger.logLevel = .critical
