@@ -1,25 +1,33 @@
 #!/usr/bin/env bash
-# Backup tools through a gs:// mount ("restic and borg at one request per file"; "speculation
-# only on evidence", docs/SEMANTICS.md §3.6). Two parts, one run:
+# Backup tools through a gs:// mount ("restic and borg at tar's pace through the mount, on any tree
+# layout"; "speculation only on evidence", docs/SEMANTICS.md §3.6). Two parts, one run:
 #
-# (1) Full backups and tar: `tar -cf - DIR`, `restic backup DIR` and `borg create REPO::A DIR`
-# over the same tree of SMALL_N x 32 KiB files plus one 64 MiB file, each on a fresh mount behind
-# a proxy that adds DELAY_MS to every request and counts the requests (Tests/e2e/latencyproxy.py),
-# page cache dropped after the mount; beside them the same objects fetched by a plain client
-# (`plain`: Scripts/bench/fetch_many.py, the listing then every object whole, CONC at once, CONC
-# being --max-connections' default, 16), and `tar` through `rclone mount` (`rclone`, default VFS
-# settings), both through the same proxy. For each: the time, and the media downloads per small
-# object (media requests for the small files / SMALL_N; the ideal is 1), with the most any one
-# small object was downloaded; the time as a ratio to tar's in the same run, and tar's speed as a
-# fraction of the plain client's (plain time / tar time). Targets: restic and borg <= 1.05
-# downloads per small object, time <= 1.3x tar's; tar >= 0.8 of the plain client.
-#
-# Each run is preceded by the same tool over a local copy of the tree (page cache warm): the
-# tool's own cost, which no mount can go below, printed next to the mount's time; and by the same
-# command over an empty directory: the tool's fixed cost (restic derives its key with scrypt, borg
-# starts Python and opens its cache), whatever the tree. The time less it is what the files cost,
-# printed beside the time, each with its ratio to tar's. And each run's CPU: the tool's, the
-# daemon's, the emulator's, the proxy's, and their sum over the cores (a floor under the time).
+# (1) Full backups and tar, on each tree layout (BENCH_LAYOUTS, default "first last none") behind
+# each server (BENCH_SERVERS, default "threaded serial"). A layout is SMALL_N x 32 KiB files
+# sNNNN plus: `first` one 64 MiB file that sorts before them (big.bin), `last` one that sorts
+# after them (zz-big.bin), `none` no large file. Each object store is the threaded emulator behind
+# a proxy that adds DELAY_MS to every request and counts the requests (Tests/e2e/latencyproxy.py):
+# `threaded` lets every request through at once, `serial` lets one at a time reach the emulator
+# (--max-upstream 1: a server that serves one request at a time; the rest wait at the proxy,
+# their added delay spent at once). The tools (BENCH_TOOLS, default "tar tar2 plain restic borg"):
+# `tar -cf - DIR`, `tar2` (tar twice on one mount, the page cache dropped between: the second
+# run's time, with its ratio to the first's), `restic backup DIR`, `borg create REPO::A DIR`, each
+# on a fresh mount, the page cache dropped after the mount; `plain`, the same objects fetched by a
+# plain client (Scripts/bench/fetch_many.py, the listing then every object whole, CONC at once,
+# CONC being --max-connections' default, 16); and `rclone` (`tar` through `rclone mount`, default
+# VFS settings; not run unless named). For each, medians of REPS runs:
+#   - the time, and the tool's time over a local copy of the tree (page cache warm: the tool's own
+#     cost, which no mount goes below, fixed start included), and what the mount adds (the
+#     difference), with its ratio to what it adds to tar;
+#   - media downloads per small object (media requests for the small files / SMALL_N; ideal 1),
+#     and the most for any one;
+#   - media GETs in flight on average, from the proxy's timing log: the small files' GETs (the
+#     walk's; the sum of their durations over the span from the first one's arrival to the last
+#     one's answer) and all media GETs (the large file's parts too);
+#   - the plain client's time / the tool's (1: as fast as 16 plain GETs at once).
+# Targets (issue 44): what the mount adds to restic and borg <= 1.2x what it adds to tar, <= 1.05
+# downloads per small object; tar's small-file GETs >= 10 in flight; tar >= 0.7 of the plain client
+# on `none`; tar2 <= 1.1x the first tar.
 #
 # restic and borg write their repositories to local disk (a fresh one each run, made before the
 # clock starts: restic unencrypted password "bench", borg `-e none`); what each backed up is checked
@@ -31,18 +39,19 @@
 # spread over the tree) replaced behind the mount, and the tool run again on a fresh mount: the
 # media GETs of that run (target: at most INC_K + 2), with the default options and with
 # `--walk-ahead 0` (nothing fetched ahead: what the tool itself asked for). The bytes of the
-# changed files are checked in the tool's repository.
+# changed files are checked in the tool's repository. Behind the threaded proxy.
 #
-# Starts its own emulator (EMULATOR_PORT, default 9502) and proxy (BENCH_PROXY_PORT, default
-# 9503), unmounts everything on exit. Installs restic, borgbackup and rdiff-backup (Debian
-# packages) when missing. Not part of the test suite; about 4 minutes at the defaults.
+# Starts its own emulator (EMULATOR_PORT, default 9502) and proxies (BENCH_PROXY_PORT, default
+# 9503, threaded; the next port, serial), unmounts everything on exit. Installs restic, borgbackup
+# and rdiff-backup (Debian packages) when missing. Not part of the test suite; about 10 minutes
+# at the defaults.
 # Environment: BUCKETFS_BIN (default: build release), BENCH_REPS (3), BENCH_DELAY_MS (20),
 # BENCH_SMALL_N (400), BENCH_CONC (16), BENCH_BFS_OPTS (extra bucketfs mount options),
-# BENCH_TOOLS ("tar plain rclone restic borg"), BENCH_INC_TOOLS, BENCH_INC_N (50), BENCH_INC_K
-# (2), BENCH_DIR, BENCH_KEEP (keep WORK: mount logs, the proxy's request log and its timing log,
-# timing.log, each request's arrival and answer times), BENCH_STRACE=1
-# (each tool run under strace -f, its opens, reads, fadvise and closes in WORK/strace-TOOL.N; the
-# times are then not comparable).
+# BENCH_TOOLS, BENCH_LAYOUTS, BENCH_SERVERS, BENCH_INC_TOOLS, BENCH_INC_N (50), BENCH_INC_K (2),
+# BENCH_DIR, BENCH_KEEP (keep WORK: mount logs, the proxies' request logs and timing logs,
+# timing-SERVER.log, each request's arrival and answer times), BENCH_STRACE=1 (each tool run under
+# strace -f, its opens, reads, fadvise and closes in WORK/strace-TOOL.LAYOUT.SERVER.N; the times
+# are then not comparable; Scripts/bench/open_order.py turns one into an open order).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS="${BENCH_REPS:-3}"
@@ -50,17 +59,18 @@ DELAY_MS="${BENCH_DELAY_MS:-20}"
 SMALL_N="${BENCH_SMALL_N:-400}"
 PORT="${EMULATOR_PORT:-9502}"
 PROXY_PORT="${BENCH_PROXY_PORT:-9503}"
-TOOLS="${BENCH_TOOLS:-tar plain rclone restic borg}"
+TOOLS="${BENCH_TOOLS:-tar tar2 plain restic borg}"
+LAYOUTS="${BENCH_LAYOUTS:-first last none}"
+SERVERS="${BENCH_SERVERS:-threaded serial}"
 INC_TOOLS="${BENCH_INC_TOOLS-rdiff-backup restic borg}"
 INC_N="${BENCH_INC_N:-50}"
 INC_K="${BENCH_INC_K:-2}"
 CONC="${BENCH_CONC:-16}"
 BUCKET=bucketfs-backup
 ENDPOINT="http://127.0.0.1:$PORT"
-PROXY="http://127.0.0.1:$PROXY_PORT"
 need=()
 for t in $TOOLS $INC_TOOLS; do
-  case "$t" in borg) pkg=borgbackup ;; tar|plain) continue ;; *) pkg=$t ;; esac
+  case "$t" in borg) pkg=borgbackup ;; tar|tar2|plain) continue ;; *) pkg=$t ;; esac
   command -v "$t" >/dev/null || need+=("$pkg")
 done
 if [ "${#need[@]}" -gt 0 ]; then
@@ -70,18 +80,37 @@ fi
 declare -A RES
 T_START=$(now)
 
-echo "bench: $TOOLS over $SMALL_N x 32 KiB + 64 MiB at +$DELAY_MS ms a request; $REPS repetitions; work dir $WORK" >&2
+echo "bench: $TOOLS over $SMALL_N x 32 KiB (layouts: $LAYOUTS; servers: $SERVERS) at +$DELAY_MS ms a request; $REPS repetitions; work dir $WORK" >&2
 start_emulator "$PORT" "$BUCKET"
-REQLOG="$WORK/proxy-requests.log"
-start_latency_proxy "$PORT" "$PROXY_PORT" "$DELAY_MS" --log "$REQLOG" --timing-log "$WORK/timing.log"
+declare -A PROXY_URL PROXY_PIDS
+for server in $SERVERS; do
+  case "$server" in
+    threaded) pport=$PROXY_PORT; limit=() ;;
+    serial) pport=$((PROXY_PORT + 1)); limit=(--max-upstream 1) ;;
+    *) echo "bench: unknown server $server (threaded, serial)" >&2; exit 1 ;;
+  esac
+  start_latency_proxy "$PORT" "$pport" "$DELAY_MS" "${limit[@]}" --log "$WORK/proxy-requests-$server.log" --timing-log "$WORK/timing-$server.log"
+  PROXY_URL[$server]="http://127.0.0.1:$pport"
+  PROXY_PIDS[$server]=$PROXY_PID
+  rclone_remote "emu-$server" "${PROXY_URL[$server]}"
+done
+use_server() {  # SERVER: the proxy the next runs go through
+  SERVER=$1; PROXY="${PROXY_URL[$1]}"; PROXY_PID="${PROXY_PIDS[$1]}"
+  REQLOG="$WORK/proxy-requests-$1.log"; TIMING="$WORK/timing-$1.log"
+}
 
-make_small_tree "$WORK/tree/tree" "$SMALL_N"
-"$PY" Scripts/bench/tarcheck.py --manifest "$WORK/tree/tree" >"$WORK/tar.manifest"
-echo "bench: filling the emulator" >&2
-"$PY" Scripts/bench/fill.py "$ENDPOINT" "$BUCKET" bench/tree --from "$WORK/tree/tree"
-LOCAL="$WORK/tree"  # the same tree on local disk
-rclone_remote emuproxy "$PROXY"
-BFS_GCS="gs://$BUCKET/bench"
+for layout in $LAYOUTS; do
+  case "$layout" in
+    first) big=big.bin ;;
+    last) big=zz-big.bin ;;
+    none) big= ;;
+    *) echo "bench: unknown layout $layout (first, last, none)" >&2; exit 1 ;;
+  esac
+  make_small_tree "$WORK/tree-$layout/tree" "$SMALL_N" "$big"
+  "$PY" Scripts/bench/tarcheck.py --manifest "$WORK/tree-$layout/tree" >"$WORK/tar-$layout.manifest"
+  echo "bench: filling the emulator ($layout)" >&2
+  "$PY" Scripts/bench/fill.py "$ENDPOINT" "$BUCKET" "bench/$layout/tree" --from "$WORK/tree-$layout/tree"
+done
 export RESTIC_PASSWORD=bench BORG_UNKNOWN_UNENCRYPTED_REPO_ACCESS_IS_OK=yes BORG_RELOCATED_REPO_ACCESS_IS_OK=yes
 export BORG_BASE_DIR="$WORK/borg-home" XDG_CACHE_HOME="$WORK/cache-home"
 
@@ -100,60 +129,76 @@ for line in sys.stdin:
 print(f"{sum(c.values()) / n:.2f}", max(c.values(), default=0), len(c))' "$SMALL_N"
 }
 
-run_tool() {  # TOOL RUN -> "seconds per_object most objects total list metadata media other"
-  local mnt t0 t1 counts from repo files
-  repo="$WORK/repo-$1"; rm -rf "$repo" "$WORK/tar.out"
-  case "$1" in
+tar_into() {  # MOUNTPOINT [wrap...]: tar of MOUNTPOINT/tree into WORK/tar.out
+  local mnt=$1; shift
+  "$@" tar -cf - -C "$mnt" tree >"$WORK/tar.out"
+}
+
+# One run of TOOL on LAYOUT behind the current server -> "seconds per_object most objects
+# small_in_flight all_in_flight total list metadata media other cpu_tool cpu_bucketfs cpu_emulator
+# cpu_proxy"; for tar2 the first tar's seconds go to WORK/tar2.first.
+run_tool() {  # TOOL LAYOUT RUN
+  local tool=$1 layout=$2 mnt t0 t1 counts from repo files objects=$((SMALL_N + 1))
+  [ "$layout" = none ] && objects=$SMALL_N
+  repo="$WORK/repo-$tool"; rm -rf "$repo" "$WORK/tar.out"
+  case "$tool" in
     restic) restic init -q --repo "$repo" >/dev/null ;;
     borg) borg init -e none "$repo" >/dev/null ;;
   esac
-  case "$1" in
+  case "$tool" in
     plain) mnt= ;;
-    rclone) mnt="$(mount_rclone "emuproxy:$BUCKET/bench")" ;;
-    *) mnt="$(mount_bucketfs "$BFS_GCS" --endpoint "$PROXY" --anonymous --read-only)" ;;
+    rclone) mnt="$(mount_rclone "emu-$SERVER:$BUCKET/bench/$layout")" ;;
+    *) mnt="$(mount_bucketfs "gs://$BUCKET/bench/$layout" --endpoint "$PROXY" --anonymous --read-only)" ;;
   esac
   drop_caches
+  if [ "$tool" = tar2 ]; then
+    local f0 f1
+    f0=$(now); tar_into "$mnt"; f1=$(now)
+    "$PY" Scripts/bench/tarcheck.py "$WORK/tar-$layout.manifest" <"$WORK/tar.out" >/dev/null \
+      || { echo "bench: tar read wrong bytes" >&2; exit 1; }
+    elapsed "$f0" "$f1" >"$WORK/tar2.first"
+    drop_caches
+  fi
   curl -sf -o /dev/null "$PROXY/__reset"
   from=$(( $(wc -l <"$REQLOG") + 1 ))
   local wrap=()
-  [ -n "${BENCH_STRACE:-}" ] && wrap=(strace -f -tt -e trace=openat,open,read,pread64,close,fadvise64,lseek,getdents64 -o "$WORK/strace-$1.$2")
+  [ -n "${BENCH_STRACE:-}" ] && wrap=(strace -f -tt -e trace=openat,open,read,pread64,close,fadvise64,lseek,getdents64 -o "$WORK/strace-$tool.$layout.$SERVER.$3")
   local e0 p0 cpu
   e0=$(cpu_secs "$EMU_PID"); p0=$(cpu_secs "$PROXY_PID")
   t0=$(now)
   # each tool in a subshell whose `times` gives the tool's own CPU (children's user and system)
-  case "$1" in
-    tar|rclone) ("${wrap[@]}" tar -cf - -C "$mnt" tree >"$WORK/tar.out" && times >"$WORK/times") ;;
-    plain) ("$PY" Scripts/bench/fetch_many.py "$PROXY" "$BUCKET" bench/tree "$CONC" >"$WORK/plain.out" && times >"$WORK/times") ;;
+  case "$tool" in
+    tar|tar2|rclone) (tar_into "$mnt" "${wrap[@]}" && times >"$WORK/times") ;;
+    plain) ("$PY" Scripts/bench/fetch_many.py "$PROXY" "$BUCKET" "bench/$layout/tree" "$CONC" >"$WORK/plain.out" && times >"$WORK/times") ;;
     restic) (cd "$mnt" && "${wrap[@]}" restic backup -q --repo "$repo" tree >/dev/null && times >"$WORK/times") ;;
     borg) (cd "$mnt" && "${wrap[@]}" borg create "$repo::A" tree && times >"$WORK/times") ;;
   esac
   t1=$(now)
   # CPU seconds of the run: the tool, the bucketfs daemon (since its mount), the emulator, the proxy
   cpu="$(children_cpu "$WORK/times")"
-  if [ "$1" = tar ] || [ "$1" = restic ] || [ "$1" = borg ]; then cpu="$cpu $(cpu_secs "$(mount_pid "$mnt")")"; else cpu="$cpu 0"; fi
+  case "$tool" in plain|rclone) cpu="$cpu 0" ;; *) cpu="$cpu $(cpu_secs "$(mount_pid "$mnt")")" ;; esac
   cpu="$cpu $(awk -v a="$e0" -v b="$(cpu_secs "$EMU_PID")" 'BEGIN { printf "%.2f", b - a }')"
   cpu="$cpu $(awk -v a="$p0" -v b="$(cpu_secs "$PROXY_PID")" 'BEGIN { printf "%.2f", b - a }')"
   counts=$(proxy_counts)
   local per; per=$(small_downloads "$from")
   [ -n "$mnt" ] && unmount "$mnt"
+  sleep 0.2  # the proxy writes a request's timing line once its answer is sent
+  local flight; flight=$("$PY" Scripts/bench/in_flight.py "$TIMING" "$t0" "$t1")
   local secs; secs=$(elapsed "$t0" "$t1")
-  case "$1" in
-    plain) read -r secs files _ <"$WORK/plain.out"; [ "$files" -eq $((SMALL_N + 1)) ] \
-             || { echo "bench: the plain client fetched $files objects" >&2; exit 1; } ;;
-    tar|rclone) "$PY" Scripts/bench/tarcheck.py "$WORK/tar.manifest" <"$WORK/tar.out" >/dev/null \
-           || { echo "bench: tar read wrong bytes" >&2; exit 1; }; files=$((SMALL_N + 1)) ;;
+  case "$tool" in
+    plain) read -r secs files _ <"$WORK/plain.out" ;;
+    tar|tar2|rclone) "$PY" Scripts/bench/tarcheck.py "$WORK/tar-$layout.manifest" <"$WORK/tar.out" >/dev/null \
+           || { echo "bench: tar read wrong bytes" >&2; exit 1; }; files=$objects ;;
     restic) files=$(restic ls -q --repo "$repo" latest | grep -c '^/tree/') ;;
     borg) files=$(borg list "$repo::A" --format '{type}{NL}' | grep -c '^-') ;;
   esac
-  [ "$files" -eq $((SMALL_N + 1)) ] || { echo "bench: $1 backed up $files files, not $((SMALL_N + 1))" >&2; exit 1; }
+  [ "$files" -eq "$objects" ] || { echo "bench: $tool backed up $files files, not $objects" >&2; exit 1; }
   rm -rf "$repo" "$WORK/tar.out"
-  echo "$secs $per $counts $cpu"
+  echo "$secs $per $flight $counts $cpu"
 }
 
 local_run() {  # TOOL DIR -> seconds for the tool over DIR/tree on local disk (page cache warm), a
-  # fresh repository made before the clock starts. Over the local copy of the tree: the tool's own
-  # cost, which no mount goes below. Over an empty directory: what the tool pays before and after
-  # any file (restic derives its key with scrypt, borg starts Python and opens its cache).
+  # fresh repository made before the clock starts: the tool's own cost, which no mount goes below.
   local repo="$WORK/repo-local-$1" t0 t1
   rm -rf "$repo"
   case "$1" in
@@ -163,41 +208,39 @@ local_run() {  # TOOL DIR -> seconds for the tool over DIR/tree on local disk (p
   cat "$2"/tree/* >/dev/null 2>&1 || true
   t0=$(now)
   case "$1" in
-    tar) tar -cf - -C "$2" tree >"$WORK/tar-local.out" ;;
+    tar|tar2) tar -cf - -C "$2" tree | cat >/dev/null ;;  # through a pipe: tar skips reading into /dev/null
     restic) (cd "$2" && restic backup -q --repo "$repo" tree >/dev/null) ;;
     borg) (cd "$2" && borg create "$repo::A" tree) ;;
   esac
   t1=$(now)
-  rm -rf "$repo" "$WORK/tar-local.out"
+  rm -rf "$repo"
   elapsed "$t0" "$t1"
 }
-mkdir -p "$WORK/empty/tree"
 
-declare -A runs=() localruns=() startruns=()
+declare -A runs=() localruns=() firsts=()
 for i in $(seq 1 "$REPS"); do
-  # the tools take turns within each repetition, so a slow spell of the machine falls on all
-  for tool in $TOOLS; do
-    case "$tool" in
-      plain|rclone) localruns[$tool]+=" 0"; startruns[$tool]+=" 0" ;;  # no tool of its own to start
-      *) localruns[$tool]+=" $(local_run "$tool" "$LOCAL")"; startruns[$tool]+=" $(local_run "$tool" "$WORK/empty")" ;;
-    esac
-    line=$(run_tool "$tool" "$i")
-    echo "bench: $tool run $i: $line (s, downloads per small object, most for one, objects; requests: total list metadata media other; CPU s: tool bucketfs emulator proxy)" >&2
-    runs[$tool]+=" ${line%% *}"
-    RES[last_$tool]="$line"
+  for layout in $LAYOUTS; do
+    for server in $SERVERS; do
+      use_server "$server"
+      # the tools take turns within each repetition, so a slow spell of the machine falls on all
+      for tool in $TOOLS; do
+        k="$tool.$layout.$server"
+        case "$tool" in
+          plain|rclone) localruns[$k]+=" 0" ;;  # no tool of its own
+          *) localruns[$k]+=" $(local_run "$tool" "$WORK/tree-$layout")" ;;
+        esac
+        line=$(run_tool "$tool" "$layout" "$i")
+        [ "$tool" = tar2 ] && firsts[$k]+=" $(cat "$WORK/tar2.first")"
+        echo "bench: $tool $layout $server run $i: $line (s, downloads per small object, most for one, objects, small-file GETs in flight, media GETs in flight; requests: total list metadata media other; CPU s: tool bucketfs emulator proxy)" >&2
+        runs[$k]+=" ${line%% *}"
+        RES[last_$k]="$line"
+      done
+    done
   done
-done
-for tool in $TOOLS; do
-  # shellcheck disable=SC2086
-  RES[t_$tool]=$(median ${runs[$tool]})
-  # shellcheck disable=SC2086
-  RES[l_$tool]=$(median ${localruns[$tool]})
-  # shellcheck disable=SC2086
-  RES[s_$tool]=$(median ${startruns[$tool]})
-  RES[n_$tool]=$(awk -v a="${RES[t_$tool]}" -v b="${RES[s_$tool]}" 'BEGIN { printf "%.3f", a - b }')
 done
 
 # --- (2) incremental backups: what changed, and nothing more -----------------------------------
+[ -n "$INC_TOOLS" ] && use_server "$(echo "$SERVERS" | awk '{print $1}')"
 INC_CHANGED=$(awk -v n="$INC_N" -v k="$INC_K" 'BEGIN { for (j = 0; j < k; j++) printf "%d ", int(n * (j + 0.5) / k) }')
 if [ -n "$INC_TOOLS" ]; then
   "$PY" - "$WORK/inc/tree" "$INC_N" <<'PYEOF'
@@ -268,38 +311,47 @@ done
 
 echo
 echo "== bucketfs backup benchmark ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), medians of $REPS runs, binary $BIN)"
-echo "   $SMALL_N x 32 KiB + one 64 MiB object, +$DELAY_MS ms a request, fresh mount, page cache dropped"
+echo "   $SMALL_N x 32 KiB (+ one 64 MiB object sorting first / last / none), +$DELAY_MS ms a request, fresh mount, page cache dropped"
 [ -n "$DROP_FAILED" ] && echo "   (could not drop the page cache)"
 [ -n "${BENCH_BFS_OPTS:-}" ] && echo "   bucketfs mount options added: $BENCH_BFS_OPTS"
-echo
-printf '| %-26s | %-22s | %-10s | %-24s | %-10s | %-36s | %-30s | %-16s | %-30s |\n' "reader" "time (runs)" "vs tar" "less its start (empty dir)" "vs tar" "media downloads per small object (ideal 1)" "requests, last run" "local disk (warm)" "CPU s, last run: tool+bucketfs+emulator+proxy = sum (sum/$(nproc) cores)"
-printf '|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n' "----------------------------" "------------------------" "------------" "--------------------------" "------------" "--------------------------------------" "--------------------------------" "------------------" "--------------------------------"
-for tool in $TOOLS; do
-  read -r _ per most objs total list meta media other ctool cbfs cemu cproxy <<<"${RES[last_$tool]}"
-  cpu=$(awk -v a="$ctool" -v b="$cbfs" -v c="$cemu" -v d="$cproxy" -v n="$(nproc)" \
-    'BEGIN { s = a + b + c + d; printf "%.2f+%.2f+%.2f+%.2f = %.2f (%.2f s)", a, b, c, d, s, s / n }')
-  case "$tool" in
-    tar) label='`tar -cf - DIR`' ;;
-    plain) label="plain client, $CONC at once" ;;
-    rclone) label='`tar` through `rclone mount`' ;;
-    restic) label='`restic backup DIR`' ;;
-    borg) label='`borg create REPO::A DIR`' ;;
-  esac
-  vs=n/a; [ -n "${RES[t_tar]:-}" ] && vs="$(ratio "${RES[t_$tool]}" "${RES[t_tar]}")x"
-  vsn=n/a; [ -n "${RES[n_tar]:-}" ] && vsn="$(ratio "${RES[n_$tool]}" "${RES[n_tar]}")x"
-  printf '| %-26s | %-22s | %-10s | %-24s | %-10s | %-36s | %-30s | %-16s | %-30s |\n' "$label" "${RES[t_$tool]} s (${runs[$tool]# })" "$vs" \
-    "${RES[n_$tool]} s (start ${RES[s_$tool]} s)" "$vsn" \
-    "$per (at most $most for one; $objs objects)" "$total ($list list, $meta meta, $media media, $other other)" "${RES[l_$tool]} s" "$cpu"
+for layout in $LAYOUTS; do
+  for server in $SERVERS; do
+    echo
+    echo "   layout $layout, server $server"
+    printf '| %-22s | %-30s | %-8s | %-14s | %-12s | %-22s | %-14s | %-8s | %-36s |\n' "reader" "time (runs)" "local" "the mount adds" "vs tar's" "media GETs per small" "GETs in flight" "plain/it" "CPU s, last run: tool+bfs+emu+proxy"
+    printf '|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n' "------------------------" "--------------------------------" "----------" "----------------" "--------------" "------------------------" "----------------" "----------" "--------------------------------------"
+    ktar="tar.$layout.$server"; kplain="plain.$layout.$server"
+    for tool in $TOOLS; do
+      k="$tool.$layout.$server"
+      # shellcheck disable=SC2086
+      t=$(median ${runs[$k]}); l=$(median ${localruns[$k]})
+      RES[t_$k]=$t
+      RES[a_$k]=$(awk -v a="$t" -v b="$l" 'BEGIN { printf "%.3f", a - b }')
+    done
+    for tool in $TOOLS; do
+      k="$tool.$layout.$server"
+      # shellcheck disable=SC2086
+      l=$(median ${localruns[$k]})
+      read -r _ per most _ fsmall fall _ _ _ _ _ ctool cbfs cemu cproxy <<<"${RES[last_$k]}"
+      cpu=$(awk -v a="$ctool" -v b="$cbfs" -v c="$cemu" -v d="$cproxy" 'BEGIN { printf "%.2f+%.2f+%.2f+%.2f = %.2f", a, b, c, d, a + b + c + d }')
+      vs=n/a; [ -n "${RES[a_$ktar]:-}" ] && vs="$(ratio "${RES[a_$k]}" "${RES[a_$ktar]}")x"
+      vp=n/a; [ -n "${RES[t_$kplain]:-}" ] && vp="$(ratio "${RES[t_$kplain]}" "${RES[t_$k]}")"
+      label=$tool
+      if [ "$tool" = tar2 ]; then
+        # shellcheck disable=SC2086
+        f=$(median ${firsts[$k]})
+        label="tar2 (1st $f s: $(ratio "${RES[t_$k]}" "$f")x)"
+      fi
+      case "$tool" in plain|rclone) l=-; adds=-; vs=- ;; *) adds="${RES[a_$k]} s" ;; esac
+      printf '| %-22s | %-30s | %-8s | %-14s | %-12s | %-22s | %-14s | %-8s | %-36s |\n' "$label" "${RES[t_$k]} s (${runs[$k]# })" "$l" "$adds" "$vs" \
+        "$per (most $most)" "$fsmall ($fall all)" "$vp" "$cpu"
+    done
+  done
 done
-echo "   (sum/cores: the time this machine's cores need for the run's CPU alone, a floor under its time)"
-echo "   (less its start: the time less the same command's over an empty directory, the tool's fixed cost)"
-echo "   targets: restic and borg <= 1.05 downloads per small object and <= 1.3x tar's time"
-if [ -n "${RES[t_tar]:-}" ] && [ -n "${RES[t_plain]:-}" ]; then
-  echo "   tar's speed / the plain client's ($CONC at once; plain time / tar time, target 0.8 or more): $(ratio "${RES[t_plain]}" "${RES[t_tar]}")"
-fi
-if [ -n "${RES[t_tar]:-}" ] && [ -n "${RES[t_rclone]:-}" ]; then
-  echo "   tar through bucketfs / through rclone (rclone time / bucketfs time): $(ratio "${RES[t_rclone]}" "${RES[t_tar]}")x faster"
-fi
+echo "   (local: the tool over a local copy, page cache warm; the mount adds: time - local; vs tar's: ratio of what it adds to tar's)"
+echo "   (GETs in flight: the small files' media GETs on average, from the proxy's timing log; in brackets all media GETs)"
+echo "   (plain/it: the plain client's time ($CONC at once) / this reader's)"
+echo "   targets: restic, borg: adds <= 1.2x tar's, <= 1.05 GETs per small object; tar >= 10 in flight; tar plain/it >= 0.7 on none; tar2 <= 1.1x the first"
 if [ -n "$INC_TOOLS" ]; then
   echo
   echo "   incremental backups: $INC_N x 32 KiB, $INC_K changed behind the mount, the run after (+$DELAY_MS ms a request, fresh mount)"

@@ -124,15 +124,16 @@ proxy_counts() {  # [PROXY_URL, default $PROXY] -> "total list metadata media ot
 }
 
 # The small-file tree of the tar and backup benches: N x 32 KiB random files s0000... and one
-# 64 MiB big.bin, in DIR (made).
-make_small_tree() {  # DIR N
-  "$PY" - "$1" "$2" <<'PYEOF'
+# 64 MiB file named BIG (default big.bin, which sorts before them; empty: none), in DIR (made).
+make_small_tree() {  # DIR N [BIG]
+  "$PY" - "$1" "$2" "${3-big.bin}" <<'PYEOF'
 import os, sys
-root, n = sys.argv[1], int(sys.argv[2])
+root, n, big = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 os.makedirs(root)
 for i in range(n):
     open(f"{root}/s{i:04d}", "wb").write(os.urandom(32768))
-open(f"{root}/big.bin", "wb").write(os.urandom(64 << 20))
+if big:
+    open(f"{root}/{big}", "wb").write(os.urandom(64 << 20))
 PYEOF
 }
 

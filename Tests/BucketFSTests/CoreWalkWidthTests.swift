@@ -96,15 +96,15 @@ import TestSupport
         // Evident at f002, widened by each guess read: eight at once from f005 on.
         for i in 0..<6 { #expect(try await h.readAll(name(i)) == contents[i]) }
         #expect(h.fs.walkAhead.plan("d")?.width == 8)
-        // What that window fetched lands (two widths past the reader); then the server answers
-        // only when told.
-        try #require(await eventually { h.store.count("read") == 22 }, "\(h.store.count("read")) reads")
-        #expect(Set(h.fs.walkAhead.pending) == Set((6..<22).map(name)))
+        // What that window fetched lands (the width and four limits past the reader); then the
+        // server answers only when told.
+        try #require(await eventually { h.store.count("read") == 46 }, "\(h.store.count("read")) reads")
+        #expect(Set(h.fs.walkAhead.pending) == Set((6..<46).map(name)))
         server.hold()
         // The reader goes through what landed: each read moves the window on, and eight files
         // after it go out and are held.
-        for i in 6..<22 { #expect(try await h.readAll(name(i)) == contents[i]) }
-        let next = 22
+        for i in 6..<46 { #expect(try await h.readAll(name(i)) == contents[i]) }
+        let next = 46
         try #require(await eventually { server.inFlight.count == 8 })
         #expect(Set(server.inFlight) == Set((next..<(next + 8)).map(name)))
         #expect(server.queued == 0, "never more at once than the window's width")
@@ -126,15 +126,15 @@ import TestSupport
         #expect(h.fs.walkAhead.outcomes(in: "d").misses == 0)
     }
 
-    @Test func filesThatLandedWaitNoFurtherThanTwiceTheWidth() async throws {
-        // A reader that stops: what landed and what is in flight together are at most two
-        // windows past it — what a walk that ends costs.
+    @Test func filesThatLandedWaitNoFurtherThanFiveLimits() async throws {
+        // A reader that stops: what landed and what is in flight together are at most the width
+        // and four limits past it — what a walk that ends costs.
         let (h, server, contents) = try await harness(files: 80, limit: 8, connections: 16)
         for i in 0..<10 { #expect(try await h.readAll(name(i)) == contents[i]) }
-        #expect(await eventually { h.store.count("read") >= 26 })
+        #expect(await eventually { h.store.count("read") >= 50 })
         try? await Task.sleep(for: .milliseconds(50))
-        #expect(Set(h.fs.walkAhead.pending) == Set((10..<26).map(name)))
-        #expect(h.store.count("read") == 26)
+        #expect(Set(h.fs.walkAhead.pending) == Set((10..<50).map(name)))
+        #expect(h.store.count("read") == 50)
     }
 
     @Test func aFalseStartStaysAtTwoFilesWhateverLands() async throws {

@@ -86,7 +86,9 @@ extension BucketFileSystem {
         guard readPath.walks, let at = superblock.walkPosition(of: n) else { return }
         readPath.readWhole(path, at: at)
         guard let (order, width, reach) = readPath.walkPlan(at.directory) else { return }
-        let window = superblock.walkWindow(after: n, order: order, limit: reach, maxSize: Int64(config.walkAheadMaxSize))
-        readPath.walk(window, in: at.directory, order: order, width: width)
+        // Room for the files other readers opened already (`WalkAhead.prefetch`).
+        let window = superblock.walkWindow(after: n, order: order, limit: reach + WalkAhead.readers,
+                                           maxSize: Int64(config.walkAheadMaxSize))
+        readPath.walk(window, in: at.directory, order: order, width: width, reach: reach)
     }
 }

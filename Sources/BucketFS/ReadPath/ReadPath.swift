@@ -86,10 +86,10 @@ final class ReadPath: @unchecked Sendable {
     }
 
     /// Fetches the files of `window` (the next small files of `directory` after the reader in
-    /// `order`) ahead of the walk, `width` at once, each checked whole before anyone can be
-    /// handed it.
-    func walk(_ window: [WalkAhead.Candidate], in directory: String, order: WalkAhead.Order, width: Int) {
-        walkAhead.prefetch(window, in: directory, order: order, width: width) { [weak self] c in
+    /// `order`; the first `reach` not opened yet) ahead of the walk, `width` at once, each
+    /// checked whole before anyone can be handed it.
+    func walk(_ window: [WalkAhead.Candidate], in directory: String, order: WalkAhead.Order, width: Int, reach: Int) {
+        walkAhead.prefetch(window, in: directory, order: order, width: width, reach: reach) { [weak self] c in
             guard let self else { throw StorageError.cancelled }
             let data = try await self.fetch(c.path, generation: c.info.generation, 0..<c.info.size)
             var check = ContentCheck(c.info)

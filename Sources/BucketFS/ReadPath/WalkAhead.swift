@@ -17,10 +17,14 @@ import StorageModel
 /// files in flight at first, twice as many with each guess read whole, up to the limit
 /// (`--walk-ahead`, as wide as the connections). The window refills as each fetch lands, not as
 /// the reader moves: files that landed and wait for their open leave their connection to the
-/// next file (up to `reach` files ahead of the reader), so the connections stay busy while the
-/// reader works through a batch that landed together. As soon as a guess goes unread (an open
-/// passes it, it is closed unread, or it waits out `ttl`), the walk stops being guessed for: the
-/// directory needs twice the evidence (up to a window) before the next.
+/// next file (up to `reach` files ahead of the reader: the width, plus `waitingWindows` limits
+/// that landed), so the connections stay busy while the reader works through a batch that
+/// landed together. Two to eight readers taking the files in turn are one walk: a file read
+/// behind the furthest that was opened before it is another reader's (`Track.lastSeq`), however
+/// far behind (one waiting for a file read on demand while the other reads ten fetched ahead).
+/// As soon as a guess goes unread (an open passes it, it is closed unread, or it waits out
+/// `ttl`), the walk stops being guessed for: the directory needs twice the evidence (up to a
+/// window) before the next.
 ///
 /// An open of the same generation is served from those bytes, whether they are in or still on
 /// their way (one request per file, overlapped). A file already opened in the same walk (since
@@ -93,11 +97,16 @@ final class WalkAhead: @unchecked Sendable {
 
     /// What the opens of one directory have shown.
     private struct Track {
-        /// The furthest index read whole in each order, and how many files in a row stepped
-        /// forward in it by at most `walkStep` (a step back of at most `reorderSlack` leaves both:
-        /// two readers at once).
+        /// The furthest index read whole in each order, the count of opens when that file was
+        /// opened, and how many files in a row stepped forward in it by at most `walkStep(spread:)`.
+        /// A file read behind the furthest leaves both when it was opened before the furthest
+        /// was (another reader, behind), or when it is at most `reorderSlack` behind.
         var last: [Order: Int] = [:]
+        var lastSeq: [Order: UInt64] = [:]
         var run: [Order: Int] = [:]
+        /// How far behind the furthest the readers behind it have read (0: one reader), since
+        /// the reader last started over in that order.
+        var spread: [Order: Int] = [:]
         /// The order a walk was seen in (guessing for it), and how many guesses were read since.
         var walking: Order?
         var streak = 0
@@ -141,15 +150,27 @@ final class WalkAhead: @unchecked Sendable {
     /// A sweep is scheduled (one at a time, while anything waits).
     private var sweeping = false
 
-    /// Two readers of one directory at once (restic) open its files a step or two out of order.
+    /// A read this close behind the furthest is never a start over (two readers, a step or two
+    /// out of order); an open this far past a guess passes it, when one reader reads.
     static let reorderSlack = 2
-    /// The furthest a walk's next open may land after the furthest before it: the next file, or
-    /// one past a file or two it does not open (a link, a fifo).
-    static let walkStep = 1 + reorderSlack
+    /// The most readers at once a walk is recognised with (restic reads two files at a time,
+    /// `rsync`, `tar` and borg one; parallel copiers up to eight): their reads land up to this
+    /// many places apart.
+    static let readers = 8
+    /// The furthest a walk's next read may land after the furthest before it: the next file, or
+    /// one past a file or two it does not open (a link, a fifo); with readers behind the
+    /// furthest (`spread`), one past the furthest any of them could be on.
+    static func walkStep(spread: Int) -> Int { 1 + min(max(spread, reorderSlack), readers) }
+    /// How far past a guess an open passes it: further with readers behind the furthest.
+    static func passing(spread: Int) -> Int { min(max(spread, reorderSlack), readers) }
     /// Steps in a row that make a walk evident at first (three opens of neighbouring files).
     static let evidenceSteps = 2
     /// Files guessed when a walk becomes evident; doubled by each guess an open takes.
     static let probe = 2
+    /// How many limits' worth of files that landed may wait for the reader while `width` more
+    /// are fetched: the window stays full through a reader's pauses (a batch that landed
+    /// together, tar writing its archive), and a reader that stops costs at most this much more.
+    static let waitingWindows = 4
     /// The most opened files and directories remembered (the oldest are forgotten first).
     static let rememberedOpens = 4096
     static let rememberedDirectories = 256
@@ -184,15 +205,17 @@ final class WalkAhead: @unchecked Sendable {
             }
             opens += 1
             opened[path] = (generation, t, opens)
+            let spread = tracks[position.directory]?.spread ?? [:]
             let gone = entries.filter { k, e in
                 guard !e.taken, e.directory == position.directory, let o = e.order else { return false }
-                return k != path && e.position < position[o] - Self.reorderSlack
+                return k != path && e.position < position[o] - Self.passing(spread: spread[o] ?? 0)
             }
             for k in gone.keys { entries[k] = nil }
             if !gone.isEmpty { missedLocked(position.directory, gone.count) }
             if var q = queues[position.directory] {
                 // Files waiting that the reader went past are not started.
-                q.waiting = q.waiting.drop { $0.position < position[q.order] - Self.reorderSlack }
+                let behind = Self.passing(spread: spread[q.order] ?? 0)
+                q.waiting = q.waiting.drop { $0.position < position[q.order] - behind }
                 queues[position.directory] = q
             }
             return Array(gone.values)
@@ -216,19 +239,30 @@ final class WalkAhead: @unchecked Sendable {
                 track.streak += 1
             }
             let walked = track.walking ?? .listing
+            // When this file was opened (a file whose open is forgotten counts as opened now).
+            let seq = opened[path]?.seq ?? opens + 1
             for order in Order.allCases {
                 let p = position[order]
                 guard let last = track.last[order] else {
                     track.last[order] = p
+                    track.lastSeq[order] = seq
                     track.run[order] = 0
                     continue
                 }
+                let spread = track.spread[order] ?? 0
                 if p > last {
-                    track.run[order] = p - last <= Self.walkStep ? (track.run[order] ?? 0) + 1 : 0
+                    track.run[order] = p - last <= Self.walkStep(spread: spread) ? (track.run[order] ?? 0) + 1 : 0
                     track.last[order] = p
+                    track.lastSeq[order] = seq
+                } else if p < last, seq < track.lastSeq[order] ?? 0 {
+                    // Opened before the furthest was: a reader behind it (restic's second file
+                    // reader, waiting for a file the first passed long ago), not a new walk.
+                    track.spread[order] = max(spread, last - p)
                 } else if p < last - Self.reorderSlack {
                     track.run[order] = 0
                     track.last[order] = p
+                    track.lastSeq[order] = seq
+                    track.spread[order] = 0
                     // A start over (`tar` run again): what the walk before opened is fair game.
                     if order == walked { track.since = opens }
                 }
@@ -255,12 +289,14 @@ final class WalkAhead: @unchecked Sendable {
     /// far ahead of the reader (`reach`): nil until its reads show a walk (`noteRead`); then
     /// `probe` files, twice as many for each guess read since, up to the limit. Until a guess
     /// has been read, no further than the width (a false start costs `probe` files); after
-    /// that, files that landed may wait for the reader while as many more are fetched.
+    /// that, `width` fetches stay in flight however many files landed and wait for the reader,
+    /// up to `waitingWindows` limits of them (a reader that stops: the walk stops that far
+    /// past it, within the read budget).
     func plan(_ directory: String) -> (order: Order, width: Int, reach: Int)? {
         lock.withLock {
             guard let track = tracks[directory], let order = track.walking else { return nil }
             let width = min(limit, Self.probe << min(track.streak, 16))
-            return (order, width, track.streak == 0 ? width : 2 * width)
+            return (order, width, track.streak == 0 ? width : width + Self.waitingWindows * limit)
         }
     }
 
@@ -269,11 +305,19 @@ final class WalkAhead: @unchecked Sendable {
     /// Fetches the candidates (the next files after the reader in `order`, `reach` of them) not
     /// fetched, kept or opened yet, in order, at most `width` at once: the rest wait, each
     /// started as a fetch of the directory lands, while the budget takes them.
-    func prefetch(_ window: [Candidate], in directory: String, order: Order, width: Int,
+    /// Files other readers opened already (up to `readers` of them in the window) do not count
+    /// in `reach`: with several readers, the next files are theirs, and the guesses start after.
+    func prefetch(_ window: [Candidate], in directory: String, order: Order, width: Int, reach: Int,
                   fetch: @escaping @Sendable (Candidate) async throws -> Data) {
         sweep()
+        let t = now()
         let evicted: [Entry] = lock.withLock {
-            queues[directory] = Queue(order: order, waiting: window[...], width: width, fetch: fetch)
+            let since = tracks[directory]?.since ?? 0
+            let fresh = window.filter { c in
+                guard let o = opened[c.path] else { return true }
+                return !(o.generation == c.info.generation && t - o.at <= ttl && o.seq > since)
+            }
+            queues[directory] = Queue(order: order, waiting: fresh.prefix(reach), width: width, fetch: fetch)
             return startLocked(directory)
         }
         evicted.forEach { $0.bytes.cancel() }
