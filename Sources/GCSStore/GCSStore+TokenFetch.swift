@@ -51,7 +51,7 @@ extension GCSStore {
                 let e = GCSTransport.map(error)
                 if unreachableIsFatal, !GCSTransport.cameFromServer(e), e != .cancelled {
                     throw StorageError.unauthenticated(message: "cannot reach the \(what) (\(e)); not on Google Cloud? "
-                        + "Use --key-file, --token or --anonymous")
+                        + "Use --key-file, --token or --anonymous (and --endpoint for an emulator or another endpoint)")
                 }
                 throw e
             }

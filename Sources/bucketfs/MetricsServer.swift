@@ -36,9 +36,12 @@ struct MetricsAddress: Equatable {
 let metricsRegistry = PrometheusCollectorRegistry()
 
 /// What the core holds, read at each scrape: cache sizes, open, staged and dirty files, read-ahead
-/// memory, lost+found entries, and cache hits/misses.
+/// memory, lost+found entries, cache hits/misses, and the unsaved files of the mount's source in
+/// every recorded cache directory (`UnsavedFilesGauge`). Counters whose labels are known in
+/// advance are exported at 0 from the start, so that an `increase()` sees their first event.
 final class CoreMetricsCollector: @unchecked Sendable {
     let core: BucketFileSystem
+    let unsaved: UnsavedFilesGauge?
     private let lock = NSLock()
     private var seenHits: [CacheKind: Int] = [:]
     private var seenMisses: [CacheKind: Int] = [:]
@@ -46,8 +49,9 @@ final class CoreMetricsCollector: @unchecked Sendable {
     private var seenCacheErrors: [String: Int] = [:]
     private var seenListing = RangeListingCounts()
 
-    init(core: BucketFileSystem) {
+    init(core: BucketFileSystem, unsaved: UnsavedFilesGauge? = nil) {
         self.core = core
+        self.unsaved = unsaved
         collect()
     }
 
@@ -68,11 +72,20 @@ final class CoreMetricsCollector: @unchecked Sendable {
         r.makeGauge(name: "bucketfs_uploads_queued", labels: []).set(Double(s.queuedUploads))
         r.makeGauge(name: "bucketfs_uploads_in_progress", labels: []).set(Double(s.uploadingFiles))
         r.makeGauge(name: "bucketfs_lost_found_entries", labels: []).set(Double(s.lostAndFoundEntries))
+        if let u = unsaved?.current() {
+            for (place, counts) in [("here", u.here), ("elsewhere", u.elsewhere)] {
+                r.makeGauge(name: "bucketfs_unsaved_files", labels: [("where", place), ("kind", "complete")])
+                    .set(Double(counts.complete))
+                r.makeGauge(name: "bucketfs_unsaved_files", labels: [("where", place), ("kind", "cut_off")])
+                    .set(Double(counts.cutOffTotal))
+            }
+        }
         lock.withLock {
             r.makeCounter(name: "bucketfs_uploads_failed_total", labels: [])
                 .increment(by: Int64(s.failedUploads - seenFailedUploads))
             seenFailedUploads = s.failedUploads
-            for (name, count) in s.cacheErrors {
+            for name in Set(UploadCounters.knownNames).union(s.cacheErrors.keys) {
+                let count = s.cacheErrors[name] ?? 0
                 r.makeCounter(name: "bucketfs_cache_dir_errors_total", labels: [("errno", name)])
                     .increment(by: Int64(count - (seenCacheErrors[name] ?? 0)))
                 seenCacheErrors[name] = count
@@ -177,10 +190,10 @@ extension Mount {
 
     /// With `--metrics-address`: serves /metrics and returns the filesystem wrapped to count FUSE
     /// operations. A port that cannot be bound fails the mount before anything is mounted.
-    func startMetrics(_ core: BucketFileSystem, logger: Logger) async throws -> any FuseFileSystemBase {
+    func startMetrics(_ core: BucketFileSystem, source: String, logger: Logger) async throws -> any FuseFileSystemBase {
         guard let text = monitoring.metricsAddress else { return core }
         let address = try MetricsAddress(parsing: text)
-        let collector = CoreMetricsCollector(core: core)
+        let collector = CoreMetricsCollector(core: core, unsaved: UnsavedFilesGauge(source: source, ownDirectory: cacheDirectory))
         do {
             let server = try await MetricsServer.start(address) { collector.collect() }
             logger.notice("metrics at http://\(address.host):\(server.port)/metrics")

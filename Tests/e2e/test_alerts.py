@@ -1,0 +1,100 @@
+"""The alert rules of docs/OPERATING.md ("Nightly backups") against a real mount's /metrics: each
+fires on a failure of the crash drill and clears once it is settled. A kill -9 leaves a complete
+file and a cut-off one in a cache directory; a mount of the same source with another cache
+directory shows them in `bucketfs_unsaved_files{where="elsewhere"}` (refreshed at most every
+30 s); `bucketfs recover` settles the complete one, removing the cut-off one the rest, and the
+metric returns to 0. Counters with known labels are there at 0 from the start."""
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import BIN, ROOT
+from test_faults import UPLOAD, fx, rand  # noqa: F401 (fx: fixture)
+from test_operating import free_port, samples, scrape
+from test_unattended import CLOSE_WITH_METADATA, crash, lost_entries, writer_holding_open
+
+REFRESH = 30  # bucketfs_unsaved_files is read again at most every 30 s (docs/OPERATING.md)
+
+
+def alert_rules():
+    """{alert: expr} from the rules block of docs/OPERATING.md."""
+    text = open(os.path.join(ROOT, "docs", "OPERATING.md")).read()
+    at = text.index("<!-- checked by Tests/e2e/test_alerts.py: alert rules -->")
+    block = text[at:].split("```", 2)[1]
+    return dict(re.findall(r"- alert: (\w+).*\n\s+expr: (.+)", block))
+
+
+def unsaved(s, where, kind):
+    return s[("bucketfs_unsaved_files", frozenset({("where", where), ("kind", kind)}))]
+
+
+def unsaved_alert(s):
+    """docs/OPERATING.md: `sum(bucketfs_unsaved_files) > 0`."""
+    return sum(v for (name, _), v in s.items() if name == "bucketfs_unsaved_files") > 0
+
+
+def until(port, want, timeout=2 * REFRESH):
+    """The samples once `want(samples)` holds, within two refresh intervals."""
+    deadline = time.monotonic() + timeout
+    while True:
+        s = samples(scrape(port))
+        if want(s) or time.monotonic() > deadline:
+            return s
+        time.sleep(1)
+
+
+@pytest.mark.faults
+def test_the_unsaved_files_alert_fires_after_a_crash_elsewhere_and_clears_when_settled(fx, tmp_path):
+    src = f"gs://{fx.emulator.bucket_name}/{fx.prefix}"
+    direct = ["--endpoint", fx.emulator.endpoint, "--anonymous"]
+    mnt = fx.mount("--write-back")
+    cache = fx.mounts.cache_dir(mnt)
+    fx.proxy.add_rule(method="POST", path_re=UPLOAD, action="hang")
+    r = fx.job([sys.executable, "-c", CLOSE_WITH_METADATA, f"{mnt}/done.txt"]).result(30)
+    assert r.rc == 0, r
+    (tmp_path / "part.bin").write_bytes(rand(1 << 20))
+    w = writer_holding_open(tmp_path / "part.bin", f"{mnt}/part.bin")
+    crash(mnt)
+    w.kill()
+    w.wait()
+    fx.proxy.clear()
+    fx.proxy.release()
+
+    # Another cache directory, with metrics: the alert fires at once.
+    port = free_port()
+    other = fx.mounts.mount(src, *direct, "--metrics-address", f"127.0.0.1:{port}", cache_dir=tmp_path / "second.cache")
+    s = samples(scrape(port))
+    assert unsaved(s, "elsewhere", "complete") == 1 and unsaved(s, "elsewhere", "cut_off") == 1, s
+    assert unsaved(s, "here", "complete") == 0 and unsaved(s, "here", "cut_off") == 0, s
+    assert unsaved_alert(s)
+    # Every rule of the docs can be evaluated from the start: each metric it names is exported.
+    rules = alert_rules()
+    assert rules["BucketfsUnsavedFiles"] == "sum by (instance) (bucketfs_unsaved_files) > 0", rules
+    names = {name for name, _ in s}
+    for alert, expr in rules.items():
+        for metric in re.findall(r"bucketfs_\w+", expr):
+            assert metric in names, (alert, metric)
+    # Counters with known labels are there at 0 before their first event (an increase() sees it).
+    for errno in ("ENOSPC", "EDQUOT", "EIO"):
+        assert s[("bucketfs_cache_dir_errors_total", frozenset({("errno", errno)}))] == 0, s
+    assert s[("bucketfs_uploads_failed_total", frozenset())] == 0
+    for op in ("write", "flush", "release"):
+        assert s[("bucketfs_fuse_errors_total", frozenset({("operation", op), ("errno", "EIO")}))] == 0, s
+
+    # recover settles the complete file; within the refresh interval the metric says so.
+    rec = subprocess.run([BIN, "recover", cache, *direct], capture_output=True, text=True, timeout=60)
+    assert "uploaded: 'done.txt'" in rec.stdout, rec
+    s = until(port, lambda s: unsaved(s, "elsewhere", "complete") == 0)
+    assert unsaved(s, "elsewhere", "complete") == 0 and unsaved(s, "elsewhere", "cut_off") == 1, s
+    assert unsaved_alert(s)
+    # The cut-off file, once settled (the runbook: the writer ran again; delete it), clears it.
+    [entry] = lost_entries(cache)
+    os.unlink(entry)
+    os.unlink(entry + ".json")
+    s = until(port, lambda s: not unsaved_alert(s))
+    assert not unsaved_alert(s), s
+    fx.mounts.unmount(other)
