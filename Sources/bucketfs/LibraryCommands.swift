@@ -125,7 +125,8 @@ struct Stat: AsyncParsableCommand {
                 let data = try JSONSerialization.data(withJSONObject: obj, options: [.sortedKeys, .prettyPrinted])
                 print(String(decoding: data, as: UTF8.self))
             } else {
-                for (k, v) in fields { print("\(k): \(v)") }
+                // A property the server did not give (v0 has no crc32c) is not a line of its own.
+                for (k, v) in fields where !v.isEmpty { print("\(k): \(v)") }
                 for (k, v) in (m.customMetadata ?? [:]).sorted(by: { $0.key < $1.key }) { print("customMetadata.\(k): \(v)") }
             }
         }

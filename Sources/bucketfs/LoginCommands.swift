@@ -89,8 +89,11 @@ struct Login: AsyncParsableCommand {
             print("uid: \(tokens.uid)")
             print("email: \(tokens.email ?? "-")")
             print("provider: \(tokens.provider)")
+            // The folder the usual rules give each user (`users/{uid}`): the bucket's root is
+            // refused by them, so suggesting it would send a newcomer to a refusal.
             print("login kept in \(FirebaseLoginFile.path(bucket: bucket, environment: env)) (mode 0600); "
-                + "mount it with: bucketfs mount firebase://\(bucket) DIR")
+                + "mount your folder with: bucketfs mount firebase://\(bucket)/users/\(tokens.uid) DIR "
+                + "(the root too, if the rules let you list it)")
         } catch {
             throw failed(error, "login \(source)")
         }

@@ -45,18 +45,33 @@ enum Source {
         if local.hasPrefix("file://") { local = String(local.dropFirst(7)) }
         if local.contains("://") { throw ValidationErrorText("unsupported source '\(s)': use gs://BUCKET[/PREFIX], firebase://BUCKET[/PREFIX], file://PATH or a directory") }
         let abs = URL(fileURLWithPath: local).standardizedFileURL.path
-        guard splitLocal else { return .embedded(directory: abs, path: "") }
+        let found = enclosingBucket(of: abs)
+        guard splitLocal else {
+            // A bucket directory (made if missing), never a bucket inside another: a path inside
+            // an embedded bucket is one of its prefixes, which a mount or `mb` cannot take
+            // (docs/SEMANTICS.md §2, "The embedded bucket").
+            if let (dir, path) = found, !path.isEmpty {
+                throw ValidationErrorText("\(abs) is inside the embedded bucket \(dir) (its folder '\(path)'), not a bucket of its own: "
+                    + "mount the bucket (bucketfs mount \(dir) MOUNTPOINT) and use \(path)/ inside the mount, or name a directory outside it")
+            }
+            return .embedded(directory: abs, path: "")
+        }
+        if let (dir, path) = found { return .embedded(directory: dir, path: path) }
+        throw ValidationErrorText("no embedded bucket at or above \(abs) (a directory holding \(embeddedMarker)); create one with `bucketfs mb DIR`")
+    }
+
+    /// The nearest directory at or above `abs` that holds an embedded bucket, and the path below it.
+    static func enclosingBucket(of abs: String) -> (directory: String, path: String)? {
         var dir = abs
         var rest: [String] = []
         while true {
             if FileManager.default.fileExists(atPath: dir + "/" + embeddedMarker) {
-                return .embedded(directory: dir, path: rest.reversed().joined(separator: "/"))
+                return (dir, rest.reversed().joined(separator: "/"))
             }
-            guard dir != "/", let cut = dir.lastIndex(of: "/") else { break }
+            guard dir != "/", let cut = dir.lastIndex(of: "/") else { return nil }
             rest.append(String(dir[dir.index(after: cut)...]))
             dir = cut == dir.startIndex ? "/" : String(dir[..<cut])
         }
-        throw ValidationErrorText("no embedded bucket at or above \(abs) (a directory holding \(embeddedMarker)); create one with `bucketfs mb DIR`")
     }
 
     var path: String {

@@ -68,25 +68,28 @@ import Testing
     }
 
     /// A shell's `echo x > f`: open, dup2 and close (a flush of the empty file), write, close.
-    /// The first flush is refused with nothing to keep; the second keeps the data: one entry.
-    @Test func aShellRedirectRefusedAtCloseLeavesOneNonEmptyEntry() async throws {
+    /// The first flush sends nothing (the empty file waits for its release); the second is the
+    /// one upload, refused, and keeps the data: one request, one entry.
+    @Test func aShellRedirectRefusedAtCloseIsOneUploadAndOneEntry() async throws {
         let h = Harness { $0.retryBackoffMax = 0.02 }
         // The rules refuse at the upload only (as the emulator does: no probe answer).
         h.store.failNext("write", times: 2, with: .unauthorized(path: "f", message: "Permission denied."))
         let (ino, fh) = try await create(h, "", "f")
-        await #expect(throws: Errno.EACCES) { try await h.fs.flush(ino: ino, fh: fh) }
+        try await h.fs.flush(ino: ino, fh: fh)
+        #expect(h.store.count("write") == 0, "the first close of an empty new file uploads nothing")
         #expect(lostFiles(h).isEmpty)
         _ = try await h.fs.write(ino: ino, fh: fh, offset: 0, data: Data("x\n".utf8))
         await #expect(throws: Errno.EACCES) { try await h.fs.flush(ino: ino, fh: fh) }
         await #expect(throws: Errno.EACCES) { try await h.fs.release(ino: ino, fh: fh) }
+        #expect(h.store.count("write") == 1)
         let lost = lostFiles(h)
         #expect(lost.count == 1)
         #expect(FileManager.default.contents(atPath: h.config.lostAndFound + "/" + lost[0]) == Data("x\n".utf8))
     }
 
-    /// Refused by size at an fsync, written on, refused again at close: the entry holds the
-    /// last content, and only it.
-    @Test func contentRefusedTwiceKeepsOnlyItsLastVersion() async throws {
+    /// Refused by size at an fsync: every later write, flush and close of that open file says
+    /// EACCES too, and the entry holds what the fsync handed over.
+    @Test func aRefusedOpenFileRefusesEveryLaterWriteAndClose() async throws {
         let h = Harness { $0.retryBackoffMax = 0.02 }
         h.store.setWriteRules(Self.rules)
         h.store.put("small/keep", "x")
@@ -94,13 +97,39 @@ import Testing
         _ = try await h.fs.write(ino: ino, fh: fh, offset: 0, data: Data(repeating: 1, count: 20))
         await #expect(throws: Errno.EACCES) { try await h.fs.fsync(ino: ino, fh: fh, dataOnly: false) }
         #expect(lostFiles(h).count == 1)
-        _ = try await h.fs.write(ino: ino, fh: fh, offset: 20, data: Data(repeating: 2, count: 5))
+        await #expect(throws: Errno.EACCES) { _ = try await h.fs.write(ino: ino, fh: fh, offset: 20, data: Data(repeating: 2, count: 5)) }
+        await #expect(throws: Errno.EACCES) { try await h.fs.flush(ino: ino, fh: fh) }
         await #expect(throws: Errno.EACCES) { try await h.fs.release(ino: ino, fh: fh) }
+        #expect(h.store.count("write") == 1, "refused once, never sent again")
         let lost = lostFiles(h)
         #expect(lost.count == 1)
-        #expect(FileManager.default.contents(atPath: h.config.lostAndFound + "/" + lost[0])?.count == 25)
+        #expect(FileManager.default.contents(atPath: h.config.lostAndFound + "/" + lost[0])?.count == 20)
         let sidecars = ((try? FileManager.default.contentsOfDirectory(atPath: h.config.lostAndFound)) ?? []).filter { $0.hasSuffix(".json") }
         #expect(sidecars.count == 1)
+    }
+
+    /// A server that checks the rules only with the bytes (as the Firebase emulator does: the
+    /// probe says allowed): the first `.txt` refused at its close turns the directory's answer for
+    /// `.txt` to refused at once, so the next create of a `.txt` there fails at open, with no
+    /// request; another type still asks.
+    @Test func aRefusalAtCloseRefusesTheNextCreateAtOpen() async throws {
+        let h = Harness()
+        h.store.failNext("write", with: .unauthorized(path: "pub/a.txt", message: "Permission denied."))
+        h.store.put("pub/keep", "x")
+        let (ino, fh) = try await create(h, "pub", "a.txt")
+        _ = try await h.fs.write(ino: ino, fh: fh, offset: 0, data: Data("refused\n".utf8))
+        await #expect(throws: Errno.EACCES) { try await h.fs.flush(ino: ino, fh: fh) }
+        await #expect(throws: Errno.EACCES) { try await h.fs.release(ino: ino, fh: fh) }
+        let writes = h.store.count("write"), probes = h.store.count("probe")
+        await #expect(throws: Errno.EACCES) { _ = try await create(h, "pub", "b.txt") }
+        #expect(h.store.count("write") == writes && h.store.count("probe") == probes, "refused at open, with no request")
+        // The same name again (a shell running the same command): EACCES, not ENOENT.
+        await #expect(throws: Errno.EACCES) { _ = try await create(h, "pub", "a.txt") }
+        // Another content type is its own question.
+        let (ino2, fh2) = try await create(h, "pub", "c.jpg")
+        _ = try await h.fs.write(ino: ino2, fh: fh2, offset: 0, data: Data("img".utf8))
+        try await h.fs.release(ino: ino2, fh: fh2)
+        #expect(h.store.data("pub/c.jpg") == Data("img".utf8))
     }
 
     /// A store whose listings carry names only (v0) and would read each item's metadata: readdir

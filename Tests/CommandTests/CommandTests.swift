@@ -127,3 +127,28 @@ extension MetricsAddress {
         #expect(MetricsFileSystem.name(.ENOENT) == "ENOENT")
     }
 }
+
+/// A path inside an embedded bucket is a prefix of it for the library commands, and refused by
+/// name as a mount's or `mb`'s bucket directory: never a second bucket inside the first.
+@Suite struct EmbeddedSubPathTests {
+    @Test func aPathInsideABucketIsItsPrefixOrRefusedByName() throws {
+        let dir = NSTemporaryDirectory() + "bucketfs-subpath-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let bucket = try EmbeddedStore(directory: dir, bucket: "local")
+        withExtendedLifetime(bucket) {}
+        guard case .embedded(let d, let p) = try Source.parse(dir + "/docs/r.txt", splitLocal: true) else {
+            Issue.record("not embedded"); return
+        }
+        #expect(d == dir && p == "docs/r.txt")
+        guard case .embedded(let whole, "") = try Source.parse(dir, splitLocal: false) else { Issue.record("not the bucket"); return }
+        #expect(whole == dir)
+        do {
+            _ = try Source.parse(dir + "/docs", splitLocal: false)
+            Issue.record("a folder of a bucket was taken for a bucket")
+        } catch {
+            let m = "\(error)"
+            #expect(m.contains("inside the embedded bucket \(dir)") && m.contains("'docs'") && m.contains("bucketfs mount \(dir) MOUNTPOINT"), "\(m)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: dir + "/docs"), "nothing was made inside the bucket")
+    }
+}

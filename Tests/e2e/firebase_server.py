@@ -284,6 +284,7 @@ class FirebaseServer:
         self.last_generation = 0
         self.violations = []
         self.requests = []        # (method, path, status, auth kind) — never a token
+        self.finalized = {}       # (bucket, name) -> objects stored under that name (finalized uploads)
         self.stats = {"requests": 0, "list": 0, "get": 0, "media": 0, "upload": 0, "patch": 0, "delete": 0,
                       "auth": 0, "refresh": 0, "401": 0, "403": 0}
         self.log = log
@@ -565,6 +566,7 @@ class FirebaseServer:
         tokens = custom.pop(TOKEN_KEY, None)
         meta["metadata"] = custom
         obj = StoredObject(bucket, name, data, self._next_generation(), meta, time.time())
+        self.finalized[(bucket, name)] = self.finalized.get((bucket, name), 0) + 1
         if tokens:
             # The custom key is moved into downloadTokens (§2, E-md): this is how a client that
             # copies custom metadata would copy a bearer secret to another object.

@@ -109,6 +109,9 @@ extension BucketFileSystem {
         // it away meanwhile.
         guard let h = superblock.handle(fh), h.writable, let n = superblock.node(ino),
               let s = h.stage else { throw .EBADF }
+        // Refused (rules, IAM): every later write of this open file says so, as its flush and
+        // close do (docs/SEMANTICS.md §3.3, "Refused creates").
+        if case .givenUp(.EACCES)? = superblock.withStage(of: n, stage: s, { s, _ in s.state }) { throw .EACCES }
         markDirty(n, s)
         let w = pwrite(s.fd, bytes.baseAddress, bytes.count, off_t(offset))
         if w < 0 {

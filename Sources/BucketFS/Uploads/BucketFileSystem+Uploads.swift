@@ -50,10 +50,28 @@ extension BucketFileSystem {
                   case .givenUp(let e)? = superblock.withStage(of: n, { s, _ in s.state }) else { return }
             throw e
         }
+        // Empty content (a create, an O_TRUNC, nothing written since) waits for the handle's
+        // release: a shell's `>` closes its first descriptor before it writes through the second
+        // (a dup of the same open file), and that close must not put an empty generation in the
+        // bucket (docs/SEMANTICS.md §3.3, "One generation per written file").
+        if let n = superblock.node(ino), waitsForRelease(n) { return }
+        handOver(ino)
         try await upload(ino: ino)
     }
 
+    /// The writer asks for the content as it is now to be saved (flush, fsync).
+    private func handOver(_ ino: UInt64) {
+        guard let n = superblock.node(ino) else { return }
+        superblock.withStage(of: n) { s, _ in s.handOver() }
+    }
+
+    /// Empty content not uploaded yet: a flush leaves it to the release of a handle.
+    private func waitsForRelease(_ n: Node) -> Bool {
+        superblock.withStage(of: n, { s, _ in s.state == .dirty && s.size == 0 }) == true
+    }
+
     public func fsync(ino: UInt64, fh: UInt64, dataOnly: Bool) async throws(Errno) {
+        handOver(ino)
         try await upload(ino: ino)
     }
 
@@ -64,7 +82,7 @@ extension BucketFileSystem {
         // again here, right after close reported the failure, would make close's answer untrue.
         if h.writable, config.writeBack {
             do { try queueUpload(n) } catch { uploadError = error }
-        } else if h.writable, superblock.withStage(of: n, { s, _ in s.retryTask == nil }) ?? true {
+        } else if h.writable || waitsForRelease(n), superblock.withStage(of: n, { s, _ in s.retryTask == nil }) ?? true {
             do { try await upload(ino: ino) } catch { uploadError = error }
         }
         endRelease(h, n)
@@ -79,6 +97,7 @@ extension BucketFileSystem {
     /// would do then is local: the handle goes, and the stage file with it when nobody else has
     /// it open. nil (then `release` runs) when there is an upload to make or wait for.
     public func immediateRelease(ino: UInt64, fh: UInt64) -> Result<Void, Errno>? {
+        if let n = superblock.node(ino), !config.writeBack, waitsForRelease(n) { return nil }
         if let h = superblock.handle(fh), h.writable {
             guard !config.writeBack, let s = h.stage, let n = superblock.node(ino), superblock.stage(of: n) === s,
                   superblock.withStage(of: n, stage: s, { s, _ in s.state == .clean && s.retryTask == nil }) == true
@@ -237,12 +256,13 @@ extension BucketFileSystem {
                 logger.debug("upload of '\(path)' interrupted by its caller (\(error)); the data stays staged (\(s.path))")
             } else if case StorageError.preconditionFailed = error {
                 let kept = giveUp(n, s, e, reason: "lost a race: the object changed since it was opened (generation \(origin.ifGenerationMatch))")
-                logger.error("upload of '\(path)' lost a race: the object changed since it was opened (generation \(origin.ifGenerationMatch)); your data is kept in \(kept)",
+                logger.error("upload of '\(path)' lost a race: the object changed since it was opened (generation \(origin.ifGenerationMatch)); your data: \(kept)",
                              metadata: failed.merging(["event": "upload_given_up", "kept": "\(kept)"]) { $1 })
             } else if Self.isRefusal(e) {
                 let kept = giveUp(n, s, e, reason: "the server refused the upload: \(error)")
-                logger.error("upload of '\(path)' refused: \(error) → \(e); not retried; your data is kept in \(kept)",
+                logger.error("upload of '\(path)' refused: \(error) → \(e); not retried; your data: \(kept)",
                              metadata: failed.merging(["event": "upload_given_up", "kept": "\(kept)"]) { $1 })
+                if e == .EACCES, superblock.withStage(s, { $0.createdHere }) { rememberRefusedCreate(path, contentType: meta.contentType ?? "", error) }
             } else if superblock.withStage(of: n, stage: s, { _, file in file.shuttingDown }) == true {
                 logger.error("upload of '\(path)' failed: \(error) → \(e)", metadata: failed.merging(["event": "upload_failed"]) { $1 })
             } else {
@@ -253,13 +273,22 @@ extension BucketFileSystem {
         }
     }
 
+    /// A new file refused at its upload (rules or IAM): the directory's answer for its content
+    /// type turns to refused at once, whatever a probe said, so the next create there fails at
+    /// open(2) with EACCES instead of being refused again at close (docs/SEMANTICS.md §3.3,
+    /// "Refused creates").
+    private func rememberRefusedCreate(_ path: String, contentType: String, _ error: any Error) {
+        let directory = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? ""
+        createAnswers.note(CreateAnswers.Key(directory: directory, contentType: contentType), .refused(message: "\(error)"))
+    }
+
     /// Errors that another attempt of the same upload cannot cure.
     static func isRefusal(_ e: Errno) -> Bool {
         [.EACCES, .EINVAL, .ENAMETOOLONG, .ENOENT, .EROFS, .ESTALE].contains(e)
     }
 
     /// Copies a stage into lost+found; the file is then `givenUp(e)` and shows the bucket's state
-    /// again. The caller holds `s.uploadLock`. One entry per file, never an empty one: empty
+    /// again. Returns where the data is, in words ("kept in PATH"). The caller holds `s.uploadLock`. One entry per file, never an empty one: empty
     /// content keeps nothing (nothing is lost), and content given up again (written after an
     /// earlier refusal, as a shell's `>` does: its first close, of the empty file, comes before
     /// the write) replaces the entry of the earlier version. Returns where the data is; when not
@@ -268,13 +297,17 @@ extension BucketFileSystem {
     @discardableResult
     private func giveUp(_ n: Node, _ s: StagedFile, _ e: Errno, reason: String) -> String {
         let target = sidecarTarget(n, s)
+        // Complete: the writer closed the file, or handed this content over with a flush or an
+        // fsync and wrote nothing since; whatever ended the upload after that (a refusal, a lost
+        // race, retries given up) does not make it a cut-off file (docs/SEMANTICS.md §5).
+        let handedOver = superblock.withStage(s) { $0.handedOver }
         let record = StageRecord(bucket: store.bucket, object: target.object, baseGeneration: target.baseGeneration,
-                                 closed: !superblock.isOpenForWriting(s), size: target.size, metadata: target.metadata)
+                                 closed: handedOver || !superblock.isOpenForWriting(s), size: target.size, metadata: target.metadata)
         let (size, previous) = superblock.withStage(s) { ($0.size, $0.keptAs) }
         var kept: String? = nil
         if size > 0 {
             guard let k = staging.keepLost(s, record: record, reason: reason) else {
-                return "\(s.path) (the stage file: copying it to lost+found failed)"
+                return "kept in \(s.path) (the stage file: copying it to lost+found failed)"
             }
             kept = k
             if let previous, previous != k { staging.dropLost(previous) }
@@ -284,7 +317,8 @@ extension BucketFileSystem {
         superblock.withStage(s) { $0.giveUp(e, keptAs: kept) }
         uploadCounters.gaveUp()
         superblock.expire(n, parentListing: true)
-        return kept ?? previous.map { "\($0) (an earlier version; this one is empty)" } ?? "nowhere: the file is empty"
+        return kept.map { "kept in \($0)" } ?? previous.map { "kept in \($0) (an earlier version; this one is empty)" }
+            ?? "none to keep: the file is empty, nothing is lost"
     }
 
     /// Background attempts after a failed upload of unsaved content, unless they are under way
@@ -331,7 +365,7 @@ extension BucketFileSystem {
         }!
         if unsaved {
             let kept = giveUp(n, s, lastError, reason: "the upload failed \(config.uploadRetries + 1) times (last: \(lastError))")
-            logger.error("upload of '\(path)' failed for good after \(config.uploadRetries) background attempts (\(lastError)); your data is kept in \(kept)",
+            logger.error("upload of '\(path)' failed for good after \(config.uploadRetries) background attempts (\(lastError)); your data: \(kept)",
                          metadata: ["event": "upload_given_up", "object": "\(path)", "attempts": "\(config.uploadRetries + 1)",
                                     "error": "\(lastError)", "kept": "\(kept)"])
         }
@@ -395,7 +429,7 @@ extension BucketFileSystem {
             }
             if superblock.withStage(s, { $0.state.unsaved }) {
                 let kept = giveUp(n, s, errno(for: failure), reason: "could not be uploaded before the mount ended: \(failure)")
-                logger.error("could not upload '\(path)' before exiting (\(failure)); your data is kept in \(kept)")
+                logger.error("could not upload '\(path)' before exiting (\(failure)); your data: \(kept)")
             }
         }
         let saved = superblock.withStage(s) { !$0.state.unsaved }

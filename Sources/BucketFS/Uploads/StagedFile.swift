@@ -17,7 +17,7 @@ import StorageModel
 /// goes to the new name, with the generation it replaces there as its `origin`.
 ///
 /// Guarded by the superblock's lock (GUARDED_BY(Superblock.lock)): `origin`, `state`, `size`,
-/// `metadata`, `openHandles`, `pins`, `retryTask`, `keptAs`. The sidecar's `recorded` has a lock of its own
+/// `metadata`, `handedOver`, `openHandles`, `pins`, `retryTask`, `keptAs`. The sidecar's `recorded` has a lock of its own
 /// (`sidecarLock`, StagingArea.swift), taken with no other NSLock held. `fd`'s bytes are written
 /// with no lock (a handle's own content).
 ///
@@ -35,6 +35,10 @@ final class StagedFile: @unchecked Sendable {
     var size: Int64
     /// Writable metadata the upload carries (xattrs and mtime set before close go here).
     var metadata: WritableMetadata
+    /// The writer handed this content over (a flush, an fsync) and wrote nothing since: if its
+    /// upload ends without it in the bucket (refused, a lost race, retries given up), the entry
+    /// kept in lost+found is complete, not cut off (docs/SEMANTICS.md §5, "lost+found").
+    private(set) var handedOver = false
     var openHandles = 0
     /// The lost+found entry holding this content's last version given up (nil: none). A later
     /// version given up replaces it: one entry per file (docs/SEMANTICS.md §5).
@@ -83,6 +87,7 @@ final class StagedFile: @unchecked Sendable {
     /// False for deleted content (an unlinked file still open: its changes go nowhere).
     @discardableResult
     func markDirty() -> Bool {
+        handedOver = false
         switch state {
         case .deleted:
             return false
@@ -123,6 +128,9 @@ final class StagedFile: @unchecked Sendable {
             if !rewritten { metadata = info.writable }
         }
     }
+
+    /// The writer asked for this content to be saved (a flush or an fsync of it).
+    func handOver() { handedOver = true }
 
     /// The attempt failed: the state it started from again (unless something else, a deletion,
     /// has moved it on).
