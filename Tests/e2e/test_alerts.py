@@ -98,3 +98,52 @@ def test_the_unsaved_files_alert_fires_after_a_crash_elsewhere_and_clears_when_s
     s = until(port, lambda s: not unsaved_alert(s))
     assert not unsaved_alert(s), s
     fx.mounts.unmount(other)
+
+
+@pytest.mark.faults
+def test_recover_through_the_running_mount_uploads_its_lost_and_found_while_it_writes(fx, tmp_path):
+    """An outage gives a file up into the mount's own lost+found (`where="here"`); once the
+    server is back, `POST /recover` on the metrics port uploads it through the running mount,
+    with no unmount, while another writer keeps writing; the alert then clears."""
+    from test_faults import LOST_FOUND_WAIT, OP, SLACK, lost_and_found
+    import threading
+    import urllib.request
+    port = free_port()
+    mnt = fx.mount("--metrics-address", f"127.0.0.1:{port}")
+    data = rand(200_000)
+    (tmp_path / "f.bin").write_bytes(data)
+    fx.proxy.add_rule(method="POST", path_re=UPLOAD, body_re=fx.upload_body("f.bin"), action="status", status=503)
+    assert fx.job(["cp", str(tmp_path / "f.bin"), f"{mnt}/f.bin"]).result(OP + 2 * SLACK).rc != 0
+    assert lost_and_found(fx.mounts.cache_dir(mnt), data, LOST_FOUND_WAIT)
+    s = until(port, lambda s: unsaved(s, "here", "complete") == 1)
+    assert unsaved(s, "here", "complete") == 1 and unsaved_alert(s), s
+    fx.proxy.clear()
+    # A writer keeps writing through the mount meanwhile.
+    stop, written, errors = threading.Event(), [], []
+
+    def writer():
+        i = 0
+        while not stop.is_set():
+            try:
+                with open(f"{mnt}/w{i}.txt", "wb") as f:
+                    f.write(b"x" * 1000)
+                written.append(i)
+            except OSError as e:
+                errors.append(e)
+            i += 1
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/recover", method="POST")
+        with urllib.request.urlopen(req, timeout=120) as r:
+            out = r.read().decode()
+    finally:
+        stop.set()
+        t.join(60)
+    assert "uploaded: 'f.bin'" in out and "recovered 1 file(s)" in out, out
+    assert fx.get("f.bin") == data
+    assert not os.listdir(os.path.join(fx.mounts.cache_dir(mnt), "lost+found")), out
+    assert written and not errors, errors[:3]
+    s = until(port, lambda s: not unsaved_alert(s))
+    assert not unsaved_alert(s), s
