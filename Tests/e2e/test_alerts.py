@@ -147,3 +147,57 @@ def test_recover_through_the_running_mount_uploads_its_lost_and_found_while_it_w
     assert written and not errors, errors[:3]
     s = until(port, lambda s: not unsaved_alert(s))
     assert not unsaved_alert(s), s
+
+
+@pytest.mark.faults
+def test_the_crash_drill_ends_green(fx, tmp_path):
+    """The drill, scripted: kill -9 while a backup writes (a closed file whose upload hung, and a
+    pack still being written, cut off), a mount with another cache directory, an outage that gives
+    a file up into that mount's lost+found. The alert and `status` are red; recovery through the
+    running mount and `recover` of the old directory settle the complete files,
+    `recover --drop-cut-off` the rest; `status` exits 0 and the metric returns to 0."""
+    from test_faults import LOST_FOUND_WAIT, OP, SLACK, lost_and_found
+    import urllib.request
+    src = f"gs://{fx.emulator.bucket_name}/{fx.prefix}"
+    mnt = fx.mount("--write-back")
+    old = fx.mounts.cache_dir(mnt)
+    fx.proxy.add_rule(method="POST", path_re=UPLOAD, action="hang")
+    assert fx.job([sys.executable, "-c", CLOSE_WITH_METADATA, f"{mnt}/done.txt"]).result(30).rc == 0
+    (tmp_path / "pack.tmp").write_bytes(rand(1 << 20))
+    w = writer_holding_open(tmp_path / "pack.tmp", f"{mnt}/pack.tmp")
+    crash(mnt)
+    w.kill()
+    w.wait()
+    fx.proxy.clear()
+    fx.proxy.release()
+    # The next night's mount, with another cache directory (fstab, systemd) and metrics.
+    port = free_port()
+    new = fx.mount("--metrics-address", f"127.0.0.1:{port}")
+    data = rand(100_000)
+    (tmp_path / "night.bin").write_bytes(data)
+    fx.proxy.add_rule(method="POST", path_re=UPLOAD, body_re=fx.upload_body("night.bin"), action="status", status=503)
+    assert fx.job(["cp", str(tmp_path / "night.bin"), f"{new}/night.bin"]).result(OP + 2 * SLACK).rc != 0
+    assert lost_and_found(fx.mounts.cache_dir(new), data, LOST_FOUND_WAIT)
+    fx.proxy.clear()
+    s = until(port, lambda s: unsaved(s, "here", "complete") == 1)
+    assert unsaved(s, "here", "complete") == 1 and unsaved(s, "elsewhere", "complete") == 1, s
+    assert unsaved(s, "elsewhere", "cut_off") == 1 and unsaved_alert(s), s
+    st = subprocess.run([BIN, "status", src], capture_output=True, text=True, timeout=30)
+    assert st.returncode == 1, st
+    # Recovery through the running mount, and of the old directory beside it.
+    with urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}/recover", method="POST"), timeout=120) as r:
+        assert "uploaded: 'night.bin'" in r.read().decode()
+    rec = subprocess.run([BIN, "recover", old], capture_output=True, text=True, timeout=60)
+    assert rec.returncode == 0 and "uploaded: 'done.txt'" in rec.stdout and "cut off (left)" in rec.stdout, rec
+    assert subprocess.run([BIN, "status", src], capture_output=True, timeout=30).returncode == 1
+    s = until(port, lambda s: unsaved(s, "here", "complete") + unsaved(s, "elsewhere", "complete") == 0)
+    assert unsaved(s, "elsewhere", "cut_off") == 1 and unsaved_alert(s), s
+    # The cut-off pack, after a look.
+    rec = subprocess.run([BIN, "recover", old, "--drop-cut-off"], capture_output=True, text=True, timeout=60)
+    assert rec.returncode == 0 and "dropped (--drop-cut-off)" in rec.stdout, rec
+    st = subprocess.run([BIN, "status", src], capture_output=True, text=True, timeout=30)
+    assert st.returncode == 0 and "nothing to run" in st.stdout.splitlines()[-1], st
+    s = until(port, lambda s: not unsaved_alert(s))
+    assert not unsaved_alert(s), s
+    assert fx.get("done.txt") == b"complete content\n" * 1000 and fx.get("night.bin") == data
+    assert fx.get("pack.tmp") is None
