@@ -158,6 +158,17 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
+        // The credential chain and every credential type against in-process fakes of Google's
+        // token endpoints; the token cache's refresh rule on an injected clock (docs/CREDENTIALS.md).
+        .testTarget(
+            name: "CredentialTests",
+            dependencies: [
+                "GCSStore", "StorageModel", "TestSupport", "GCSTestServerKit",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .testTarget(name: "BucketFSTests", dependencies: ["BucketFS", "FuseKit", "StorageModel", "ObjectStores", "TestSupport",
                                                           .product(name: "Crypto", package: "swift-crypto"),
                                                           .product(name: "PropertyBased", package: "swift-property-based")]),

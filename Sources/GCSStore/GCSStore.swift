@@ -23,7 +23,7 @@ public final class GCSStore: ObjectStore, ConnectionCounting {
     public let endpoint: String
     public let tuning: Tuning
     let transport: GCSTransport
-    let tokens: TokenProvider
+    let tokens: StoreTokens
     let client: HTTPClient
     /// The client for object data, when the settings give it one of its own.
     let mediaClient: HTTPClient?
@@ -63,7 +63,8 @@ public final class GCSStore: ObjectStore, ConnectionCounting {
 
     public init(bucket: String, prefix: String = "", endpoint: URL? = nil, credentials: CredentialSource,
                 logger: Logger, requestTimeout: Duration = .seconds(30), deadline: Duration = .seconds(60),
-                tuning: Tuning = Tuning(), environment: [String: String] = ProcessInfo.processInfo.environment) {
+                tuning: Tuning = Tuning(), environment: [String: String] = ProcessInfo.processInfo.environment,
+                billingProject: String? = nil) {
         self.bucket = bucket
         let p = prefix.split(separator: "/", omittingEmptySubsequences: true).joined(separator: "/")
         self.prefix = p.isEmpty ? "" : p + "/"
@@ -90,8 +91,8 @@ public final class GCSStore: ObjectStore, ConnectionCounting {
                                 configuration: settings.uploadConfiguration(media: media != nil, idleTimeout: tuning.idleTimeout,
                                                                             maxConnections: tuning.maxConnectionsPerHost, receiveBuffer: tuning.receiveBuffer))
         self.uploadClient = upload
-        let fetch = Self.tokenFetcher(credentials, client: client, environment: environment, logger: logger)
-        let tokens = TokenProvider(source: credentials, fetch: fetch, clock: tuning.clock)
+        let tokens = StoreTokens.make(credentials, billingProject: billingProject, environment: environment,
+                                      transport: HTTPTokenTransport(client: client), clock: tuning.clock)
         let policy = RetryPolicy(deadline: deadline, requestTimeout: requestTimeout,
                                  initialBackoff: tuning.initialBackoff, maxBackoff: tuning.maxBackoff, clock: tuning.clock)
         self.tokens = tokens
@@ -134,9 +135,9 @@ public final class GCSStore: ObjectStore, ConnectionCounting {
     /// The connections and TLS handshakes made so far.
     public var connections: ConnectionCounter.Snapshot { transport.settings.counter.snapshot }
 
-    /// Number of access tokens fetched so far (service account / metadata server).
+    /// Number of access tokens fetched so far (refreshing credentials).
     public var tokenFetchCount: Int {
-        get async { await tokens.fetchCount }
+        get async { await tokens.cache?.fetchCount ?? 0 }
     }
 
     /// `--endpoint`, else `STORAGE_EMULATOR_HOST` (`host:port` or a URL), else the public endpoint.

@@ -314,6 +314,7 @@ package final class GCSTransport: Sendable {
         if let auth = try await auth.authorization(timeout: limit) {
             req.headers.replaceOrAdd(name: "Authorization", value: auth)
         }
+        self.auth.decorate(&req)
         return req
     }
 

@@ -51,11 +51,25 @@ nonisolated(unsafe) var effectiveArguments: [String] = []
 struct GCSOptions: ParsableArguments {
     @Option(help: "JSON API endpoint (e.g. http://127.0.0.1:9023); STORAGE_EMULATOR_HOST is honoured too.")
     var endpoint: String?
-    @Option(name: .customLong("key-file"), help: "Service account JSON key (else GOOGLE_APPLICATION_CREDENTIALS).")
+    @Option(name: .customLong("key-file"),
+            help: ArgumentHelp("gs:// only: a Google credential JSON file of any type gcloud writes (service account key, user sign-in, impersonation, workload identity federation); else GOOGLE_APPLICATION_CREDENTIALS, else gcloud's application default credentials, else the metadata server (docs/CREDENTIALS.md).",
+                               valueName: "FILE"))
     var keyFile: String?
-    @Option(help: "OAuth2 access token (else GOOGLE_OAUTH_ACCESS_TOKEN).")
+    @Option(help: "gs:// only: an OAuth2 access token (else GOOGLE_OAUTH_ACCESS_TOKEN), used as is and never refreshed.")
     var token: String?
-    @Flag(help: "Send no credentials (public buckets, emulators).")
+    @Option(name: .customLong("token-url"),
+            help: ArgumentHelp("gs:// only: get access tokens from this local endpoint, which answers a GET with {\"access_token\", \"expires_in\"}: http://HOST:PORT/PATH, or a unix socket as unix:/path/to.sock or http+unix://%2Fpath%2Fto.sock/PATH.",
+                               valueName: "URL"))
+    var tokenURL: String?
+    @Option(name: .customLong("impersonate-service-account"),
+            help: ArgumentHelp("gs:// only: act as this service account, through the credentials found; a comma-separated delegation chain as gcloud writes it, the target last.",
+                               valueName: "EMAIL[,EMAIL...]"))
+    var impersonate: String?
+    @Option(name: .customLong("billing-project"),
+            help: ArgumentHelp("gs:// only: the project billed for the requests (x-goog-user-project, and userProject= on every request, as requester-pays buckets need). Default: the credential file's quota_project_id, as the header only.",
+                               valueName: "PROJECT"))
+    var billingProject: String?
+    @Flag(help: "gs:// only: send no credentials (public buckets, emulators).")
     var anonymous = false
     @Option(name: .customLong("ca-file"),
             help: ArgumentHelp("Also trust the CA certificates in this PEM file for https endpoints (storage, Auth, token): a private endpoint, a TLS-inspecting proxy. Default: the system store only (SSL_CERT_FILE / SSL_CERT_DIR replace it when set).",
@@ -64,6 +78,12 @@ struct GCSOptions: ParsableArguments {
     @Option(name: .customLong("http-version"),
             help: "HTTP over https: auto (object data over HTTP/1.1, the rest over HTTP/2 when offered), 1.1 (up to --max-connections connections per host), 2 (one connection per host, requests as streams on it). Plain http:// endpoints always speak HTTP/1.1.")
     var httpVersion: HTTPVersionChoice = .auto
+
+    /// The credential chain these options set (docs/CREDENTIALS.md).
+    var credentialChain: CredentialChain {
+        CredentialChain(anonymous: anonymous, token: token, tokenURL: tokenURL, keyFile: keyFile, impersonate: impersonate,
+                        explicitEndpoint: endpoint != nil)
+    }
 
     /// The trust roots of `--ca-file` and SSL_CERT_FILE / SSL_CERT_DIR, every file checked now.
     func trustRoots(environment: [String: String] = ProcessInfo.processInfo.environment) throws(SourceProblem) -> TrustRoots {

@@ -43,8 +43,8 @@ struct FirebaseAccess: Sendable {
             throw SourceProblem("--anonymous sends no credentials to gs:// buckets; firebase:// requests are made as a "
                 + "Firebase user: sign in as a new anonymous user with bucketfs login firebase://\(bucket) --api-key KEY --anonymous")
         }
-        if gcs.keyFile != nil || gcs.token != nil {
-            throw SourceProblem("--key-file and --token are Cloud Storage credentials (gs://); firebase:// requests are "
+        if gcs.keyFile != nil || gcs.token != nil || gcs.tokenURL != nil || gcs.impersonate != nil || gcs.billingProject != nil {
+            throw SourceProblem("--key-file, --token, --token-url, --impersonate-service-account and --billing-project are Cloud Storage options (gs://); firebase:// requests are "
                 + "made as a Firebase user (bucketfs login, or --id-token). To use a service account, mount gs://\(bucket)")
         }
         do {

@@ -130,20 +130,25 @@ struct Logout: ParsableCommand {
 /// `bucketfs whoami firebase://BUCKET`: who the login (or --id-token) is, and when its ID token
 /// expires (a fresh one is fetched, so this also checks the login still works).
 struct Whoami: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Print who a firebase:// bucket is reached as, and when the ID token expires.")
-    @Argument(help: "firebase://BUCKET") var source: String
-    // Not the Cloud Storage group: its --key-file, --token and --anonymous are gs:// credentials.
-    @Option(help: "The Firebase Storage endpoint (else FIREBASE_STORAGE_EMULATOR_HOST; else what `bucketfs login` used).")
-    var endpoint: String?
+    static let configuration = CommandConfiguration(
+        abstract: "Print who a gs:// or firebase:// bucket is reached as: for gs://, the principal, the credential's source and type, impersonation, quota project and whether the bucket answered; for firebase://, the user and when the ID token expires.")
+    @Argument(help: "gs://BUCKET or firebase://BUCKET") var source: String
+    @OptionGroup(title: "Cloud Storage (the credential options are for gs:// only)") var gcs: GCSOptions
     @OptionGroup(title: "Firebase") var firebase: FirebaseOptions
     @OptionGroup var log: LogOptions
 
     func run() async throws {
         let logger = log.bootstrap()
         let env = ProcessInfo.processInfo.environment
+        if source.hasPrefix("gs://") {
+            do { try await GCSWhoami.run(source, gcs: gcs, firebase: firebase, logger: logger) } catch {
+                throw failed(error, "whoami \(source)")
+            }
+            return
+        }
         do {
             let bucket = try firebaseBucket(source)
-            let gcs = try GCSOptions.parse(endpoint.map { ["--endpoint", $0] } ?? [])
+            let gcs = self.gcs
             let access = try FirebaseAccess.resolve(bucket: bucket, origin: nil, gcs: gcs, firebase: firebase,
                                                     environment: env, logger: logger)
             try await SourceCheck.signIn(access)

@@ -170,6 +170,11 @@ struct Mount: AsyncParsableCommand {
             store = try openStore(parsed, gcs: gcs, firebase: firebase, logger: logger, prefixMount: true, tuning: tuning,
                                   deadline: .milliseconds(Int64(opTimeout * 1000)))
             counting = store as? any ConnectionCounting
+            if case .gcs(let bucket, _) = parsed, let check = try? CredentialCheck.resolve(gcs, environment: ProcessInfo.processInfo.environment) {
+                // Who the mount goes as, once, without secrets (docs/CREDENTIALS.md).
+                check.logNotices(logger, mounting: true)
+                logger.notice("gs://\(bucket): \(check.description)")
+            }
             store = try instrument(store)
             if let at = behaviour.at { store = try await PastMount.view(store, at: at, source: parsed.display, logger: logger) }
         } catch let e as PastMount.Refusal {

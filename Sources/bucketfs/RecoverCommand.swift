@@ -146,7 +146,8 @@ struct Recover: AsyncParsableCommand {
 
     /// Every option that can make a refused recovery reach its bucket.
     static let reachHint = "options that reach the bucket: --endpoint URL (an emulator, a private endpoint), "
-        + "--key-file FILE, --token TOKEN or --anonymous, --ca-file PEM (a private CA); --to SOURCE for another source"
+        + "--key-file FILE, --token TOKEN, --token-url URL or --anonymous, --impersonate-service-account, --ca-file PEM (a private CA); "
+        + "--to SOURCE for another source"
 
     static func recordedSource(_ dir: String) -> String? { recorded(dir)?.source }
 

@@ -114,12 +114,11 @@ func openStore(_ source: Source, gcs: GCSOptions, firebase: FirebaseOptions, log
         return try EmbeddedStore(directory: dir, bucket: "local")
     case .gcs(let bucket, let path):
         let env = ProcessInfo.processInfo.environment
-        let creds = CredentialSource.resolve(anonymous: gcs.anonymous, token: gcs.token, keyFile: gcs.keyFile,
-                                             environment: env, explicitEndpoint: gcs.endpoint != nil)
+        let creds = gcs.credentialChain.resolve(environment: env).source
         let endpoint = try SourceCheck.endpoint(option: gcs.endpoint, environment: env)
         return try GCSStore(bucket: bucket, prefix: prefixMount ? path : "", endpoint: endpoint,
                             credentials: creds, logger: logger, requestTimeout: min(.seconds(30), deadline),
-                            deadline: deadline, tuning: tuning)
+                            deadline: deadline, tuning: tuning, billingProject: gcs.billingProject)
     }
 }
 

@@ -84,18 +84,17 @@ enum SourceCheck {
         case .gcs(let bucket, _):
             let env = ProcessInfo.processInfo.environment
             let endpoint = try endpoint(option: gcs.endpoint, environment: env)
-            let creds = CredentialSource.resolve(anonymous: gcs.anonymous, token: gcs.token, keyFile: gcs.keyFile,
-                                                 environment: env, explicitEndpoint: gcs.endpoint != nil)
-            if case .serviceAccount(let path) = creds {
-                do { _ = try CredentialSource.checkKeyFile(path) } catch {
-                    let from = (gcs.keyFile ?? "").isEmpty ? "GOOGLE_APPLICATION_CREDENTIALS=\(path)" : "--key-file \(path)"
-                    throw SourceProblem("bad key file (\(from)): \(reason(error)). Download a JSON key for the service "
-                        + "account (console: IAM → Service accounts → Keys) and pass it with --key-file")
-                }
+            let check = try CredentialCheck.resolve(gcs, environment: env)
+            if !mounting {
+                // A mount says these in its own log (Mount.run); its check is quiet.
+                check.logNotices(logger, mounting: false)
+                logger.info("gs://\(bucket): \(check.description)")
             }
+            let creds = check.found.source
             let store = try openStore(source, gcs: gcs, firebase: firebase, logger: logger, prefixMount: prefixMount)
             guard let g = store as? GCSStore else { return store }
             do {
+                try await checkCredential(g)
                 try await g.probe(timeout: probeTimeout)
             } catch {
                 try? await g.shutdown()
@@ -108,6 +107,20 @@ enum SourceCheck {
                 throw explain(cause, bucket: bucket, endpoint: g.endpoint, identity: creds.identity)
             }
             return g
+        }
+    }
+
+    /// Bound on getting the first access token (an executable source may take its 5 s timeout).
+    static let credentialTimeout: Duration = .seconds(8)
+
+    /// Gets an access token before the probe: a refused credential, or one that gives no token
+    /// within `credentialTimeout`, fails by name (docs/CREDENTIALS.md); a transient failure is the
+    /// probe's to retry.
+    static func checkCredential(_ g: GCSStore) async throws {
+        do {
+            try await g.checkCredential(within: credentialTimeout)
+        } catch let e as StorageError where e.isTransient && !e.description.contains("gave no access token") {
+            return
         }
     }
 
@@ -205,8 +218,12 @@ enum SourceCheck {
                 + "or use other credentials (--key-file, --token)")
         case .unauthenticated(let m):
             return SourceProblem("the credentials were refused (\(identity)): \(m)")
+        case .invalidArgument(let m) where m.lowercased().contains("requester pays"):
+            return SourceProblem("gs://\(bucket) is a requester-pays bucket (HTTP 400: \(m)): name the project to bill with --billing-project PROJECT")
         case .tls(let m):
             return SourceProblem(m)
+        case .timeout(let m) where m.contains("gave no access token"):
+            return SourceProblem("\(m) (\(identity)): is its token endpoint reachable? See docs/CREDENTIALS.md")
         case .timeout:
             return SourceProblem("\(endpoint) did not answer within \(probeTimeout) (a list of gs://\(bucket)): "
                 + "is it the Cloud Storage JSON API? Check --endpoint / STORAGE_EMULATOR_HOST and the network")

@@ -77,7 +77,9 @@ import Testing
 
     @Test func helpTextsListWhatTheCommandsTake() {
         let whoami = BucketFSCommand.helpMessage(for: Whoami.self)
-        for refused in ["--key-file", "--token", "--anonymous"] { #expect(!whoami.contains(refused), "whoami lists \(refused)") }
+        // whoami takes the gs:// credentials too (whoami gs://BUCKET), each marked as for gs:// only.
+        for option in ["--key-file", "--token", "--anonymous", "--impersonate-service-account"] { #expect(whoami.contains(option), "whoami lacks \(option)") }
+        #expect(whoami.contains("gs:// only"))
         #expect(whoami.contains("--auth-endpoint") && whoami.contains("--endpoint"))
         let mount = BucketFSCommand.helpMessage(for: Mount.self)
         #expect(mount.contains("bucketfs mount firebase://"), "no firebase:// example")

@@ -370,7 +370,7 @@ func storageError(_ body: () async throws -> Void) async -> StorageError? {
 
     @Test func badServiceAccountKeyIsUnauthenticated() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("bad-\(UUID().uuidString).json").path
-        try Data(#"{"client_email":"x@y","private_key":"not a key","token_uri":"http://127.0.0.1:1/token"}"#.utf8)
+        try Data(#"{"type":"service_account","client_email":"x@y","private_key":"not a key","token_uri":"http://127.0.0.1:1/token"}"#.utf8)
             .write(to: URL(fileURLWithPath: path))
         defer { try? FileManager.default.removeItem(atPath: path) }
         try await withGCSServer(credentials: .serviceAccount(path: path)) { _, store in
@@ -683,7 +683,8 @@ func storageError(_ body: () async throws -> Void) async -> StorageError? {
         var e2 = env
         e2["GOOGLE_OAUTH_ACCESS_TOKEN"] = nil
         #expect(CredentialSource.resolve(anonymous: false, token: nil, keyFile: "/k", environment: e2) == .serviceAccount(path: "/k"))
-        #expect(CredentialSource.resolve(anonymous: false, token: nil, keyFile: nil, environment: e2) == .serviceAccount(path: "/env/key.json"))
+        #expect(CredentialSource.resolve(anonymous: false, token: nil, keyFile: nil, environment: e2)
+                == .file(path: "/env/key.json", from: "GOOGLE_APPLICATION_CREDENTIALS"))
         e2["GOOGLE_APPLICATION_CREDENTIALS"] = nil
         #expect(CredentialSource.resolve(anonymous: false, token: nil, keyFile: nil, environment: e2) == .anonymous)
         #expect(CredentialSource.resolve(anonymous: false, token: nil, keyFile: nil, environment: [:]) == .metadataServer)

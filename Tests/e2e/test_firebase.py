@@ -648,9 +648,13 @@ def test_firebase_create_refused_by_path_fails_at_open(fb, mounts, tmp_path):
 
 
 def test_firebase_refusal_at_close_keeps_one_non_empty_entry(fb, mounts, tmp_path):
-    """Rules on the size refuse only with the bytes: the refusal arrives at fsync/close, logged,
-    and lost+found holds one entry for the file, its last content. The emulator checks a path
-    rule at the upload too: a shell's `>` there leaves one entry, not an empty one beside it."""
+    """Rules on the size refuse only with the bytes: the refusal arrives at fsync, logged, and
+    every later write and close of that file says EACCES too; lost+found holds one entry for the
+    file, complete, with what the fsync handed over. The emulator checks a path rule only when an
+    upload finishes: a shell's `>` there is refused once, at its close (which bash ignores), its
+    data kept whole, and from then on every create of that type there fails at open, whatever
+    the writer (docs/SEMANTICS.md §3.3, "Refused creates"); `recover --to` a folder the rules
+    allow uploads the kept file."""
     fb.server.set_rules({"version": 2, "rules": RULES["rules"] + [
         {"match": "limited/{rest=**}", "allow": {"read": "auth", "write": "auth && size<1000"}}]})
     seed(fb)
@@ -662,12 +666,14 @@ def test_firebase_refusal_at_close_keeps_one_non_empty_entry(fb, mounts, tmp_pat
     os.write(fd, b"a" * 2000)
     with pytest.raises(PermissionError):
         os.fsync(fd)
-    os.write(fd, b"b" * 500)
+    with pytest.raises(PermissionError):
+        os.write(fd, b"b" * 500)
     with pytest.raises(PermissionError):
         os.close(fd)
     assert fb.server.get_object(BUCKET, "limited/big.bin") is None
     kept = lost_entries(mounts, mnt)
-    assert list(kept.values()) == [b"a" * 2000 + b"b" * 500], {k: len(v) for k, v in kept.items()}
+    assert list(kept.values()) == [b"a" * 2000], {k: len(v) for k, v in kept.items()}
+    assert not any(k.endswith(".cut-off") for k in kept), kept
     log = open(mounts.log_path(mnt)).read()
     assert re.search(r"upload of 'limited/big\.bin' refused: .*Permission denied", log), log[-3000:]
     # a small file there is fine
@@ -675,11 +681,28 @@ def test_firebase_refusal_at_close_keeps_one_non_empty_entry(fb, mounts, tmp_pat
     assert fb.server.get_object(BUCKET, "limited/small.txt").data == b"ok\n"
 
     # the emulator (this server's default flavour) says yes to the probe; the shell's first close
-    # (of the empty file) and its last are both refused: one entry, with the data
-    p = sh(["bash", "-c", f"echo x > {mnt}/shared/new.txt"], check=False)
+    # (of the empty file) sends nothing, its last is refused: one entry, complete, with the data
+    before = set(kept)
+    sh(["bash", "-c", f"echo x > {mnt}/shared/new.txt"], check=False)
     kept = lost_entries(mounts, mnt)
-    assert len(kept) == 2 and b"x\n" in kept.values() and b"" not in kept.values(), kept
+    new = {k: v for k, v in kept.items() if k not in before}
+    assert list(new.values()) == [b"x\n"] and not any(k.endswith(".cut-off") for k in new), kept
     assert fb.server.get_object(BUCKET, "shared/new.txt") is None
+    # from now on a .txt there fails at open, whatever the writer, and nothing reaches the server
+    uploads = len([r for r in fb.server.requests if r[0] == "POST"])
+    for cmd in (["bash", "-c", f"echo y > {mnt}/shared/other.txt"],
+                ["bash", "-c", f"printf 'y\\n' > {mnt}/shared/other.txt"],
+                ["dash", "-c", f"echo y > {mnt}/shared/other.txt"],
+                ["python3", "-c", f"open('{mnt}/shared/other.txt', 'w').write('y')"],
+                ["bash", "-c", f"echo x > {mnt}/shared/new.txt"]):
+        p = sh(cmd, check=False)
+        assert p.returncode != 0 and b"Permission denied" in p.stderr, (cmd, p.returncode, p.stderr)
+    assert len([r for r in fb.server.requests if r[0] == "POST"]) == uploads
+    mounts.unmount(mnt)
+    # the kept file goes where the rules allow it
+    cache = mounts.cache_dir(mnt)
+    r = run("recover", cache, "--to", f"{SRC}/{fb.home()}", check=False)
+    assert fb.server.get_object(BUCKET, fb.home("shared/new.txt")).data == b"x\n", r.stdout + r.stderr
 
 
 def test_firebase_plain_ls_costs_list_requests_only(fb, mounts, tmp_path):
@@ -861,8 +884,10 @@ def test_firebase_put_no_clobber_says_the_object_exists(fb, tmp_path):
 
 def test_firebase_help_texts():
     whoami = run("whoami", "--help").stdout.decode()
-    for refused in ("--key-file", "--token", "--anonymous"):
-        assert refused not in whoami, whoami
+    # whoami takes the gs:// credentials too (whoami gs://BUCKET), each marked as for gs:// only.
+    for option in ("--key-file", "--token", "--anonymous", "--impersonate-service-account"):
+        assert option in whoami, whoami
+    assert "gs:// only" in whoami
     assert "--auth-endpoint" in whoami
     assert "bucketfs mount firebase://" in run("mount", "--help").stdout.decode()
     assert "running mounts" in run("logout", "--help").stdout.decode()

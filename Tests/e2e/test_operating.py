@@ -96,7 +96,7 @@ def bad_sources(tmp_path, emulator_hostport, silent_port):
         ("silent", "gs://bucketfs-test", ["--endpoint", f"http://127.0.0.1:{silent_port}", "--anonymous"], {},
          f"http://127.0.0.1:{silent_port} did not answer within"),
         ("bad-key", "gs://bucketfs-test", ["--endpoint", "http://127.0.0.1:1", "--key-file", str(bad_key)], {},
-         "bad key file (--key-file"),
+         "bad credential file (--key-file"),
         ("file-not-dir", str(bad_key), [], {}, "is a file, not a directory"),
     ]
     if emulator_hostport:

@@ -1,0 +1,77 @@
+import Foundation
+import StorageModel
+
+/// The metadata server of Google Cloud's VMs, Cloud Run and GKE (`GCE_METADATA_HOST`, else
+/// metadata.google.internal): the default service account's token. Off Google Cloud it never answers,
+/// so it is asked briefly and an unreachable server is final.
+package struct MetadataServerSource: AccessTokenSource {
+    package let host: String
+    let transport: any TokenTransport
+
+    package init(environment: [String: String], transport: any TokenTransport) {
+        host = environment["GCE_METADATA_HOST"].flatMap { $0.isEmpty ? nil : $0 } ?? "metadata.google.internal"
+        self.transport = transport
+    }
+
+    package static func isConfigured(_ environment: [String: String]) -> Bool {
+        environment["GCE_METADATA_HOST"].map { !$0.isEmpty } ?? false
+    }
+
+    /// Whether this machine says it is a Google Compute Engine VM (as google-auth checks it), with no
+    /// request: the DMI product name.
+    package static func onGoogleCloud(productNameFile: String = "/sys/class/dmi/id/product_name") -> Bool {
+        guard let d = FileManager.default.contents(atPath: productNameFile) else { return false }
+        return String(decoding: d, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).hasPrefix("Google")
+    }
+
+    package func fetch(timeout: Duration) async throws -> FetchedToken {
+        try await TokenAnswers.accessToken(try await get("instance/service-accounts/default/token", timeout: timeout), what: what)
+    }
+
+    /// The default service account's email (whoami).
+    package func email(timeout: Duration) async throws -> String {
+        String(decoding: try await get("instance/service-accounts/default/email", timeout: timeout).body, as: UTF8.self)
+    }
+
+    var what: String { "the GCE metadata server \(host)" }
+
+    func get(_ path: String, timeout: Duration) async throws -> TokenResponse {
+        let request = TokenRequest(method: "GET", url: "http://\(host)/computeMetadata/v1/\(path)", headers: [("Metadata-Flavor", "Google")])
+        do {
+            return try await TokenAnswers.send(request, through: transport, timeout: min(timeout, .seconds(3)), what: what)
+        } catch let e as StorageError {
+            if case .unknown(0, _) = e {
+                throw StorageError.unauthenticated(message: "cannot reach \(what); not on Google Cloud? "
+                    + "Sign in with `gcloud auth application-default login`, or use --key-file, --token or --anonymous (with --endpoint for an emulator or another endpoint)")
+            }
+            throw e
+        }
+    }
+}
+
+/// `--token-url URL`: a local endpoint that answers a GET with `{"access_token": …, "expires_in": …}`
+/// (a Kubernetes CSI driver's sidecar). `http://HOST:PORT/PATH`, or over a unix socket,
+/// `unix:/path/to.sock` (path `/`) or `http+unix://%2Fpath%2Fto.sock/PATH`.
+package struct TokenURLSource: AccessTokenSource {
+    package let url: String
+    let transport: any TokenTransport
+
+    package init(url: String, transport: any TokenTransport) {
+        self.url = Self.clientURL(url)
+        self.transport = transport
+    }
+
+    /// `unix:/p/s.sock` → `http+unix://%2Fp%2Fs.sock/`; anything else as given.
+    package static func clientURL(_ url: String) -> String {
+        guard url.hasPrefix("unix:") else { return url }
+        let path = String(url.dropFirst("unix:".count))
+        let encoded = path.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? path
+        return "http+unix://\(encoded)/"
+    }
+
+    package func fetch(timeout: Duration) async throws -> FetchedToken {
+        let what = "the token URL \(url)"
+        return try TokenAnswers.accessToken(try await TokenAnswers.send(TokenRequest(method: "GET", url: url), through: transport,
+                                                                          timeout: timeout, what: what), what: what)
+    }
+}
