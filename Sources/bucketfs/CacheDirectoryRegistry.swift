@@ -16,12 +16,18 @@ enum CacheDirectoryRegistry {
     }
 
     /// What a cache directory holds that no bucket has: stage files with a sidecar (left by a mount
-    /// that ended without uploading them) and lost+found entries (`cutOff` of them cut off).
+    /// that ended without uploading them; `stagedCutOff` of them not closed, or not the size they
+    /// had at close) and lost+found entries (`cutOff` of them cut off).
     struct Unsaved: Equatable {
         var staged = 0
+        var stagedCutOff = 0
         var lost = 0
         var cutOff = 0
         var isEmpty: Bool { staged == 0 && lost == 0 }
+        /// Files that hold a whole copy (lost+found's `complete`, a stage file closed at its size, and
+        /// a lost+found file whose sidecar cannot be read: someone must look at it), and cut-off ones.
+        var complete: Int { staged - stagedCutOff + lost - cutOff }
+        var cutOffTotal: Int { stagedCutOff + cutOff }
         var description: String {
             var parts: [String] = []
             if staged > 0 { parts.append("\(staged) file(s) left staged by a mount that ended without uploading them") }
@@ -91,11 +97,23 @@ enum CacheDirectoryRegistry {
         var u = Unsaved()
         let names = (try? FileManager.default.contentsOfDirectory(atPath: cacheDirectory)) ?? []
         let set = Set(names)
-        u.staged = names.filter { $0.hasPrefix("stage-") && !$0.contains(".") && set.contains($0 + ".json") }.count
+        let stages = names.filter { $0.hasPrefix("stage-") && !$0.contains(".") && set.contains($0 + ".json") }
+        u.staged = stages.count
+        u.stagedCutOff = stages.filter { !stageIsComplete(cacheDirectory + "/" + $0) }.count
         let lost = LostEntry.all(in: cacheDirectory + "/lost+found")
         u.lost = lost.entries.count + lost.unreadable.count
         u.cutOff = lost.entries.filter { !$0.complete }.count
         return u
+    }
+
+    /// A stage file whose sidecar says closed, at the size the file has (what a remount or
+    /// `recover` uploads whole); anything else is cut off.
+    static func stageIsComplete(_ path: String) -> Bool {
+        guard let d = FileManager.default.contents(atPath: path + ".json"),
+              let o = try? JSONSerialization.jsonObject(with: d) as? [String: Any],
+              let r = StageRecord(json: o), r.closed, let size = r.size else { return false }
+        var st = stat()
+        return stat(path, &st) == 0 && Int64(st.st_size) == size
     }
 
     /// Error lines for unsaved data of `source` in recorded cache directories other than `own`

@@ -34,7 +34,17 @@ final class MetricsFileSystem: FuseFileSystemBase {
         }
         counters = c
         timers = t
+        // The errors an alert watches for, at 0 from the start: a failed upload or a full cache
+        // directory answers these operations EIO, ENOSPC or EDQUOT.
+        for op in Self.alertedOperations {
+            for e in Self.alertedErrnos {
+                Counter(label: "bucketfs_fuse_errors_total", dimensions: [("operation", op), ("errno", e)]).increment(by: 0)
+            }
+        }
     }
+
+    static let alertedOperations = ["write", "flush", "fsync", "release", "create"]
+    static let alertedErrnos = ["EIO", "ENOSPC", "EDQUOT"]
 
     /// The errno's symbolic name, for the `errno` label.
     static func name(_ e: Errno) -> String {

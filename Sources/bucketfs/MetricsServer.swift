@@ -36,9 +36,12 @@ struct MetricsAddress: Equatable {
 let metricsRegistry = PrometheusCollectorRegistry()
 
 /// What the core holds, read at each scrape: cache sizes, open, staged and dirty files, read-ahead
-/// memory, lost+found entries, and cache hits/misses.
+/// memory, lost+found entries, cache hits/misses, and the unsaved files of the mount's source in
+/// every recorded cache directory (`UnsavedFilesGauge`). Counters whose labels are known in
+/// advance are exported at 0 from the start, so that an `increase()` sees their first event.
 final class CoreMetricsCollector: @unchecked Sendable {
     let core: BucketFileSystem
+    let unsaved: UnsavedFilesGauge?
     private let lock = NSLock()
     private var seenHits: [CacheKind: Int] = [:]
     private var seenMisses: [CacheKind: Int] = [:]
@@ -46,8 +49,9 @@ final class CoreMetricsCollector: @unchecked Sendable {
     private var seenCacheErrors: [String: Int] = [:]
     private var seenListing = RangeListingCounts()
 
-    init(core: BucketFileSystem) {
+    init(core: BucketFileSystem, unsaved: UnsavedFilesGauge? = nil) {
         self.core = core
+        self.unsaved = unsaved
         collect()
     }
 
@@ -68,11 +72,20 @@ final class CoreMetricsCollector: @unchecked Sendable {
         r.makeGauge(name: "bucketfs_uploads_queued", labels: []).set(Double(s.queuedUploads))
         r.makeGauge(name: "bucketfs_uploads_in_progress", labels: []).set(Double(s.uploadingFiles))
         r.makeGauge(name: "bucketfs_lost_found_entries", labels: []).set(Double(s.lostAndFoundEntries))
+        if let u = unsaved?.current() {
+            for (place, counts) in [("here", u.here), ("elsewhere", u.elsewhere)] {
+                r.makeGauge(name: "bucketfs_unsaved_files", labels: [("where", place), ("kind", "complete")])
+                    .set(Double(counts.complete))
+                r.makeGauge(name: "bucketfs_unsaved_files", labels: [("where", place), ("kind", "cut_off")])
+                    .set(Double(counts.cutOffTotal))
+            }
+        }
         lock.withLock {
             r.makeCounter(name: "bucketfs_uploads_failed_total", labels: [])
                 .increment(by: Int64(s.failedUploads - seenFailedUploads))
             seenFailedUploads = s.failedUploads
-            for (name, count) in s.cacheErrors {
+            for name in Set(UploadCounters.knownNames).union(s.cacheErrors.keys) {
+                let count = s.cacheErrors[name] ?? 0
                 r.makeCounter(name: "bucketfs_cache_dir_errors_total", labels: [("errno", name)])
                     .increment(by: Int64(count - (seenCacheErrors[name] ?? 0)))
                 seenCacheErrors[name] = count
@@ -99,7 +112,9 @@ final class CoreMetricsCollector: @unchecked Sendable {
     }
 }
 
-/// A small HTTP/1.1 server: `GET /metrics` answers the registry's text; anything else 404.
+/// A small HTTP/1.1 server: `GET /metrics` answers the registry's text; `POST /recover` has the
+/// mount upload the complete files of its own lost+found while it serves, and answers one line
+/// per entry (docs/OPERATING.md, "The recovery runbook"); anything else 404.
 final class MetricsServer: Sendable {
     let channel: any Channel
 
@@ -107,13 +122,14 @@ final class MetricsServer: Sendable {
 
     var port: Int { channel.localAddress?.port ?? 0 }
 
-    static func start(_ address: MetricsAddress, collect: @escaping @Sendable () -> Void) async throws -> MetricsServer {
+    static func start(_ address: MetricsAddress, collect: @escaping @Sendable () -> Void,
+                      recover: @escaping @Sendable () async -> String = { "" }) async throws -> MetricsServer {
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
-                    try channel.pipeline.syncOperations.addHandler(MetricsHandler(collect: collect))
+                    try channel.pipeline.syncOperations.addHandler(MetricsHandler(collect: collect, recover: recover))
                 }
             }
         return MetricsServer(channel: try await bootstrap.bind(host: address.host, port: address.port).get())
@@ -125,9 +141,13 @@ private final class MetricsHandler: ChannelInboundHandler {
     typealias OutboundOut = HTTPServerResponsePart
 
     let collect: @Sendable () -> Void
+    let recover: @Sendable () async -> String
     private var head: HTTPRequestHead?
 
-    init(collect: @escaping @Sendable () -> Void) { self.collect = collect }
+    init(collect: @escaping @Sendable () -> Void, recover: @escaping @Sendable () async -> String) {
+        self.collect = collect
+        self.recover = recover
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
@@ -137,6 +157,17 @@ private final class MetricsHandler: ChannelInboundHandler {
             guard let h = head else { return }
             head = nil
             let path = h.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? h.uri
+            if h.method == .POST && path == "/recover" {
+                let promise = context.eventLoop.makePromise(of: String.self)
+                let recover = recover
+                promise.completeWithTask { await recover() }
+                let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+                let version = h.version
+                promise.futureResult.whenSuccess { text in
+                    Self.respond(bound.value, version: version, status: .ok, type: "text/plain; charset=utf-8", body: Array(text.utf8))
+                }
+                return
+            }
             var status = HTTPResponseStatus.ok
             var body: [UInt8]
             var type = "text/plain; version=0.0.4; charset=utf-8"
@@ -146,15 +177,21 @@ private final class MetricsHandler: ChannelInboundHandler {
             } else {
                 status = .notFound
                 type = "text/plain; charset=utf-8"
-                body = Array("bucketfs: metrics are at /metrics\n".utf8)
+                body = Array("bucketfs: metrics are at /metrics (POST /recover uploads this mount's lost+found)\n".utf8)
             }
+            Self.respond(context, version: h.version, status: status, type: type, body: body)
+        }
+    }
+
+    static func respond(_ context: ChannelHandlerContext, version: HTTPVersion, status: HTTPResponseStatus, type: String, body: [UInt8]) {
+        do {
             var headers = HTTPHeaders()
             headers.add(name: "Content-Type", value: type)
             headers.add(name: "Content-Length", value: String(body.count))
             headers.add(name: "Connection", value: "close")
-            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: h.version, status: status, headers: headers))), promise: nil)
-            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)
-            context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in
+            context.write(NIOAny(HTTPServerResponsePart.head(HTTPResponseHead(version: version, status: status, headers: headers))), promise: nil)
+            context.write(NIOAny(HTTPServerResponsePart.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)
+            context.writeAndFlush(NIOAny(HTTPServerResponsePart.end(nil))).assumeIsolated().whenComplete { _ in
                 context.close(promise: nil)
             }
         }
@@ -177,17 +214,48 @@ extension Mount {
 
     /// With `--metrics-address`: serves /metrics and returns the filesystem wrapped to count FUSE
     /// operations. A port that cannot be bound fails the mount before anything is mounted.
-    func startMetrics(_ core: BucketFileSystem, logger: Logger) async throws -> any FuseFileSystemBase {
+    func startMetrics(_ core: BucketFileSystem, source: String, logger: Logger) async throws -> any FuseFileSystemBase {
         guard let text = monitoring.metricsAddress else { return core }
         let address = try MetricsAddress(parsing: text)
-        let collector = CoreMetricsCollector(core: core)
+        let collector = CoreMetricsCollector(core: core, unsaved: UnsavedFilesGauge(source: source, ownDirectory: cacheDirectory))
         do {
-            let server = try await MetricsServer.start(address) { collector.collect() }
+            let server = try await MetricsServer.start(address, collect: { collector.collect() },
+                                                       recover: { await Self.recoverThroughMount(core) })
             logger.notice("metrics at http://\(address.host):\(server.port)/metrics")
         } catch {
             logger.critical("cannot serve metrics at \(text): \(error)")
             throw ExitCode(1)
         }
         return MetricsFileSystem(core)
+    }
+}
+
+extension Mount {
+    /// `POST /recover`: the mount's own lost+found uploaded while it serves, one line per entry and
+    /// a summary, as `bucketfs recover` prints them.
+    static func recoverThroughMount(_ core: BucketFileSystem) async -> String {
+        var lines: [String] = []
+        var summary = RecoverySummary()
+        for r in await core.recoverOwnLostAndFound() {
+            switch r.outcome {
+            case .uploaded(let g)?:
+                lines.append("uploaded: '\(r.object)'\(g.map { " (generation \($0))" } ?? "")")
+                summary.uploaded += 1
+            case .alreadyThere?:
+                lines.append("already in the bucket: '\(r.object)' (same md5); removed from lost+found")
+                summary.already += 1
+            case .newer(let g)?:
+                lines.append("left: '\(r.object)': the bucket has a newer object (generation \(g)) than the one this file was written over; \(r.path) stays")
+                summary.left += 1
+            case nil where r.error != nil:
+                lines.append("left: '\(r.object)': \(r.error!); \(r.path) stays")
+                summary.left += 1
+            case nil:
+                lines.append("cut off (left): \(r.path): '\(r.object)', not a complete copy")
+                summary.cutOff += 1
+            }
+        }
+        lines.append(summary.line(dryRun: false, to: "the mount's source"))
+        return lines.joined(separator: "\n") + "\n"
     }
 }

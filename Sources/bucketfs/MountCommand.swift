@@ -236,8 +236,8 @@ struct Mount: AsyncParsableCommand {
                                                              mountPoint: mountpointPath)) {
             logger.warning("\(problem)")
         }
-        Recover.recordSource(parsed.display, in: cacheDirectory)
-        let fs = try await startMetrics(core, logger: logger)
+        Recover.recordSource(parsed.display, access: RecordedAccess.of(parsed, gcs: gcs), in: cacheDirectory)
+        let fs = try await startMetrics(core, source: parsed.display, logger: logger)
         var options = ["fsname=bucketfs:" + source, "subtype=bucketfs", "default_permissions"]
         if allowOther { options.append("allow_other") }
         if readOnly { options.append("ro") }
@@ -251,7 +251,16 @@ struct Mount: AsyncParsableCommand {
             logger.notice("mounted \(source) at \(point)")
         }
         KernelReadAhead.apply(kilobytes: kernelReadAheadKB, mountpoint: point, logger: logger)
+        let summaries = UploadSummary.every(minutes: monitoring.logSummaryMinutes, core, logger: logger, clock: config.clock)
+        // systemd (Type=notify): READY=1 once the mount answers, STATUS= while it serves,
+        // STOPPING=1 when the unmount begins.
+        let notifier = ServiceNotifier()
+        notifier?.readyWhenAnswering(point, status: "mounted \(source) at \(point)", logger: logger)
+        let statuses = notifier?.statusEvery(.seconds(10), core, clock: config.clock)
         await FuseMounter.run(session)
+        summaries.cancel()
+        statuses?.cancel()
+        notifier?.send("STOPPING=1\nSTATUS=unmounted; finishing \(core.statistics().dirtyFiles) upload(s)")
         logger.notice("unmounted \(point)")
         // Unsaved files (an upload in flight, or waiting for its next attempt): attempts under
         // way end, then one more try each, all within one bound; what fails goes to lost+found,
@@ -264,6 +273,7 @@ struct Mount: AsyncParsableCommand {
         await settling.value
         await core.shutdown(within: .milliseconds(Int64(opTimeout * 1000)))
         if let counting { logger.notice("connections made: \(counting.connections)") }
+        UploadSummary.log(core, logger: logger, when: "at unmount")
         logger.notice("exiting: every staged file is uploaded or kept in lost+found")
     }
 }

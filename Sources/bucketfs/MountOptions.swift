@@ -89,11 +89,16 @@ struct MonitoringOptions: ParsableArguments {
             help: ArgumentHelp("Serve Prometheus metrics at http://HOST:PORT/metrics (HOST defaults to 127.0.0.1). Off by default.",
                                valueName: "[HOST:]PORT"))
     var metricsAddress: String?
+    @Option(name: .customLong("log-summary-minutes"),
+            help: ArgumentHelp("Log a summary of the uploads (notice level) every N minutes, and at unmount; 0: at unmount only.",
+                               valueName: "N"))
+    var logSummaryMinutes = 60
     /// Set by a background mount on the process it starts: the source was already checked.
     @Flag(name: .customLong("source-checked"), help: .hidden) var sourceChecked = false
 
     func validate() throws {
         if let metricsAddress { _ = try MetricsAddress(parsing: metricsAddress) }
+        if logSummaryMinutes < 0 { throw ValidationError("--log-summary-minutes takes a number of minutes, 0 or more") }
     }
 }
 

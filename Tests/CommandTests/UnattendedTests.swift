@@ -78,7 +78,7 @@ import Testing
         FileManager.default.createFile(atPath: a + "/lost+found/o.1.cut-off.json",
                                        contents: Data(#"{"object":"o","complete":false,"closed":false}"#.utf8))
         let u = CacheDirectoryRegistry.unsaved(in: a)
-        #expect(u == .init(staged: 1, lost: 1, cutOff: 1))
+        #expect(u == .init(staged: 1, stagedCutOff: 1, lost: 1, cutOff: 1))
         let lines = CacheDirectoryRegistry.elsewhere(source: "gs://x", own: b, environment: env)
         #expect(lines.count == 1)
         #expect(lines.first?.contains(a) == true && lines.first?.contains("bucketfs recover \(a)") == true)

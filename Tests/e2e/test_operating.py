@@ -7,6 +7,7 @@ import os
 import pty
 import re
 import shlex
+import signal
 import shutil
 import socket
 import subprocess
@@ -333,7 +334,7 @@ def test_readme_systemd_unit_starts_and_stops(emulator, prefix, tmp_path):
     port = free_port()
 
     def local(cmd):
-        cmd = cmd.replace("/usr/local/bin/bucketfs", BIN).replace("gs://my-bucket", emulator.src(prefix))
+        cmd = cmd.replace("/usr/bin/bucketfs", BIN).replace("gs://my-bucket", emulator.src(prefix))
         cmd = cmd.replace("/mnt/bucket", str(mnt)).replace("/var/cache/bucketfs", str(tmp_path / "cache"))
         cmd = cmd.replace("--key-file /etc/bucketfs/key.json", f"--endpoint {emulator.endpoint} --anonymous")
         return shlex.split(cmd.replace("127.0.0.1:9101", f"127.0.0.1:{port}"))
@@ -342,7 +343,7 @@ def test_readme_systemd_unit_starts_and_stops(emulator, prefix, tmp_path):
         # `systemd-analyze verify` works without a running systemd: the unit as written (with the
         # binary under test) must pass, with no directive ignored.
         f = tmp_path / "bucketfs-test.service"
-        f.write_text(unit.replace("/usr/local/bin/bucketfs", BIN))
+        f.write_text(unit.replace("/usr/bin/bucketfs", BIN))
         v = subprocess.run(["systemd-analyze", "verify", str(f)], capture_output=True, text=True, timeout=60)
         assert v.returncode == 0, v.stderr
         assert "bucketfs-test.service:" not in v.stderr, v.stderr
@@ -357,7 +358,8 @@ def test_readme_systemd_unit_starts_and_stops(emulator, prefix, tmp_path):
         assert mounted(mnt)
         assert open(mnt / "a.txt").read() == "unit"
         assert "bucketfs_fuse_operations_total" in scrape(port)
-        sh(local(service["ExecStop"]))
+        assert "ExecStop" not in service  # systemctl stop sends SIGTERM (docs/OPERATING.md)
+        proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=15) == 0
         assert not mounted(mnt)
         err = proc.stderr.read().decode()

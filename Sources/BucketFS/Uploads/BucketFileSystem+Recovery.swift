@@ -131,3 +131,42 @@ extension StagingArea {
 
     public var lostAndFoundPath: String { lostAndFound }
 }
+
+extension BucketFileSystem {
+    /// What one entry of the mount's own lost+found became (`recoverOwnLostAndFound`).
+    public struct RecoveredEntry: Sendable {
+        public let object: String
+        public let path: String
+        /// Nil for a cut-off entry (never uploaded), else what `RecoveredUpload` did.
+        public let outcome: RecoveredUpload.Outcome?
+        public let error: String?
+    }
+
+    /// Recovery through the running mount (docs/OPERATING.md, "The recovery runbook"): each
+    /// complete entry of this mount's lost+found is uploaded with this mount's store, as
+    /// `bucketfs recover` would (with its metadata, never over a newer object; removed when the
+    /// bucket has it), while the mount serves. Cut-off entries are listed and left. Each upload
+    /// runs under its own `--op-timeout`.
+    public func recoverOwnLostAndFound() async -> [RecoveredEntry] {
+        let (entries, _) = LostEntry.all(in: staging.lostAndFound)
+        var out: [RecoveredEntry] = []
+        for e in entries {
+            guard e.complete else {
+                out.append(RecoveredEntry(object: e.record.object, path: e.path, outcome: nil, error: nil))
+                continue
+            }
+            do {
+                let outcome = try await OperationContext.$clock.withValue(operationClock()) {
+                    try await RecoveredUpload.run(e, to: store, contentTypes: config.contentTypes)
+                }
+                if case .uploaded(let g) = outcome {
+                    logger.notice("uploaded '\(e.record.object)' (\(e.bytes) bytes, generation \(g.map(String.init) ?? "?")) from \(e.path), recovered through the running mount")
+                }
+                out.append(RecoveredEntry(object: e.record.object, path: e.path, outcome: outcome, error: nil))
+            } catch {
+                out.append(RecoveredEntry(object: e.record.object, path: e.path, outcome: nil, error: "\(error)"))
+            }
+        }
+        return out
+    }
+}

@@ -1,5 +1,6 @@
 import Foundation
 import FuseKit
+import Logging
 import StorageModel
 
 /// Uploads of staged files (docs/SEMANTICS.md §3, §5): one object per upload with
@@ -171,12 +172,12 @@ extension BucketFileSystem {
     /// One attempt in a task of its own under a fresh operation deadline, holding `s`'s upload
     /// lock: cancelling the caller (background retries stopped by unlink or shutdown) never cuts
     /// an upload in flight, whose effect would then be unknown. The error, or nil.
-    private func attemptInOwnTask(_ n: Node, _ s: StagedFile) async -> Errno? {
+    private func attemptInOwnTask(_ n: Node, _ s: StagedFile, attempt: Int = 1) async -> Errno? {
         let clock = operationClock()
         return await Task { [self] () async -> Errno? in
             do {
                 try await OperationContext.$clock.withValue(clock) {
-                    try await s.uploadLock.withLock { () async throws -> Void in try await self.uploadOnce(n, s) }
+                    try await s.uploadLock.withLock { () async throws -> Void in try await self.uploadOnce(n, s, attempt: attempt) }
                 }
                 return nil
             } catch {
@@ -200,8 +201,11 @@ extension BucketFileSystem {
         }
     }
 
-    /// One attempt; the caller holds `s.uploadLock`. Logs what happened.
-    private func uploadOnce(_ n: Node, _ s: StagedFile) async throws(Errno) {
+    /// One attempt; the caller holds `s.uploadLock`. Logs what happened: at info level, one line
+    /// per finished upload with its object, bytes, generation, attempt and time (docs/OPERATING.md,
+    /// "Logs"). `attempt`: 1 for close's (or the write-back queue's), 1 + N for background
+    /// attempt N, nil for the last one at unmount.
+    private func uploadOnce(_ n: Node, _ s: StagedFile, attempt: Int? = 1) async throws(Errno) {
         let (before, origin, path, removed) = superblock.withStage(of: n, stage: s) { s, file in (s.state, s.origin, file.path, file.removed) }!
         switch before {
         case .dirty, .waitingToRetry:
@@ -224,6 +228,8 @@ extension BucketFileSystem {
             inferred = meta.contentType == wasInferred ? wasInferred : nil
         }
         let started = superblock.withStage(s) { $0.beginAttempt() }
+        let began = config.clock.now
+        let attemptText = attempt.map(String.init) ?? "final"
         // No fsync first: the upload reads the page cache, and syncing a large file costs disk
         // writes before the first byte is sent, about as long as the upload itself.
         // The content is synced below when an attempt fails and it stays here for the next one.
@@ -233,25 +239,35 @@ extension BucketFileSystem {
             superblock.setInfo(n, info, alongWith: { s.succeeded(info) })
             superblock.setInferredType(n, info.contentType == inferred ? inferred : nil)
             failures.clear(.metadata(path: path))
+            uploadCounters.uploaded(bytes: info.size)
+            let took = (config.clock.now - began).components
+            let seconds = String(format: "%.3f", Double(took.seconds) + Double(took.attoseconds) / 1e18)
+            logger.info("uploaded '\(path)' (\(info.size) bytes, generation \(info.generation), attempt \(attemptText), \(seconds) s)",
+                        metadata: ["event": "upload", "object": "\(path)", "bytes": "\(info.size)",
+                                   "generation": "\(info.generation)", "attempts": "\(attemptText)", "seconds": "\(seconds)"])
         } catch {
             superblock.withStage(s) { $0.failed(restoring: started) }
             Glibc.fsync(s.fd)
             let e = errno(for: error)
             if e != .EINTR { uploadCounters.attemptFailed() }
+            let failed: Logger.Metadata = ["object": "\(path)", "attempts": "\(attemptText)", "error": "\(error)"]
             if e == .EINTR {
                 // Its caller was interrupted (a signal): nothing went wrong, and the data stays.
                 logger.debug("upload of '\(path)' interrupted by its caller (\(error)); the data stays staged (\(s.path))")
             } else if case StorageError.preconditionFailed = error {
                 let kept = giveUp(n, s, e, reason: "lost a race: the object changed since it was opened (generation \(origin.ifGenerationMatch))")
-                logger.error("upload of '\(path)' lost a race: the object changed since it was opened (generation \(origin.ifGenerationMatch)); your data: \(kept)")
+                logger.error("upload of '\(path)' lost a race: the object changed since it was opened (generation \(origin.ifGenerationMatch)); your data: \(kept)",
+                             metadata: failed.merging(["event": "upload_given_up", "kept": "\(kept)"]) { $1 })
             } else if Self.isRefusal(e) {
                 let kept = giveUp(n, s, e, reason: "the server refused the upload: \(error)")
-                logger.error("upload of '\(path)' refused: \(error) → \(e); not retried; your data: \(kept)")
+                logger.error("upload of '\(path)' refused: \(error) → \(e); not retried; your data: \(kept)",
+                             metadata: failed.merging(["event": "upload_given_up", "kept": "\(kept)"]) { $1 })
                 if e == .EACCES, superblock.withStage(s, { $0.createdHere }) { rememberRefusedCreate(path, contentType: meta.contentType ?? "", error) }
             } else if superblock.withStage(of: n, stage: s, { _, file in file.shuttingDown }) == true {
-                logger.error("upload of '\(path)' failed: \(error) → \(e)")
+                logger.error("upload of '\(path)' failed: \(error) → \(e)", metadata: failed.merging(["event": "upload_failed"]) { $1 })
             } else {
-                logger.error("upload of '\(path)' failed: \(error) → \(e); the data stays staged (\(s.path)) and is retried in the background up to \(config.uploadRetries) times, then kept in \(staging.lostAndFound)")
+                logger.error("upload of '\(path)' failed: \(error) → \(e); the data stays staged (\(s.path)) and is retried in the background up to \(config.uploadRetries) times, then kept in \(staging.lostAndFound)",
+                             metadata: failed.merging(["event": "upload_retry"]) { $1 })
             }
             throw e
         }
@@ -299,6 +315,7 @@ extension BucketFileSystem {
         // The data is safe in lost+found: a crash from here on must not keep it twice.
         staging.forgetRecord(s)
         superblock.withStage(s) { $0.giveUp(e, keptAs: kept) }
+        uploadCounters.gaveUp()
         superblock.expire(n, parentListing: true)
         return kept.map { "kept in \($0)" } ?? previous.map { "kept in \($0) (an earlier version; this one is empty)" }
             ?? "none to keep: the file is empty, nothing is lost"
@@ -331,7 +348,7 @@ extension BucketFileSystem {
             do { try await config.clock.sleep(for: .milliseconds(Int64(pause * 1000))) } catch { return }
             // In a task of its own: cancelling the retries never cuts an upload in flight, whose
             // effect would then be unknown.
-            let failure = await attemptInOwnTask(n, s)
+            let failure = await attemptInOwnTask(n, s, attempt: attempt + 1)
             let path = superblock.path(of: n)
             if let failure {
                 lastError = failure
@@ -348,7 +365,9 @@ extension BucketFileSystem {
         }!
         if unsaved {
             let kept = giveUp(n, s, lastError, reason: "the upload failed \(config.uploadRetries + 1) times (last: \(lastError))")
-            logger.error("upload of '\(path)' failed for good after \(config.uploadRetries) background attempts (\(lastError)); your data: \(kept)")
+            logger.error("upload of '\(path)' failed for good after \(config.uploadRetries) background attempts (\(lastError)); your data: \(kept)",
+                         metadata: ["event": "upload_given_up", "object": "\(path)", "attempts": "\(config.uploadRetries + 1)",
+                                    "error": "\(lastError)", "kept": "\(kept)"])
         }
         await s.uploadLock.unlock()
     }
@@ -402,7 +421,7 @@ extension BucketFileSystem {
             var failure: any Error = Errno.ETIMEDOUT
             if ContinuousClock.now < end {
                 do {
-                    try await OperationContext.$clock.withValue(OperationClock(fixedEnd: end)) { try await self.uploadOnce(n, s) }
+                    try await OperationContext.$clock.withValue(OperationClock(fixedEnd: end)) { try await self.uploadOnce(n, s, attempt: nil) }
                     logger.notice("uploaded '\(path)' before exiting")
                 } catch {
                     failure = error

@@ -42,7 +42,7 @@ package struct MetadataServerSource: AccessTokenSource {
         } catch let e as StorageError {
             if case .unknown(0, _) = e {
                 throw StorageError.unauthenticated(message: "cannot reach \(what); not on Google Cloud? "
-                    + "Sign in with `gcloud auth application-default login`, or use --key-file, --token or --anonymous")
+                    + "Sign in with `gcloud auth application-default login`, or use --key-file, --token or --anonymous (with --endpoint for an emulator or another endpoint)")
             }
             throw e
         }
