@@ -25,7 +25,7 @@
 #     walk's; the sum of their durations over the span from the first one's arrival to the last
 #     one's answer) and all media GETs (the large file's parts too);
 #   - the plain client's time / the tool's (1: as fast as 16 plain GETs at once).
-# Targets (issue 44): what the mount adds to restic and borg <= 1.2x what it adds to tar, <= 1.05
+# Targets: what the mount adds to restic and borg <= 1.2x what it adds to tar, <= 1.05
 # downloads per small object; tar's small-file GETs >= 10 in flight; tar >= 0.7 of the plain client
 # on `none`; tar2 <= 1.1x the first tar.
 #
