@@ -49,7 +49,8 @@ if [ "${swift_tests:-0}" -eq 0 ]; then echo "swift test ran no tests"; status=1;
 
 if [ -d Tests/e2e ]; then
   echo "== pytest Tests/e2e (real mounts)"
-  BUCKETFS_BIN="$(swift build --show-bin-path)/bucketfs" .venv/bin/python -m pytest -q Tests/e2e
+  # --durations: the slowest tests, so that the suite's time stays in sight (docs/TESTING.md, "Time in tests").
+  BUCKETFS_BIN="$(swift build --show-bin-path)/bucketfs" .venv/bin/python -m pytest -q --durations=20 Tests/e2e
   rc=$?
   # 5 is pytest's "no tests collected": a failure, like any other nonzero code.
   [ $rc -eq 5 ] && echo "pytest collected no tests"
