@@ -12,6 +12,11 @@ final class GCSTestHandler: ChannelInboundHandler, @unchecked Sendable {
     private var head: HTTPRequestHead?
     private var body = Data()
     private var dropped = false
+    /// The paced body of the request being read (`uploadPace`): when its first byte came, and how
+    /// many have come since.
+    private var paceStart: NIODeadline?
+    private var paced = 0
+    private var resumeAt: NIODeadline?
 
     init(server: GCSTestServer) { self.server = server }
 
@@ -32,12 +37,42 @@ final class GCSTestHandler: ChannelInboundHandler, @unchecked Sendable {
         }
     }
 
+    /// Reads a body at `rate` bytes a second, whatever the sizes of the pieces NIO hands over: after
+    /// the bytes that came, reading waits until the time they were due. The socket's receive buffer
+    /// is held to 128 KiB (the kernel doubles it) and one 64 KiB read is taken per wake-up, so what
+    /// the link holds unread stays small. The last byte is read no sooner than size / rate after
+    /// the first: the pace is a floor on the transfer's time on any machine.
+    private func pace(_ new: Int, rate: Int, channel: any Channel) {
+        let now = NIODeadline.now()
+        if paceStart == nil {
+            paceStart = now
+            channel.setOption(ChannelOptions.socketOption(.so_rcvbuf), value: 128 << 10).whenComplete { _ in }
+            channel.setOption(ChannelOptions.maxMessagesPerRead, value: 1).whenComplete { _ in }
+            channel.setOption(ChannelOptions.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 1 << 16))
+                .whenComplete { _ in }
+        }
+        paced += new
+        let due = paceStart! + .nanoseconds(Int64(Double(paced) / Double(rate) * 1e9))
+        guard due > now else { return }
+        resumeAt = due
+        channel.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in
+            channel.eventLoop.scheduleTask(deadline: due) {
+                // Pieces read meanwhile put the time off: only the latest wake-up resumes.
+                guard self.resumeAt == due else { return }
+                channel.setOption(ChannelOptions.autoRead, value: true).whenComplete { _ in }
+                channel.read()
+            }
+        }
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if dropped { return }
         switch unwrapInboundIn(data) {
         case .head(let h):
             head = h
             body = Data()
+            paceStart = nil
+            paced = 0
             // Room for the whole body at once (a streamed upload of GiBs grows by copies otherwise).
             if let n = h.headers.first(name: "Content-Length").flatMap(Int.init), n > 0 { body.reserveCapacity(min(n, 1 << 34)) }
         case .body(var buf):
@@ -53,17 +88,8 @@ final class GCSTestHandler: ChannelInboundHandler, @unchecked Sendable {
                 dropped = true  // reads nothing more, answers nothing; the client gives up
                 context.channel.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in }
             case nil:
-                if h.method == .PUT, let pause = server.read({ $0.uploadReadPause }) {
-                    let channel = context.channel
-                    // Reads of 64 KiB, so the pace is 64 KiB per pause whatever NIO would adapt to.
-                    channel.setOption(ChannelOptions.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 1 << 16))
-                        .whenComplete { _ in }
-                    channel.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in
-                        channel.eventLoop.scheduleTask(in: .nanoseconds(Self.nanos(pause))) {
-                            channel.setOption(ChannelOptions.autoRead, value: true).whenComplete { _ in }
-                            channel.read()
-                        }
-                    }
+                if h.method == .PUT, let rate = server.read({ $0.uploadPace }) {
+                    pace(new, rate: rate, channel: context.channel)
                 }
             }
         case .end:

@@ -91,9 +91,9 @@ public final class GCSTestServer: @unchecked Sendable {
     public var stallsDone = 0
     /// Body bytes that reached the server in resumable PUTs, dropped ones included.
     public var uploadBytesReceived = 0
-    /// A slow link for uploads: after each piece of a PUT's body, the server stops reading for
-    /// this long (the client's bytes move, slowly).
-    public var uploadReadPause: Duration?
+    /// A slow link for uploads: the server reads a PUT's body at this many bytes a second (the
+    /// client's bytes move, slowly, and the whole body takes at least its size over this pace).
+    public var uploadPace: Int?
     /// The next N finished uploads store their data with the first byte flipped (a corruption in
     /// transit that the answer's checksums then show).
     public var corruptNextUploads = 0

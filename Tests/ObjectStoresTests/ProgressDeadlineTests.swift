@@ -81,9 +81,9 @@ import Testing
         #expect(late.drainTime(slowest: 1_048_576) == .seconds(8))
     }
 
-    /// 9 MiB (one streamed request) through a server that reads a piece, then pauses 400 ms: the
-    /// upload takes longer than the 3 s deadline of its operation and of the store, and succeeds
-    /// in its one request. Under a 1 s idle timeout: what the loopback's socket buffers hold when
+    /// 9 MiB (one streamed request) through a server that reads at 2 MiB/s (at least 4.5 s, on
+    /// any machine): the upload takes longer than the 3 s deadline of its operation and of the
+    /// store, and succeeds in its one request. Under a 1 s idle timeout: what the loopback's socket buffers hold when
     /// the last byte leaves takes seconds to drain at this pace, and the answer is awaited (a
     /// read timeout counting that drain cut it, and the session was asked).
     @Test func aSlowStreamedUploadOutlastsTheDeadlineWhileItsBytesMove() async throws {
@@ -91,7 +91,7 @@ import Testing
         tuning.idleTimeout = .seconds(1)
         try await withGCSServer(deadline: .seconds(3), tuning: tuning) { server, store in
             let data = bigData((9 << 20) + 7, seed: 41)
-            server.configure { $0.uploadReadPause = .milliseconds(400) }
+            server.configure { $0.uploadPace = 2 << 20 }
             let start = ContinuousClock.now
             let info = try await OperationContext.run(timeout: .seconds(3)) {
                 try await store.write("slow.bin", from: .data(data), metadata: .init(), preconditions: .doesNotExist)
@@ -99,16 +99,16 @@ import Testing
             let took = ContinuousClock.now - start
             #expect(info.size == Int64(data.count))
             #expect(server.object("slow.bin")?.data == data)
-            #expect(took > .milliseconds(3300), "past the 3 s deadline, or the link was not slow: \(took)")
+            #expect(took > .milliseconds(4400), "past the 3 s deadline, or the link was not slow: \(took)")
             let ranges = server.recorded.filter { $0.method == "PUT" }.compactMap { $0.headers["content-range"] }
             #expect(ranges == ["bytes 0-\(data.count - 1)/\(data.count)"], "one request, never asked: \(ranges)")
-            print("9 MiB at 64 KiB a 400 ms pause, 1 s idle timeout: \(took)")
+            print("9 MiB at 2 MiB/s, 1 s idle timeout: \(took)")
         }
     }
 
     /// The slow link of a large upload at the scale of a test: 16 MiB through a server that reads
-    /// 64 KiB, then waits 400 ms (about 7 s or more: its pace varies with how NIO batches the
-    /// reads), outlasts a 2 s deadline several times over (a 1 s deadline was shorter than the
+    /// at 2 MiB/s (5 MB before the reset, then the 11.25 MiB after what the server kept: at least
+    /// 8 s on any machine), outlasts a 2 s deadline several times over (a 1 s deadline was shorter than the
     /// watchdog's ticks took when the whole suite shared two cores in CI: it passed between two
     /// of them, and the session could not be asked), and its connection is reset in the middle (after 5 MB, of which the
     /// server keeps the 256 KiB multiples, as the resumable-upload documentation allows). The
@@ -120,7 +120,7 @@ import Testing
             let path = FileManager.default.temporaryDirectory.appendingPathComponent("slowreset-\(UUID().uuidString)").path
             try data.write(to: URL(fileURLWithPath: path))
             defer { try? FileManager.default.removeItem(atPath: path) }
-            server.configure { $0.uploadReadPause = .milliseconds(400); $0.dropUploadAfterBytes = 5_000_000 }
+            server.configure { $0.uploadPace = 2 << 20; $0.dropUploadAfterBytes = 5_000_000 }
             let start = ContinuousClock.now
             let info = try await OperationContext.run(timeout: .seconds(2)) {
                 try await store.write("slowreset.bin", from: .file(path: path), metadata: .init(), preconditions: .doesNotExist)
@@ -135,7 +135,7 @@ import Testing
             let asked = ranges.prefix { $0 == "bytes */\(data.count)" }
             #expect(!asked.isEmpty, "the session was asked first: \(ranges)")
             #expect(ranges.dropFirst(asked.count).first == "bytes \(persisted)-\(data.count - 1)/\(data.count)", "resumed where the server said: \(ranges)")
-            print("16 MiB, reset after 5 MB, at 64 KiB a 400 ms pause: \(took)")
+            print("16 MiB, reset after 5 MB, at 2 MiB/s: \(took)")
             #expect(took >= .seconds(7), "the transfer lasted 3.5 deadlines, or the link was not slow: \(took)")
         }
     }
