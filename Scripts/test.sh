@@ -30,8 +30,25 @@ swift build --build-tests 2>&1 | grep -E "error|warning: unre|Compiling|Build" |
 
 echo "== servers: gcp-storage-emulator, fake-gcs-server"
 export FAKE_GCS_PORT="${FAKE_GCS_PORT:-$(( ${EMULATOR_PORT:-9023} + 1 ))}"
-trap 'stop_load; Scripts/emulator.sh stop >/dev/null 2>&1 || true; Scripts/fake-gcs.sh stop >/dev/null 2>&1 || true; Scripts/testbench.sh stop >/dev/null 2>&1 || true' EXIT
+workers="${TEST_WORKERS:-2}"
+# gcp-storage-emulator answers one request at a time: each real-mount worker past the first gets
+# one of its own (EMULATOR_PORT + 10 + N for worker gwN; conftest.py picks it), so that one file's
+# heavy use (the stress test, the big listings) never starves another's requests.
+extra_emulator_ports=()
+for n in $(seq 1 $(( workers - 1 ))); do extra_emulator_ports+=($(( ${EMULATOR_PORT:-9023} + 10 + n ))); done
+stop_servers() {
+  Scripts/emulator.sh stop >/dev/null 2>&1 || true
+  for p in "${extra_emulator_ports[@]}"; do EMULATOR_PORT=$p Scripts/emulator.sh stop >/dev/null 2>&1 || true; done
+  Scripts/fake-gcs.sh stop >/dev/null 2>&1 || true
+  Scripts/testbench.sh stop >/dev/null 2>&1 || true
+}
+trap 'stop_load; stop_servers' EXIT
 eval "$(Scripts/emulator.sh start)" || { echo "emulator did not start"; exit 1; }
+for n in $(seq 1 $(( workers - 1 ))); do
+  p=${extra_emulator_ports[$(( n - 1 ))]}
+  EMULATOR_PORT=$p Scripts/emulator.sh start >/dev/null || { echo "emulator for worker gw$n did not start"; exit 1; }
+  export "BUCKETFS_EMULATOR_GW$n=127.0.0.1:$p"
+done
 eval "$(Scripts/fake-gcs.sh start)" || { echo "fake-gcs-server did not start"; exit 1; }
 testbench_env="$(Scripts/testbench.sh start)"; case $? in
   0) eval "$testbench_env" ;;
@@ -53,7 +70,7 @@ if [ -d Tests/e2e ]; then
   # -n: TEST_WORKERS files at once (default 2; each file's tests in order, on one worker): most of
   # this tier waits on deadlines, servers and the kernel, not on the CPU.
   BUCKETFS_BIN="$(swift build --show-bin-path)/bucketfs" .venv/bin/python -m pytest -q --durations=20 \
-    -n "${TEST_WORKERS:-2}" --dist loadfile Tests/e2e
+    -n "$workers" --dist loadfile Tests/e2e
   rc=$?
   # 5 is pytest's "no tests collected": a failure, like any other nonzero code.
   [ $rc -eq 5 ] && echo "pytest collected no tests"

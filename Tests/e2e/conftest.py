@@ -8,6 +8,14 @@ import uuid
 
 import pytest
 
+# Under pytest-xdist each worker past the first has a gcp-storage-emulator of its own
+# (Scripts/test.sh starts them: it answers one request at a time), named BUCKETFS_EMULATOR_GWN.
+_worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+if os.environ.get(f"BUCKETFS_EMULATOR_{_worker.upper()}"):
+    os.environ["BUCKETFS_EMULATOR"] = os.environ[f"BUCKETFS_EMULATOR_{_worker.upper()}"]
+    os.environ["STORAGE_EMULATOR_HOST"] = "http://" + os.environ["BUCKETFS_EMULATOR"]
+
+
 @pytest.fixture(autouse=True, scope="session")
 def state_directory(tmp_path_factory):
     """Mounts record their cache directories by source in the state directory (docs/OPERATING.md,
