@@ -113,7 +113,8 @@ let package = Package(
         // store conformance suite (ObjectStoresTests, FirebaseStoreTests).
         .target(
             name: "TestSupport",
-            dependencies: ["StorageModel", "CTestDefaults", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["StorageModel", "CTestDefaults", .product(name: "Crypto", package: "swift-crypto"),
+                           .product(name: "Logging", package: "swift-log")],
             path: "Tests/TestSupport"
         ),
         // The project's Cloud Storage JSON API test server (one bucket, in memory, versioning

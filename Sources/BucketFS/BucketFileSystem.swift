@@ -167,9 +167,18 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         case .ENOENT: logger.debug("\(op) \(path): not found")
         // Interrupted by its caller (a signal, the kernel's interrupt): nothing went wrong.
         case .EINTR: logger.debug("\(op) '\(path)' interrupted by its caller: \(error) → \(e)")
-        default: logger.error("\(op) '\(path)' failed: \(error) → \(e)")
+        default: logger.error("\(op) '\(path)' failed: \(error)\(Self.unreached(error) ? config.storageAddress.map { " (storage at \($0))" } ?? "" : "") → \(e)")
         }
         return e
+    }
+
+    /// Whether `error` says the store could not be reached or did not answer (no HTTP status:
+    /// refused, reset, timed out, retries given up), so that the log line names where it was.
+    static func unreached(_ error: any Error) -> Bool {
+        switch error as? StorageError {
+        case .unknown(0, _)?, .retryLimitExceeded?, .timeout?: return true
+        default: return false
+        }
     }
 
     // MARK: - FuseFileSystem: names and attributes

@@ -26,6 +26,10 @@ public struct MountConfig: Sendable {
     public var posixMetadata = true
     /// How long entries, attributes and listings are trusted.
     public var metadataTTL: Double = 5
+    /// Where the store's requests go and which setting chose it (`http://127.0.0.1:9023, set by
+    /// --endpoint`), named in the log line of an operation that could not reach it
+    /// (docs/SEMANTICS.md §5). Nil: not named.
+    public var storageAddress: String?
     /// maxResults of each list call.
     public var listPageSize = 1000
     /// List requests in flight at once for one directory: past its first page, a listing asks

@@ -42,3 +42,21 @@ extension GCSStore {
         return email.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 }
+
+extension GCSStore {
+    /// What the tokeninfo endpoint says of a static `--token` (TokenInfo): nil for any other
+    /// credential, or when there is nowhere to ask (requests go to an emulator or another endpoint
+    /// and `BUCKETFS_TOKENINFO_URL` is unset).
+    public func staticTokenTimeLeft(_ source: CredentialSource, environment: [String: String], timeout: Duration) async -> String? {
+        guard case .token(let token) = source,
+              let url = TokenInfo.url(environment: environment, storageEndpointIsGoogle: endpoint == Self.defaultEndpoint) else { return nil }
+        switch await TokenInfo.ask(token, url: url, through: HTTPTokenTransport(client: client), timeout: timeout) {
+        case .valid(let info):
+            return info.timeLeft(now: Date()) + (info.email.map { ", for \($0)" } ?? "") + " (\(url))"
+        case .invalid(let why):
+            return "not valid now, \(url) says: \(why); requests will be refused (401)"
+        case .unknown(let why):
+            return "time left unknown: \(why)"
+        }
+    }
+}

@@ -29,17 +29,21 @@ enum GCSWhoami {
         print("quota project: \(d.quotaProject ?? "-")\(check.billingProject != nil ? " (--billing-project: also userProject= on every request)" : "")")
         guard let g = store as? GCSStore else { return }
         defer { Task { try? await g.shutdown() } }
+        // A static token's time left, asked before the bucket: it explains a refusal too.
+        var staticToken = "static, never refreshed"
+        if let left = await g.staticTokenTimeLeft(check.found.source, environment: env, timeout: .seconds(3)) { staticToken += "; \(left)" }
         do {
             try await SourceCheck.checkCredential(g)
             try await g.probe(timeout: SourceCheck.probeTimeout)
             print("bucket: answered (listing allowed)")
         } catch let e as StorageError {
             if case .unauthenticated = e {
+                if case .token = check.found.source { print("access token: \(staticToken)") }
                 throw SourceCheck.explain(e, bucket: bucket, endpoint: g.endpoint, identity: check.found.source.identity)
             }
             print("bucket: \(SourceCheck.explain(e, bucket: bucket, endpoint: g.endpoint, identity: principal))")
         }
         let fetched = await g.tokenFetchCount
-        print("access token: \(check.found.source.refreshable ? "fetched \(fetched), refreshed ahead of expiry" : check.found.source == .anonymous ? "none (anonymous)" : "static, never refreshed")")
+        print("access token: \(check.found.source.refreshable ? "fetched \(fetched), refreshed ahead of expiry" : check.found.source == .anonymous ? "none (anonymous)" : staticToken)")
     }
 }

@@ -161,6 +161,7 @@ struct Mount: AsyncParsableCommand {
         let logger = log.bootstrap()
         let parsed = try Source.parse(source, splitLocal: false)
         var store: any ObjectStore
+        var storageAddress: String?
         var counting: (any ConnectionCounting)?
         do {
             var tuning = GCSStore.Tuning()
@@ -170,10 +171,15 @@ struct Mount: AsyncParsableCommand {
             store = try openStore(parsed, gcs: gcs, firebase: firebase, logger: logger, prefixMount: true, tuning: tuning,
                                   deadline: .milliseconds(Int64(opTimeout * 1000)))
             counting = store as? any ConnectionCounting
+            storageAddress = StorageAddress.of(store, gcs: gcs, environment: ProcessInfo.processInfo.environment)
             if case .gcs(let bucket, _) = parsed, let check = try? CredentialCheck.resolve(gcs, environment: ProcessInfo.processInfo.environment) {
                 // Who the mount goes as, once, without secrets (docs/CREDENTIALS.md).
                 check.logNotices(logger, mounting: true)
                 logger.notice("gs://\(bucket): \(check.description)")
+                if let g = store as? GCSStore,
+                   let left = await g.staticTokenTimeLeft(check.found.source, environment: ProcessInfo.processInfo.environment, timeout: .seconds(3)) {
+                    logger.notice("--token / GOOGLE_OAUTH_ACCESS_TOKEN: \(left)")
+                }
             }
             store = try instrument(store)
             if let at = behaviour.at { store = try await PastMount.view(store, at: at, source: parsed.display, logger: logger) }
@@ -197,6 +203,7 @@ struct Mount: AsyncParsableCommand {
         config.dirMode = UInt32(dirMode, radix: 8) ?? MountConfig.defaults.dirMode
         config.posixMetadata = posixMetadata
         config.metadataTTL = metadataTTL
+        config.storageAddress = storageAddress
         config.listPageSize = listPageSize
         config.listConcurrency = listConcurrency
         config.readAheadBudget = max(0, readAheadMB) << 20

@@ -25,6 +25,30 @@ import Testing
         await #expect(throws: Errno.EACCES) { try await h.fs.lookup(parent: Harness.root, name: "other") }
     }
 
+    /// An operation that could not reach the store (no HTTP answer) says in its log line where
+    /// the requests went and which setting chose it, as the commands' refusals do; one the store
+    /// answered (a 503) does not.
+    @Test func anUnreachableStoreIsNamedInTheLogLine() async throws {
+        let store = MemoryStore()
+        store.put("a.txt", "x")
+        store.put("b.txt", "y")
+        let logs = LogLines()
+        var c = MountConfig()
+        c.cacheDirectory = NSTemporaryDirectory() + "bucketfs-core-tests-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: c.cacheDirectory) }
+        c.storageAddress = "http://127.0.0.1:1, set by --endpoint"
+        let fs = try BucketFileSystem(store: store, config: c, logger: capturingLogger(logs))
+        for op in ["get", "list"] { store.failNext(op, times: 4, with: .unknown(status: 0, message: "Connection refused")) }
+        await #expect(throws: Errno.EIO) { try await fs.lookup(parent: BucketFileSystem.rootIno, name: "a.txt") }
+        let named = logs.all.filter { $0.contains("Connection refused (storage at http://127.0.0.1:1, set by --endpoint) → Input/output error") }
+        #expect(!named.isEmpty, "\(logs.all)")
+        for op in ["get", "list"] { store.clearFaults(op) }
+        for op in ["get", "list"] { store.failNext(op, times: 4, with: .unknown(status: 503, message: "busy")) }
+        await #expect(throws: Errno.EIO) { try await fs.lookup(parent: BucketFileSystem.rootIno, name: "b.txt") }
+        let busy = logs.all.filter { $0.contains("busy") }
+        #expect(!busy.isEmpty && busy.allSatisfy { !$0.contains("storage at") }, "\(busy)")
+    }
+
     @Test func errnoMapping() {
         #expect(errno(for: StorageError.objectNotFound(path: "x")) == .ENOENT)
         #expect(errno(for: StorageError.unauthenticated(message: "")) == .EACCES)

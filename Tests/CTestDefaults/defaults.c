@@ -28,7 +28,7 @@ static const char *const width_variable = "SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZAT
 
 /// Removed by name.
 static const char *const removed_names[] = {
-    "SSL_CERT_FILE", "SSL_CERT_DIR", "STORAGE_EMULATOR_HOST", "BUCKETFS_OAUTH_TOKEN_URL",
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "STORAGE_EMULATOR_HOST", "BUCKETFS_OAUTH_TOKEN_URL", "BUCKETFS_TOKENINFO_URL",
     "BUCKETFS_IAM_CREDENTIALS_URL", NULL,
 };
 /// Removed by prefix.

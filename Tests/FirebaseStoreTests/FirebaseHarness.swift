@@ -2,33 +2,8 @@ import FirebaseStore
 import Foundation
 import Logging
 import StorageModel
+import TestSupport
 import Testing
-
-/// Log lines kept in memory (for the tests that read what was logged).
-final class LogLines: @unchecked Sendable {
-    private let lock = NSLock()
-    private var lines: [String] = []
-    var all: [String] { lock.withLock { lines } }
-    func add(_ s: String) { lock.withLock { lines.append(s) } }
-}
-
-struct CapturingLogHandler: LogHandler {
-    let sink: LogLines
-    var logLevel: Logger.Level = .trace
-    var metadata: Logger.Metadata = [:]
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-    func log(event: LogEvent) {
-        let extra = (event.metadata ?? [:]).merging(self.metadata) { a, _ in a }.map { "\($0)=\($1)" }.joined(separator: " ")
-        sink.add("\(event.level) \(event.message) \(extra)" + (event.error.map { " error=\($0)" } ?? ""))
-    }
-}
-
-func capturingLogger(_ sink: LogLines, label: String = "firebase-test") -> Logger {
-    Logger(label: label, factory: { _ in CapturingLogHandler(sink: sink) })
-}
 
 let fastTuning: FirebaseStore.Tuning = {
     var t = FirebaseStore.Tuning()

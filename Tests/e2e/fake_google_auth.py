@@ -181,6 +181,17 @@ class FakeGoogleAuth:
                 self.stated_lifetimes.append(expires - now)
             stamp = datetime.fromtimestamp(expires, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
             return 200, {"accessToken": token, "expireTime": stamp}, "application/json"
+        if h.command == "POST" and path == "/tokeninfo":
+            # Google's tokeninfo: expires_in and exp as strings; a token it does not know, a 400.
+            token = form.get("access_token", "")
+            with self.lock:
+                expiry = self.minted.get(token, 0)
+            now = time.time()
+            if expiry <= now:
+                return 400, {"error": "invalid_token", "error_description": "Invalid Value"}, "application/json"
+            return 200, {"azp": "fake", "aud": "fake", "scope": "https://www.googleapis.com/auth/devstorage.full_control",
+                         "exp": str(int(expiry)), "expires_in": str(int(expiry - now)), "email": "holder@p.iam.gserviceaccount.com",
+                         "email_verified": "true", "access_type": "online"}, "application/json"
         if h.command == "GET" and path == "/subject":
             return 200, self.subject_body.encode(), "text/plain"
         if h.command == "GET" and path == "/token-url":

@@ -11,6 +11,7 @@ in front of the project's Cloud Storage test server (docs/CREDENTIALS.md):
 import base64
 import json
 import os
+import re
 import socket
 import stat
 import subprocess
@@ -266,6 +267,34 @@ def test_whoami_names_principal_and_source(fake, tmp_path):
     # --token-url.
     _, out, _ = whoami(fake, "--token-url", fake.url + "/token-url")
     assert f"source: --token-url {fake.url}/token-url" in out and "bucket: answered" in out, out
+
+
+def test_a_static_token_says_how_long_it_has_left(fake, tmp_path, mounts, monkeypatch):
+    """--token is never refreshed: whoami and the mount say how long it has left, as the tokeninfo
+    endpoint says (the token in a POST body, never in the URL), or that it is no longer valid.
+    Nothing is asked when the requests go elsewhere than Google and BUCKETFS_TOKENINFO_URL is unset."""
+    token = fake._mint("user")
+    info = fake.url + "/tokeninfo"
+    _, out, _ = whoami(fake, "--token", token)
+    assert "access token: static, never refreshed" in out and "expires in" not in out, out
+    assert not [r for r in fake.auth_records() if r["path"] == "/tokeninfo"], "asked with no tokeninfo URL and a non-Google endpoint"
+    _, out, _ = whoami(fake, "--token", token, env=env_for(fake, BUCKETFS_TOKENINFO_URL=info))
+    assert re.search(r"access token: static, never refreshed; expires in (59|60) min \(at 20\d\d-", out), out
+    assert "for holder@p.iam.gserviceaccount.com" in out, out
+    asked = [r for r in fake.auth_records() if r["path"] == "/tokeninfo"]
+    assert len(asked) == 1 and asked[0]["method"] == "POST" and asked[0]["query"] == "", asked
+    assert asked[0]["body"] == f"access_token={token}".encode(), "the token goes in the body"
+    _, out, _ = whoami(fake, "--token", "not-a-token", env=env_for(fake, BUCKETFS_TOKENINFO_URL=info), check=False)
+    assert "not valid now" in out and "Invalid Value" in out, out
+    # The mount says it in its log, once, without the token.
+    monkeypatch.setenv("BUCKETFS_TOKENINFO_URL", info)
+    for k in ("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_OAUTH_ACCESS_TOKEN", "STORAGE_EMULATOR_HOST"):
+        monkeypatch.delenv(k, raising=False)
+    mnt = mounts.mount(f"gs://{BUCKET}", "--endpoint", fake.url, "--token", token)
+    log = open(mounts.log_path(mnt)).read()
+    mounts.unmount(mnt)
+    assert re.search(r"--token / GOOGLE_OAUTH_ACCESS_TOKEN: expires in (59|60) min", log), log[:3000]
+    assert token not in log
 
 
 def test_billing_project_and_requester_pays(fake, tmp_path):

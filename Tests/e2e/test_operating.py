@@ -460,3 +460,23 @@ def test_the_past_commands_hold_no_token(mounts, tmp_path):
     assert secret.encode() not in seen
     assert secret.encode() not in cmdline
     assert secret.encode() not in open(mounts.log_path(mnt), "rb").read()
+
+
+def test_an_unreachable_store_is_named_in_the_running_mounts_log(mounts):
+    """With its storage server gone, a running mount answers EIO, and the log line says where the
+    requests went and which setting chose that address, as the commands' refusals do
+    (docs/SEMANTICS.md §5.3)."""
+    import errno
+    import uuid
+    from own_gcs import OwnServer
+    srv = OwnServer(f"gone-{uuid.uuid4().hex[:8]}")
+    try:
+        mnt = mounts.mount(f"gs://{srv.bucket_name}", *srv.options, "--op-timeout", "5")
+    finally:
+        srv.stop()
+    with pytest.raises(OSError) as e:
+        os.listdir(f"{mnt}/not-listed-yet")
+    assert e.value.errno == errno.EIO
+    log = open(mounts.log_path(mnt)).read()
+    mounts.unmount(mnt)
+    assert f"(storage at {srv.endpoint}, set by --endpoint) → Input/output error (5)" in log, log[-3000:]
