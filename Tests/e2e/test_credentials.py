@@ -281,6 +281,7 @@ def test_a_static_token_says_how_long_it_has_left(fake, tmp_path, mounts, monkey
     _, out, _ = whoami(fake, "--token", token, env=env_for(fake, BUCKETFS_TOKENINFO_URL=info))
     assert re.search(r"access token: static, never refreshed; expires in (59|60) min \(at 20\d\d-", out), out
     assert "for holder@p.iam.gserviceaccount.com" in out, out
+    assert token not in out, "the token in whoami's output"
     asked = [r for r in fake.auth_records() if r["path"] == "/tokeninfo"]
     assert len(asked) == 1 and asked[0]["method"] == "POST" and asked[0]["query"] == "", asked
     assert asked[0]["body"] == f"access_token={token}".encode(), "the token goes in the body"
@@ -294,7 +295,7 @@ def test_a_static_token_says_how_long_it_has_left(fake, tmp_path, mounts, monkey
     log = open(mounts.log_path(mnt)).read()
     mounts.unmount(mnt)
     assert re.search(r"--token / GOOGLE_OAUTH_ACCESS_TOKEN: expires in (59|60) min", log), log[:3000]
-    assert token not in log
+    assert token not in log, "the token in the mount's log"
 
 
 def test_billing_project_and_requester_pays(fake, tmp_path):
