@@ -79,10 +79,11 @@ final class ReadPath: @unchecked Sendable {
         if walks { walkAhead.noteRead(path, at: position) }
     }
 
-    /// What to fetch ahead next in `directory`: the order, how many at once, how far ahead
-    /// (`WalkAhead.plan`).
-    func walkPlan(_ directory: String) -> (order: WalkAhead.Order, width: Int, reach: Int)? {
-        walks ? walkAhead.plan(directory) : nil
+    /// What to fetch ahead next in the directory of a file read whole at `position`: the order,
+    /// how many at once, how far ahead; nil when nothing is to be fetched or the last window
+    /// stands (`WalkAhead.plan`).
+    func walkPlan(at position: WalkAhead.Position) -> (order: WalkAhead.Order, width: Int, reach: Int)? {
+        walks ? walkAhead.plan(at: position) : nil
     }
 
     /// Fetches the files of `window` (the next small files of `directory` after the reader in
