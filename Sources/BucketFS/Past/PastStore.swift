@@ -6,7 +6,7 @@ import StorageModel
 /// §10.3): listings and metadata come from one `PastSnapshot`,
 /// loaded at the first call and kept for the store's life; reads fetch exactly the generation
 /// live at the moment, from the store beneath. Every change is refused with EROFS.
-public final class PastStore: ObjectStore, @unchecked Sendable {
+public final class PastStore: StoreWrapper, @unchecked Sendable {
     public let base: any ObjectStore
     public let listing: any VersionListing
     public let moment: Date
@@ -21,6 +21,7 @@ public final class PastStore: ObjectStore, @unchecked Sendable {
         self.scope = scope
     }
 
+    public var wrapped: any ObjectStore { base }
     public var bucket: String { base.bucket }
     public var isLocal: Bool { base.isLocal }
 
@@ -96,4 +97,7 @@ public final class PastStore: ObjectStore, @unchecked Sendable {
 
     /// A view of the past has no past of its own to show.
     public var versions: (any VersionListing)? { nil }
+    /// False whatever the store beneath does: the snapshot's listings do not bound their answers
+    /// by `endOffset`, so a lookup lists the directory (from memory, with no request).
+    public var listsUnderPartialNames: Bool { false }
 }
