@@ -15,6 +15,9 @@ the emulator is single-threaded HTTP/1.0), but
 - JSON answers are read whole and every occurrence of the emulator's own address is replaced by
   the proxy's (objects' `mediaLink`, which rclone downloads from, and `selfLink` name the
   address the object was uploaded through), with Content-Length fixed;
+- with `stall_fraction`, that share of media GETs (drawn at random, seeded) waits `stall`
+  seconds more before it is forwarded: the rare slow answer of a real network (counted as
+  `stalled`);
 - every request is counted by kind: `list` (GET .../o), `metadata` (GET .../o/NAME without
   alt=media), `media` (alt=media, either path form) and `other`, for the JSON API and for
   Firebase's v0 (`/v0/b/BUCKET/o...`); `media_bytes` is the body bytes of media answers sent on.
@@ -30,6 +33,7 @@ The counts are also served by the proxy itself: GET /__stats answers them as JSO
 import argparse
 import contextlib
 import json
+import random
 import re
 import signal
 import sys
@@ -58,7 +62,7 @@ def classify(method, path, query):
 
 class LatencyProxy(FaultProxy):
     def __init__(self, upstream, delay=0.02, max_upstream=None, upstream_timeout=120, log_file=None, rate=None,
-                 timing_file=None):
+                 timing_file=None, stall_fraction=0.0, stall=1.0, seed=1):
         super().__init__(upstream, upstream_timeout=upstream_timeout, rate=rate)
         self.delay = delay
         self.log_file = open(log_file, "a", buffering=1) if log_file else None
@@ -66,13 +70,15 @@ class LatencyProxy(FaultProxy):
         self.timing_file = open(timing_file, "a", buffering=1) if timing_file else None
         self._upstream_slots = threading.BoundedSemaphore(max_upstream) if max_upstream else contextlib.nullcontext()
         self._counts = self._zero()
+        self.stall_fraction, self.stall = stall_fraction, stall
+        self._random = random.Random(seed)
 
     @staticmethod
     def _zero():
-        return {"total": 0, **{k: 0 for k in KINDS}, "media_bytes": 0}
+        return {"total": 0, **{k: 0 for k in KINDS}, "media_bytes": 0, "stalled": 0}
 
     def stats(self):
-        """{"total", "list", "metadata", "media", "other", "media_bytes"} since the last reset."""
+        """{"total", "list", "metadata", "media", "other", "media_bytes", "stalled"} since the last reset."""
         with self._lock:
             return dict(self._counts)
 
@@ -102,7 +108,10 @@ class LatencyProxy(FaultProxy):
             self._counts[kind] += 1
             if self.log_file:
                 self.log_file.write(f"{kind} {req.method} {req.target}\n")
-        self._wait(self.delay)
+            stalled = kind == "media" and self.stall_fraction > 0 and self._random.random() < self.stall_fraction
+            if stalled:
+                self._counts["stalled"] += 1
+        self._wait(self.delay + (self.stall if stalled else 0))
         with self._upstream_slots:
             try:
                 u, conn, status, reason, headers = self._upstream(req)
@@ -164,9 +173,14 @@ def main(argv=None):
     ap.add_argument("--max-upstream", type=int, default=None, help="requests at the upstream at once (default: no limit)")
     ap.add_argument("--rate", type=float, default=None,
                     help="bandwidth limit, bytes a second each way (faultproxy.py's Throttle; default: none)")
+    ap.add_argument("--stall-fraction", type=float, default=0.0,
+                    help="share of media GETs that wait --stall-ms more (random, seeded by --seed; default 0)")
+    ap.add_argument("--stall-ms", type=float, default=1000.0, help="the extra wait of a stalled media GET (default 1000)")
+    ap.add_argument("--seed", type=int, default=1, help="seed of the stall draws (default 1)")
     a = ap.parse_args(argv)
     proxy = LatencyProxy(a.upstream, delay=a.delay_ms / 1000, max_upstream=a.max_upstream, log_file=a.log,
-                         rate=a.rate, timing_file=a.timing_log).start(a.port)
+                         rate=a.rate, timing_file=a.timing_log, stall_fraction=a.stall_fraction,
+                         stall=a.stall_ms / 1000, seed=a.seed).start(a.port)
     limit = f", {a.rate / 1e6:g} MB/s each way" if a.rate else ""
     print(f"latencyproxy: {proxy.endpoint} -> {proxy.upstream_origin}, +{a.delay_ms:g} ms a request{limit}", flush=True)
     done = threading.Event()

@@ -78,7 +78,7 @@ def test_forwards_counts_delays_and_rewrites_links(emulator, prefix, proxy):
     r, body = _get(conn, "/__stats")
     stats = json.loads(body)
     assert stats == {"total": 4, "list": 1, "metadata": 1, "media": 2, "other": 0,
-                     "media_bytes": len(data) + 1000}
+                     "media_bytes": len(data) + 1000, "stalled": 0}
     assert proxy.stats() == stats
     r, body = _get(conn, "/__reset")
     assert json.loads(body)["total"] == 0
@@ -95,4 +95,21 @@ def test_delay_applies_to_each_request(emulator, proxy):
         assert r.status == 404
         assert time.monotonic() - t0 >= 0.2
     assert proxy.stats()["metadata"] == 2
+    conn.close()
+
+
+def test_stalls_hold_back_media_gets_only(emulator, prefix, proxy):
+    """`stall_fraction` of the media GETs wait `stall` more (the bench's rare slow answer);
+    nothing else does."""
+    emulator.bucket().blob(f"{prefix}/s.bin").upload_from_string(b"x" * 1000)
+    quoted = urllib.parse.quote(f"{prefix}/s.bin", safe="")
+    proxy.stall_fraction, proxy.stall = 1.0, 0.3
+    conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=30)
+    r, _ = _get(conn, f"/storage/v1/b/{emulator.bucket_name}/o/{quoted}")
+    assert r.status == 200 and proxy.stats()["stalled"] == 0, "a metadata GET is never held back"
+    t0 = time.monotonic()
+    r, body = _get(conn, f"/storage/v1/b/{emulator.bucket_name}/o/{quoted}?alt=media")
+    assert r.status == 200 and body == b"x" * 1000
+    assert time.monotonic() - t0 >= 0.05 + 0.3
+    assert proxy.stats()["stalled"] == 1 and proxy.stats()["media"] == 1
     conn.close()
