@@ -20,7 +20,8 @@
 #     cost, which no mount goes below, fixed start included), and what the mount adds (the
 #     difference), with its ratio to what it adds to tar;
 #   - media downloads per small object (media requests for the small files / SMALL_N; ideal 1),
-#     and the most for any one;
+#     and the most for any one; hedged downloads (`--walk-hedge`: a second request for a file
+#     whose first ran long) are taken out and shown apart, from the mount's metrics;
 #   - media GETs in flight on average, from the proxy's timing log: the small files' GETs (the
 #     walk's; the sum of their durations over the span from the first one's arrival to the last
 #     one's answer) and all media GETs (the large file's parts too);
@@ -59,6 +60,7 @@ DELAY_MS="${BENCH_DELAY_MS:-20}"
 SMALL_N="${BENCH_SMALL_N:-400}"
 PORT="${EMULATOR_PORT:-9502}"
 PROXY_PORT="${BENCH_PROXY_PORT:-9503}"
+METRICS_PORT=$((PROXY_PORT + 5))  # each bucketfs mount's metrics (its hedged downloads)
 TOOLS="${BENCH_TOOLS:-tar tar2 plain restic borg}"
 LAYOUTS="${BENCH_LAYOUTS:-first last none}"
 SERVERS="${BENCH_SERVERS:-threaded serial}"
@@ -148,7 +150,8 @@ run_tool() {  # TOOL LAYOUT RUN
   case "$tool" in
     plain) mnt= ;;
     rclone) mnt="$(mount_rclone "emu-$SERVER:$BUCKET/bench/$layout")" ;;
-    *) mnt="$(mount_bucketfs "gs://$BUCKET/bench/$layout" --endpoint "$PROXY" --anonymous --read-only)" ;;
+    *) mnt="$(mount_bucketfs "gs://$BUCKET/bench/$layout" --endpoint "$PROXY" --anonymous --read-only \
+         --metrics-address "127.0.0.1:$METRICS_PORT")" ;;
   esac
   drop_caches
   if [ "$tool" = tar2 ]; then
@@ -181,6 +184,14 @@ run_tool() {  # TOOL LAYOUT RUN
   cpu="$cpu $(awk -v a="$p0" -v b="$(cpu_secs "$PROXY_PID")" 'BEGIN { printf "%.2f", b - a }')"
   counts=$(proxy_counts)
   local per; per=$(small_downloads "$from")
+  # Hedged downloads (a second request for a file whose first ran long) are counted apart:
+  # the mount's own count, taken out of the downloads per object.
+  local hedges=0
+  case "$tool" in plain|rclone) ;; *)
+    hedges=$(curl -sf "http://127.0.0.1:$METRICS_PORT/metrics" | awk '/^bucketfs_walk_hedges_total\{outcome="sent"\}/ { print int($2) }')
+    hedges=${hedges:-0}
+    per="$(awk -v p="${per%% *}" -v h="$hedges" -v n="$SMALL_N" 'BEGIN { printf "%.2f", p - h / n }') ${per#* }" ;;
+  esac
   [ -n "$mnt" ] && unmount "$mnt"
   sleep 0.2  # the proxy writes a request's timing line once its answer is sent
   local flight; flight=$("$PY" Scripts/bench/in_flight.py "$TIMING" "$t0" "$t1")
@@ -194,7 +205,7 @@ run_tool() {  # TOOL LAYOUT RUN
   esac
   [ "$files" -eq "$objects" ] || { echo "bench: $tool backed up $files files, not $objects" >&2; exit 1; }
   rm -rf "$repo" "$WORK/tar.out"
-  echo "$secs $per $flight $counts $cpu"
+  echo "$secs $per $flight $counts $cpu $hedges"
 }
 
 local_run() {  # TOOL DIR -> seconds for the tool over DIR/tree on local disk (page cache warm), a
@@ -332,7 +343,7 @@ for layout in $LAYOUTS; do
       k="$tool.$layout.$server"
       # shellcheck disable=SC2086
       l=$(median ${localruns[$k]})
-      read -r _ per most _ fsmall fall _ _ _ _ _ ctool cbfs cemu cproxy <<<"${RES[last_$k]}"
+      read -r _ per most _ fsmall fall _ _ _ _ _ ctool cbfs cemu cproxy hedged <<<"${RES[last_$k]}"
       cpu=$(awk -v a="$ctool" -v b="$cbfs" -v c="$cemu" -v d="$cproxy" 'BEGIN { printf "%.2f+%.2f+%.2f+%.2f = %.2f", a, b, c, d, a + b + c + d }')
       vs=n/a; [ -n "${RES[a_$ktar]:-}" ] && vs="$(ratio "${RES[a_$k]}" "${RES[a_$ktar]}")x"
       vp=n/a; [ -n "${RES[t_$kplain]:-}" ] && vp="$(ratio "${RES[t_$kplain]}" "${RES[t_$k]}")"
@@ -344,7 +355,7 @@ for layout in $LAYOUTS; do
       fi
       case "$tool" in plain|rclone) l=-; adds=-; vs=- ;; *) adds="${RES[a_$k]} s" ;; esac
       printf '| %-22s | %-30s | %-8s | %-14s | %-12s | %-22s | %-14s | %-8s | %-36s |\n' "$label" "${RES[t_$k]} s (${runs[$k]# })" "$l" "$adds" "$vs" \
-        "$per (most $most)" "$fsmall ($fall all)" "$vp" "$cpu"
+        "$per (most $most)$([ "${hedged:-0}" -gt 0 ] && echo ", $hedged hedged")" "$fsmall ($fall all)" "$vp" "$cpu"
     done
   done
 done

@@ -52,7 +52,7 @@ struct CachingOptions: ParsableArguments {
     var readPartMB: Int = MountConfig.defaults.readPartMax >> 20
     @Option(name: .customLong("walk-ahead"), help: "The most small files (up to \(MountConfig.defaults.walkAheadMaxSize >> 20) MiB) downloaded at once ahead of a process once its reads show a walk through a directory (listing order: tar, rsync, restic; inode order: borg), at most --max-connections; and kept for a reopen (0: off).")
     var walkAheadFiles: Int = MountConfig.defaults.walkAheadFiles
-    @Option(name: .customLong("walk-hedge"), help: "A small file fetched ahead of a walk whose download runs this many times the median of the recent ones (at least \(Int(MountConfig.defaults.walkHedgeFloor * 1000)) ms) is asked for again, and the first answer wins (0: off).")
+    @Option(name: .customLong("walk-hedge"), help: "A small file fetched ahead of a walk whose download runs this many times the 90th percentile of the recent ones (at least \(Int(MountConfig.defaults.walkHedgeFloor * 1000)) ms) is asked for again, and the first answer wins (0: off).")
     var walkHedge: Double = MountConfig.defaults.walkHedge
     @Option(name: .customLong("max-connections"), help: "HTTP connections to Cloud Storage at once (requests beyond wait for one).")
     var maxConnections: Int = GCSStore.Tuning().maxConnectionsPerHost

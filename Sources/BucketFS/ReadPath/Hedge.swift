@@ -2,23 +2,25 @@ import Foundation
 import StorageModel
 
 /// Hedged requests for the files fetched ahead of a walk (docs/SEMANTICS.md §3.6, "A slow
-/// answer"; *The Tail at Scale*): a fetch still running `factor` times the median of the recent
-/// ones later (and at least `floor` later) is asked for a second time, and the first answer
-/// wins; the other request is cancelled. A reader that goes in order (tar, restic) would
+/// answer"; *The Tail at Scale*): a fetch still running `factor` times the 90th percentile of
+/// the recent ones later (and at least `floor` later) is asked for a second time, and the first
+/// answer wins; the other request is cancelled. The 90th percentile, not the median: a server
+/// that queues requests (one at a time, or busy) spreads its answers' times, and a hedge then
+/// only adds to its queue; a rare stall (1 in 100 requests) leaves the 90th percentile alone. A reader that goes in order (tar, restic) would
 /// otherwise wait for the one slow request while every file after it has landed.
 ///
 /// Only whole small files are hedged (a wasted hedge costs one small download), never a failure
 /// (a fetch that fails is not asked again here: retries are the store's), and at most one hedge
-/// for every `budget` fetches plus `burst`, so a server that is slow for everyone is not asked
+/// for every `budget` fetches plus `burst` (5 %), so a server that is slow for everyone is not asked
 /// twice for everything. Both answers are checked alike by the caller.
 final class Hedge: @unchecked Sendable {
-    /// How many medians a fetch may take before it is hedged (0: never).
+    /// How many 90th percentiles a fetch may take before it is hedged (0: never).
     let factor: Double
     /// The least wait before a hedge, seconds.
     let floor: Double
     static let samples = 64
-    static let budget = 10
-    static let burst = 4
+    static let budget = 20
+    static let burst = 2
 
     private let clock: BucketClock
     private let lock = NSLock()
@@ -41,9 +43,21 @@ final class Hedge: @unchecked Sendable {
     /// How long a fetch may run before it is hedged now: nil when hedging is off, before 8
     /// fetches have been timed, or when the budget is spent.
     private func delayLocked() -> Double? {
-        guard factor > 0, recent.count >= 8, sent < fetches / Self.budget + Self.burst else { return nil }
+        guard factor > 0, recent.count >= 8, withinBudgetLocked else { return nil }
         let sorted = recent.sorted()
-        return max(floor, factor * sorted[sorted.count / 2])
+        return max(floor, factor * sorted[sorted.count * 9 / 10])
+    }
+
+    private var withinBudgetLocked: Bool { sent < fetches / Self.budget + Self.burst }
+
+    /// Counts a hedge about to be sent, if the budget still has room (checked again when the
+    /// wait is over: several fetches may be waiting to hedge at once).
+    private func spend() -> Bool {
+        lock.withLock {
+            guard withinBudgetLocked else { return false }
+            sent += 1
+            return true
+        }
     }
 
     private func record(_ seconds: Double) {
@@ -81,9 +95,8 @@ final class Hedge: @unchecked Sendable {
             }
             group.addTask { [weak self] in
                 do { try await clock.sleep(for: .milliseconds(Int64(delay * 1000))) } catch { return .notSent }
-                guard let self, !Task.isCancelled else { return .notSent }
+                guard let self, !Task.isCancelled, self.spend() else { return .notSent }
                 hedgeSent.set()
-                self.lock.withLock { self.sent += 1 }
                 do { return .value(try await work(), hedged: true) } catch { return .failed(error, hedged: true) }
             }
             var running = 2
