@@ -4,6 +4,7 @@ points to it), and again after a sign-in that worked; `whoami` prints it once, w
 mount's "picked up without a restart" note (docs/FIREBASE.md, "Sessions, logout and signing in
 again")."""
 import os
+import time
 
 from conftest import run
 from test_firebase import API_KEY, SRC, errno_of, fb, seed, wait_for  # noqa: F401  (fb is the fixture)
@@ -27,6 +28,7 @@ def test_firebase_refused_mount_logs_the_sign_in_line_once_per_refusal(fb, mount
     assert os.listdir(mnt)
     fb.server.revoke(fb.uid)
     fb.server.expire(fb.uid)
+    time.sleep(0.5)  # past --metadata-ttl: the listing is asked again
     refused_operations("a")
     wait_for(lambda: said() >= 1, what="the sign-in line")
     lines = open(log).read().splitlines()
@@ -43,6 +45,7 @@ def test_firebase_refused_mount_logs_the_sign_in_line_once_per_refusal(fb, mount
     assert said() == 1
     fb.server.revoke(fb.uid)
     fb.server.expire(fb.uid)
+    time.sleep(0.5)
     refused_operations("b")
     assert said() == 2, [l for l in open(log).read().splitlines() if "sign in again" in l]
 
