@@ -154,6 +154,8 @@ let package = Package(
             name: "FirebaseStoreTests",
             dependencies: [
                 "FirebaseStore", "StorageModel", "GCSStore", "TestSupport",
+                // The core over a v0 store, for what a running mount logs (FirebaseRefusalEpisodeTests).
+                "BucketFS", "FuseKit",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

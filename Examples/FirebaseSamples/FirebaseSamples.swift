@@ -4,6 +4,9 @@
 //   bucketfs login firebase://BUCKET --api-key KEY --email ADDRESS
 //   swift run firebase-samples gs://BUCKET users/UID
 //
+// `firebase-samples sign-in …` runs the other sample, a program that signs in by itself
+// (SignInSample.swift).
+//
 // The second argument is a folder the bucket's rules let you write (the samples' "images/…"
 // and "files/uid/…" are made under it). With FIREBASE_STORAGE_EMULATOR_HOST and
 // FIREBASE_AUTH_EMULATOR_HOST set, it talks to the emulators. docs/FIREBASE.md walks through it.
@@ -15,6 +18,7 @@ import StorageModel
 struct FirebaseSamples {
     static func main() async {
         let args = CommandLine.arguments.dropFirst()
+        if args.first == "sign-in" { exit(await SignInSample.run(Array(args.dropFirst()))) }
         guard args.count == 2, let url = args.first, let folder = args.last else {
             FileHandle.standardError.write(Data("usage: firebase-samples gs://BUCKET FOLDER\n".utf8))
             exit(2)

@@ -37,8 +37,11 @@ struct FirebaseAccess: Sendable {
     /// The line a user without a login is told to run.
     static func loginLine(_ bucket: String) -> String { FirebaseSession.loginLine(bucket) }
 
+    /// `runningMount`: the session of a running mount, which takes a newer login of the same user
+    /// when the server refuses its refresh token, and logs the line to sign in again once per
+    /// refusal rather than with every failed operation; a one-shot command's error carries it.
     static func resolve(bucket: String, origin: String?, gcs: GCSOptions, firebase: FirebaseOptions,
-                        environment: [String: String], logger: Logger) throws -> FirebaseAccess {
+                        environment: [String: String], runningMount: Bool = false, logger: Logger) throws -> FirebaseAccess {
         if gcs.anonymous {
             throw SourceProblem("--anonymous sends no credentials to gs:// buckets; firebase:// requests are made as a "
                 + "Firebase user: sign in as a new anonymous user with bucketfs login firebase://\(bucket) --api-key KEY --anonymous")
@@ -50,7 +53,8 @@ struct FirebaseAccess: Sendable {
         do {
             return FirebaseAccess(session: try FirebaseSession.resolve(
                 bucket: bucket, idToken: firebase.idToken, storageEndpoint: gcs.endpoint, authEndpoint: firebase.authEndpoint,
-                origin: origin, environment: environment, trust: try gcs.trustRoots(environment: environment), logger: logger))
+                origin: origin, environment: environment, trust: try gcs.trustRoots(environment: environment),
+                revives: runningMount, logsRefusals: runningMount, logger: logger))
         } catch {
             throw SourceProblem(SourceCheck.reason(error))
         }

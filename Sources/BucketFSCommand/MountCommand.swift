@@ -169,7 +169,7 @@ struct Mount: AsyncParsableCommand {
             tuning.maxConnectionsPerHost = max(1, maxConnections)
             tuning.chunkSize = uploadChunkMB > 0 ? uploadChunkMB << 20 : nil
             store = try openStore(parsed, gcs: gcs, firebase: firebase, logger: logger, prefixMount: true, tuning: tuning,
-                                  deadline: .milliseconds(Int64(opTimeout * 1000)))
+                                  deadline: .milliseconds(Int64(opTimeout * 1000)), runningMount: true)
             counting = store as? any ConnectionCounting
             storageAddress = StorageAddress.of(store, gcs: gcs, environment: ProcessInfo.processInfo.environment)
             if case .gcs(let bucket, _) = parsed, let check = try? CredentialCheck.resolve(gcs, environment: ProcessInfo.processInfo.environment) {

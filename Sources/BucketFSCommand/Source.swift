@@ -99,7 +99,7 @@ struct ValidationErrorText: Error, CustomStringConvertible {
 /// path the store's prefix (mounting a sub-tree) instead of an object path.
 func openStore(_ source: Source, gcs: GCSOptions, firebase: FirebaseOptions, logger: Logger,
                prefixMount: Bool = false, tuning: GCSStore.Tuning = GCSStore.Tuning(),
-               deadline: Duration = .seconds(60)) throws -> any ObjectStore {
+               deadline: Duration = .seconds(60), runningMount: Bool = false) throws -> any ObjectStore {
     var tuning = tuning
     if case .embedded = source {} else {
         tuning.trust = try gcs.trustRoots()
@@ -108,7 +108,8 @@ func openStore(_ source: Source, gcs: GCSOptions, firebase: FirebaseOptions, log
     switch source {
     case .firebase(let bucket, let path, let origin):
         let access = try FirebaseAccess.resolve(bucket: bucket, origin: origin, gcs: gcs, firebase: firebase,
-                                                environment: ProcessInfo.processInfo.environment, logger: logger)
+                                                environment: ProcessInfo.processInfo.environment, runningMount: runningMount,
+                                                logger: logger)
         return openFirebaseStore(access, prefix: prefixMount ? path : "", logger: logger, tuning: tuning, deadline: deadline)
     case .embedded(let dir, _):
         return try EmbeddedStore(directory: dir, bucket: "local")

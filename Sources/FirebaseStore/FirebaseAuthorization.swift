@@ -65,7 +65,8 @@ actor FirebaseAuthorization: TransportAuthorization {
     }
 
     nonisolated func unauthenticated(_ message: String) -> StorageError {
-        if message.contains("bucketfs login") { return .unauthenticated(message: message) }
+        // The token source's own refusal says how to sign in again, or where that was logged.
+        if message.contains("sign in again") { return .unauthenticated(message: message) }
         let hint = canRefresh
             ? "the Firebase ID token was refused after a refresh; sign in again with bucketfs login firebase://\(bucket)"
             : "the ID token given (--id-token / FIREBASE_ID_TOKEN) was refused, and it is never refreshed"

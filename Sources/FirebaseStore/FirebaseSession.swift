@@ -49,10 +49,15 @@ public struct FirebaseSession: Sendable {
     ///     `--auth-endpoint` take them.
     ///   - origin: the host of a v0 URL the bucket was named by (`https://HOST/v0/b/BUCKET/o/…`).
     ///   - trust: the certificates trusted for https Auth endpoints (`TrustRoots.resolve`).
+    ///   - revives: a refresh token the server refuses is replaced by a newer login of the same
+    ///     user, read again from the login file (a long-running session: a mount, a service).
+    ///   - logsRefusals: a refused refresh token's sign-in line is logged once per refusal episode,
+    ///     and errors point to it (a running mount, which logs every failed operation), instead
+    ///     of being carried by every error (`FirebaseTokenManager`).
     public static func resolve(bucket: String, idToken: String? = nil, storageEndpoint: String? = nil,
                                authEndpoint: String? = nil, origin: String? = nil,
                                environment: [String: String] = ProcessInfo.processInfo.environment,
-                               trust: TrustRoots = .system,
+                               trust: TrustRoots = .system, revives: Bool = true, logsRefusals: Bool = false,
                                logger: Logger = Logger(label: "bucketfs.firebase")) throws(StorageError) -> FirebaseSession {
         try BucketName.validate(bucket)
         let fixed = nonEmpty(idToken) ?? nonEmpty(environment[idTokenVariable])
@@ -84,7 +89,8 @@ public struct FirebaseSession: Sendable {
         // again from the login file, without a restart.
         let manager = FirebaseTokenManager(client: client, refreshToken: l.refreshToken, bucket: bucket, logger: logger,
                                            user: (l.email, l.provider),
-                                           newerLogin: FirebaseLoginFile.newerLogin(of: l, environment: environment))
+                                           newerLogin: revives ? FirebaseLoginFile.newerLogin(of: l, environment: environment) : nil,
+                                           logsRefusals: logsRefusals)
         return FirebaseSession(bucket: bucket, endpoints: endpoints, tokens: manager, identity: describe(l), login: l,
                                authSetBy: setBy.auth, storageSetBy: setBy.storage)
     }

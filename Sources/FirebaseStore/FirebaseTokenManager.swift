@@ -6,14 +6,18 @@ import StorageModel
 /// minutes before; a quarter of the lifetime for shorter-lived tokens), once more after a 401;
 /// concurrent callers share one refresh. A refresh refused for good (revoked, user disabled or
 /// deleted) is remembered: every later call fails at once with `StorageError.unauthenticated`
-/// saying "sign in again with bucketfs login firebase://BUCKET …" (the whole line, with the
-/// endpoints in use, so that copying it signs in to the same place), and that is logged once.
+/// saying how to sign in again: "sign in again with bucketfs login firebase://BUCKET …" (the whole
+/// line, with the endpoints in use, so that copying it signs in to the same place), or
+/// `signInAgain` for a program's own sign-in. With `logsRefusals` (a running mount, which logs
+/// every failed operation) that line is logged once per refusal episode instead, and the errors
+/// point to it (docs/FIREBASE.md, "Sessions, logout and signing in again"); a refresh that works
+/// ends the episode.
 /// A session refused that way revives without a restart when `newerLogin` (the login file of the
 /// same bucket, read again) gives a refresh token of the same user that was not refused yet: the
 /// next call refreshes with it.
 /// Transient trouble (no answer, 5xx) is thrown as a transient error, for the caller to retry.
 /// Tokens never reach a log line or an error message.
-public actor FirebaseTokenManager: FirebaseIDTokenSource, CustomStringConvertible {
+public actor FirebaseTokenManager: FirebaseIDTokenSource, CustomStringConvertible, CustomReflectable {
     private let client: FirebaseAuthClient
     private var refreshToken: String
     private let bucket: String
@@ -24,19 +28,31 @@ public actor FirebaseTokenManager: FirebaseIDTokenSource, CustomStringConvertibl
 
     private var current: (token: String, expires: Date, refreshAt: Date)?
     private var inFlight: Task<FirebaseTokens, any Error>?
-    private var refusal: StorageError?
+    /// The server's reason while the refresh token is refused (a refusal episode), else nil.
+    private var refusal: String?
+    /// When the episode began, and whether its sign-in line was logged (`logsRefusals`).
+    private var refusedSince: Date?
+    private var announced = false
+    /// Whether the sign-in line is logged once per episode (errors then point to it) rather than
+    /// carried by every error.
+    private let logsRefusals: Bool
     /// The refresh token the server refused (a newer login must bring another one).
     private var refusedToken: String?
     /// A refresh token of a newer login of the same user, if there is one (read when refused).
     private let newerLogin: (@Sendable () -> String?)?
     /// Who signed in, for the sign-in-again line: email (if any) and provider.
     private var user: (email: String?, provider: String)?
+    /// How to sign in again, when not with `bucketfs login` (a program's own sign-in).
+    private let signInAgain: String?
+    /// Whose tokens, for messages when no bucket is named (a program's sign-in).
+    private let uid: String?
     /// Refreshes done (for logs and tests).
     public private(set) var refreshCount = 0
 
     public init(client: FirebaseAuthClient, refreshToken: String, bucket: String, logger: Logger,
                 refreshAhead: Duration = .seconds(300),
-                user: (email: String?, provider: String)? = nil, newerLogin: (@Sendable () -> String?)? = nil) {
+                user: (email: String?, provider: String)? = nil, newerLogin: (@Sendable () -> String?)? = nil,
+                logsRefusals: Bool = false) {
         self.client = client
         self.refreshToken = refreshToken
         self.bucket = bucket
@@ -44,12 +60,16 @@ public actor FirebaseTokenManager: FirebaseIDTokenSource, CustomStringConvertibl
         self.refreshAhead = refreshAhead
         self.user = user
         self.newerLogin = newerLogin
+        self.signInAgain = nil
+        self.uid = nil
+        self.logsRefusals = logsRefusals
     }
 
-    /// Starts from tokens a sign-in just gave (no refresh until they near expiry).
+    /// Starts from tokens a sign-in just gave (no refresh until they near expiry). `bucket` may be
+    /// empty (a program's sign-in, for any bucket); `signInAgain` then says how to sign in again.
     public init(client: FirebaseAuthClient, signedIn tokens: FirebaseTokens, bucket: String, logger: Logger,
                 refreshAhead: Duration = .seconds(300),
-                newerLogin: (@Sendable () -> String?)? = nil) {
+                newerLogin: (@Sendable () -> String?)? = nil, signInAgain: String? = nil) {
         self.client = client
         self.refreshToken = tokens.refreshToken
         self.bucket = bucket
@@ -57,10 +77,18 @@ public actor FirebaseTokenManager: FirebaseIDTokenSource, CustomStringConvertibl
         self.refreshAhead = refreshAhead
         self.user = (tokens.email, tokens.provider)
         self.newerLogin = newerLogin
+        self.signInAgain = signInAgain
+        self.uid = tokens.uid
+        self.logsRefusals = false
         self.current = (tokens.idToken, tokens.expiresAt, Self.refreshTime(tokens.expiresAt, from: client.clock.date, ahead: refreshAhead))
     }
 
-    public nonisolated var description: String { "FirebaseTokenManager(firebase://\(bucket))" }
+    public nonisolated var description: String { "FirebaseTokenManager(\(scope))" }
+    /// `dump` shows whose tokens, never the tokens.
+    public nonisolated var customMirror: Mirror { Mirror(self, children: ["scope": scope, "tokens": "<redacted>"]) }
+
+    /// What messages name: the bucket, else the user.
+    private nonisolated var scope: String { bucket.isEmpty ? "Firebase user \(uid ?? "?")" : "firebase://\(bucket)" }
 
     public var expiresAt: Date? { current?.expires }
 
@@ -68,27 +96,50 @@ public actor FirebaseTokenManager: FirebaseIDTokenSource, CustomStringConvertibl
     public var currentRefreshToken: String { refreshToken }
 
     public func idToken(afterUnauthorized: Bool) async throws -> String {
-        if let refusal, !reviveFromNewerLogin() { throw refusal }
+        if refusal != nil, !reviveFromNewerLogin() { throw refusalError() }
         if !afterUnauthorized, inFlight == nil, let c = current, now() < c.refreshAt { return c.token }
         do {
             return try await refreshed()
-        } catch let refused as Refused {
+        } catch is Refused {
             // A newer login may already be there (signed in again before this refresh was due).
-            guard reviveFromNewerLogin() else { throw refused.error }
-            do { return try await refreshed() } catch let again as Refused { throw again.error }
+            guard reviveFromNewerLogin() else { throw refusalError() }
+            do { return try await refreshed() } catch is Refused { throw refusalError() }
         }
     }
 
-    /// The line that signs in again to the same place (endpoints and user as this session's).
+    /// The line that signs in again to the same place (endpoints and user as this session's), or
+    /// what a program was told to do instead.
     public var signInAgainLine: String {
-        FirebaseLogin.command(bucket: bucket, apiKey: client.apiKey, email: user?.email, provider: user?.provider,
+        if let signInAgain { return signInAgain }
+        return FirebaseLogin.command(bucket: bucket, apiKey: client.apiKey, email: user?.email, provider: user?.provider,
                               endpoints: client.endpoints)
     }
 
-    private struct Refused: Error { let error: StorageError }
+    /// The refresh token was refused (`refusal` says why).
+    private struct Refused: Error {}
+
+    /// The error of a refused session: says how to sign in again, or, when that is logged once
+    /// per episode, points to the log.
+    private func refusalError() -> StorageError {
+        let reason = refusal ?? "the refresh token was refused"
+        guard logsRefusals else { return .unauthenticated(message: signInAgainMessage(reason)) }
+        let since = refusedSince.map { " since \(Self.stamp($0))" } ?? ""
+        return .unauthenticated(message: "\(reason) (\(scope) is signed out\(since); the line to sign in again is in the log)")
+    }
+
+    private func signInAgainMessage(_ reason: String) -> String {
+        let revives = newerLogin == nil ? "" : " (the new login is picked up at the next operation, without a restart)"
+        return "\(reason); sign in again with \(signInAgainLine)\(revives)"
+    }
+
+    private static func stamp(_ d: Date) -> String {
+        let f = ISO8601DateFormatter()
+        f.formatOptions = [.withInternetDateTime]
+        return f.string(from: d)
+    }
 
     /// One refresh, shared by concurrent callers. A refusal of the refresh token itself is
-    /// remembered and thrown as `Refused`.
+    /// remembered (`refusal`) and thrown as `Refused`.
     private func refreshed() async throws -> String {
         let task: Task<FirebaseTokens, any Error>
         if let t = inFlight {
@@ -106,6 +157,9 @@ public actor FirebaseTokenManager: FirebaseIDTokenSource, CustomStringConvertibl
                 refreshCount += 1
                 current = (t.idToken, t.expiresAt, Self.refreshTime(t.expiresAt, from: now(), ahead: refreshAhead))
                 if !t.refreshToken.isEmpty { refreshToken = t.refreshToken }
+                // A refresh that works ends a refusal episode: the next refusal says it all again.
+                announced = false
+                refusedSince = nil
                 user = (t.email ?? user?.email, t.provider)
                 logger.debug("Firebase: ID token for \(t.uid) refreshed; it expires at \(t.expiresAt)")
             }
@@ -115,15 +169,19 @@ public actor FirebaseTokenManager: FirebaseIDTokenSource, CustomStringConvertibl
             let e = error as? StorageError ?? .unknown(status: 0, message: "\(error)")
             if let m = Self.refusalMessage(e) {
                 // The refresh token itself was refused: no retry will help.
-                let refused = StorageError.unauthenticated(message: "\(m); sign in again with \(signInAgainLine)")
                 if refusal == nil || refusedToken != token {
-                    refusal = refused
+                    if refusedSince == nil { refusedSince = now() }
+                    refusal = m
                     refusedToken = token
                     current = nil
-                    let revives = newerLogin == nil ? "" : " (the new login is picked up at the next operation, without a restart)"
-                    logger.error("firebase://\(bucket): \(refused)\(revives)")
+                    if logsRefusals && !announced {
+                        announced = true
+                        logger.error("\(scope): unauthenticated: \(signInAgainMessage(m))")
+                    } else {
+                        logger.debug("\(scope): the refresh token was refused: \(m)")
+                    }
                 }
-                throw Refused(error: refused)
+                throw Refused()
             }
             throw e
         }
@@ -136,7 +194,7 @@ public actor FirebaseTokenManager: FirebaseIDTokenSource, CustomStringConvertibl
         refreshToken = fresh
         refusal = nil
         current = nil
-        logger.notice("firebase://\(bucket): a newer login of the same user is in the login file; using it")
+        logger.notice("\(scope): a newer login of the same user is in the login file; using it")
         return true
     }
 

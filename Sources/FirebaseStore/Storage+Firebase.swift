@@ -32,6 +32,28 @@ extension Storage {
         return Storage(store: FirebaseStore(session: session, logger: logger, tuning: tuning))
     }
 
+    /// A ready `Storage` for a Cloud Storage for Firebase bucket as `user`, signed in by the program
+    /// itself (`FirebaseAuth`): no login file is read, and the user's ID tokens refresh themselves.
+    ///
+    /// ```swift
+    /// let user = try await FirebaseAuth(apiKey: "AIza…").signInAnonymously()
+    /// let storage = try Storage.storage(url: "gs://my-app.firebasestorage.app", user: user)
+    /// ```
+    ///
+    /// `url` names the bucket as in `storage(url:)`; the requests go to the storage endpoint the
+    /// user's `FirebaseAuth` resolved, or to a v0 URL's host when `url` is one.
+    public static func storage(url: String, user: FirebaseUser,
+                               logger: Logger = Logger(label: "bucketfs.firebase")) throws(StorageError) -> Storage {
+        let (bucket, origin) = try bucketOf(url)
+        var endpoints = user.endpoints
+        if let origin, let u = URL(string: origin) { endpoints.storage = u }
+        let session = FirebaseSession(bucket: bucket, endpoints: endpoints, tokens: user.tokens, identity: user.identity,
+                                      login: nil)
+        var tuning = FirebaseStore.Tuning()
+        tuning.trust = user.trust
+        return Storage(store: FirebaseStore(session: session, logger: logger, tuning: tuning))
+    }
+
     /// Closes the connections of a store that holds any (the Firebase and Cloud Storage stores);
     /// call it when done. Later calls do nothing.
     public func shutdown() async throws {

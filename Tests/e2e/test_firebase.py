@@ -601,8 +601,10 @@ def test_firebase_library_example_runs_the_guides_samples(fb):
     names = [n for page in pages for n in page.split(",") if n]
     assert sorted(set(names)) == sorted(["sub"] + [f"file{i}" for i in range(5)]), pages
     # Outside the user's folder the rules refuse, and the example says so and fails.
-    p = subprocess.run([example, f"gs://{BUCKET}", "shared"], capture_output=True, timeout=60)
-    assert p.returncode == 1 and "Permission denied" in p.stderr.decode(errors="replace"), p.stderr
+    p2 = subprocess.run([example, f"gs://{BUCKET}", "shared"], capture_output=True, timeout=60)
+    assert p2.returncode == 1 and "Permission denied" in p2.stderr.decode(errors="replace"), p2.stderr
+    for s in fb.secrets():
+        assert s.encode() not in p.stdout + p.stderr + p2.stdout + p2.stderr, "a token or the password is in the sample's output"
 
 
 # --- refusals a shell sees, listings that cost what they show ----------------------------------
