@@ -1,6 +1,7 @@
 import ArgumentParser
 import BucketFS
 import Foundation
+import FuseKit
 import Logging
 import StorageModel
 
@@ -97,7 +98,8 @@ struct Recover: AsyncParsableCommand {
                     summary.bytes += e.bytes
                 }
             } catch {
-                FileHandle.standardError.write(Data("bucketfs: recover '\(object)' from \(e.path): \(error)\n".utf8))
+                let hint = e.refused && BucketFS.errno(for: error) == .EACCES ? "; refused again, as at its close: `--to` a prefix the rules let you write uploads it there" : ""
+                FileHandle.standardError.write(Data("bucketfs: recover '\(object)' from \(e.path): \(error)\(hint)\n".utf8))
                 summary.left += 1
             }
         }
@@ -249,7 +251,7 @@ struct Status: ParsableCommand {
                 state = u.isEmpty ? "nothing unsaved" : u.description
             }
             if !u.isEmpty {
-                let run = Self.whatToRun(e.cacheDirectory, u, busy: busy != nil)
+                let run = Self.whatToRun(e.cacheDirectory, u, busy: busy != nil, source: e.source)
                 FileHandle.standardError.write(Data("bucketfs: error: unsaved data of \(e.source) in \(e.cacheDirectory): \(u.description); \(run)\n".utf8))
                 todo.append(run)
             }
@@ -264,15 +266,28 @@ struct Status: ParsableCommand {
     }
 
     /// The commands that settle what `dir` holds: `recover` for the complete files (after the
-    /// mount ends, when one holds the directory), and for the cut-off ones a look, then
-    /// `--drop-cut-off` or `--keep-aside`.
-    static func whatToRun(_ dir: String, _ u: CacheDirectoryRegistry.Unsaved, busy: Bool) -> String {
+    /// mount ends, when one holds the directory), `recover --to` a prefix the rules allow for
+    /// those the store refused, and for the cut-off ones a look, then `--drop-cut-off` or
+    /// `--keep-aside`.
+    static func whatToRun(_ dir: String, _ u: CacheDirectoryRegistry.Unsaved, busy: Bool, source: String? = nil) -> String {
         var steps: [String] = []
         if busy { steps.append("when its mount has ended") }
-        if u.complete > 0 { steps.append("`bucketfs recover \(dir)` uploads \(u.complete) complete file(s)") }
+        let others = u.complete - u.refused
+        if others > 0 { steps.append("`bucketfs recover \(dir)` uploads \(others) complete file(s)") }
+        if u.refused > 0 {
+            let root = source.map(Self.bucketRoot) ?? "SOURCE"
+            steps.append("\(u.refused) file(s) the store refused (its rules or IAM; each is complete): `bucketfs recover \(dir) --to \(root)/PREFIX` uploads them under a prefix the rules let you write, or `bucketfs recover \(dir)` once the rules or permissions let them in")
+        }
         if u.cutOffTotal > 0 {
             steps.append("for \(u.cutOffTotal) cut-off file(s): run the writer again (`bucketfs recover \(dir)` then drops those the bucket holds newer), or look with `bucketfs recover \(dir) --dry-run`, then `bucketfs recover \(dir) --drop-cut-off` or `--keep-aside DIR`")
         }
         return steps.joined(separator: ", ")
+    }
+
+    /// `scheme://BUCKET` of a source (a directory stays itself).
+    static func bucketRoot(_ source: String) -> String {
+        guard let r = source.range(of: "://") else { return source }
+        let rest = source[r.upperBound...]
+        return String(source[..<r.upperBound]) + String(rest.prefix { $0 != "/" })
     }
 }

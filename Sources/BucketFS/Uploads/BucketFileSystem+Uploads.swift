@@ -259,7 +259,7 @@ extension BucketFileSystem {
                 logger.error("upload of '\(path)' lost a race: the object changed since it was opened (generation \(origin.ifGenerationMatch)); your data: \(kept)",
                              metadata: failed.merging(["event": "upload_given_up", "kept": "\(kept)"]) { $1 })
             } else if Self.isRefusal(e) {
-                let kept = giveUp(n, s, e, reason: "the server refused the upload: \(error)")
+                let kept = giveUp(n, s, e, reason: "\(LostEntry.refusedReason): \(error)")
                 logger.error("upload of '\(path)' refused: \(error) → \(e); not retried; your data: \(kept)",
                              metadata: failed.merging(["event": "upload_given_up", "kept": "\(kept)"]) { $1 })
                 if e == .EACCES, superblock.withStage(s, { $0.createdHere }) { rememberRefusedCreate(path, contentType: meta.contentType ?? "", error) }
