@@ -98,6 +98,8 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
+            // The command line's sources: a folder named for what it is (the product stays `bucketfs`).
+            path: "Sources/BucketFSCommand",
             plugins: ["VersionStamp"]
         ),
         // BuildInfo (the version from VERSION, the commit from git) for `bucketfs --version`.

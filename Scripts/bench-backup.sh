@@ -310,7 +310,7 @@ for tool in $INC_TOOLS; do
 done
 
 echo
-echo "== bucketfs backup benchmark ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), medians of $REPS runs, binary $BIN)"
+echo "== bucketfs backup benchmark ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), medians of $REPS runs, binary: $BIN_LABEL)"
 echo "   $SMALL_N x 32 KiB (+ one 64 MiB object sorting first / last / none), +$DELAY_MS ms a request, fresh mount, page cache dropped"
 [ -n "$DROP_FAILED" ] && echo "   (could not drop the page cache)"
 [ -n "${BENCH_BFS_OPTS:-}" ] && echo "   bucketfs mount options added: $BENCH_BFS_OPTS"

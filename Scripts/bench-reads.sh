@@ -170,7 +170,7 @@ done
 row() { printf '  %-44s %12s   %-28s %8s   %s\n' "$@"; }
 target() { awk -v r="$1" -v t="$2" 'BEGIN { if (r == "n/a") print "?"; else print (r + 0 >= t + 0 ? "met" : "not met") }'; }
 echo
-echo "== bucketfs read benchmarks ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), medians of $REPS runs, binary $BIN)"
+echo "== bucketfs read benchmarks ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), medians of $REPS runs, binary: $BIN_LABEL)"
 [ -n "$DROP_FAILED" ] && echo "   (could not drop the page cache: local-disk reads may be warm)"
 [ -n "${BENCH_BFS_OPTS:-}" ] && echo "   bucketfs mount options added: $BENCH_BFS_OPTS"
 echo

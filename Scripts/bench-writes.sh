@@ -382,7 +382,7 @@ cpu_sum() { awk -v n="$(nproc)" '{ s = $1 + $2 + $3 + $4; printf "%.2f+%.2f+%.2f
 row() { printf '  %-46s %12s   %-26s %8s   %s\n' "$@"; }
 target() { awk -v r="$1" -v t="$2" 'BEGIN { if (r == "n/a") print "?"; else print (r + 0 >= t + 0 ? "met" : "not met") }'; }
 echo
-echo "== bucketfs write benchmarks ($(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- Sources || echo '+changes'), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), medians of $REPS runs, binary $BIN)"
+echo "== bucketfs write benchmarks ($(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- Sources || echo '+changes'), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), medians of $REPS runs, binary: $BIN_LABEL)"
 [ -n "${BENCH_BFS_OPTS:-}" ] && echo "   bucketfs mount options added: $BENCH_BFS_OPTS"
 echo
 printf '  %-46s %12s   %-26s %8s   %s\n' "what" "bucketfs" "peer / limit" "ratio" "target"

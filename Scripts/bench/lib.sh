@@ -1,5 +1,5 @@
 # Shell helpers shared by Scripts/bench*.sh; sourced after `cd` to the repository root.
-# Sets ROOT, PY, BIN (BUCKETFS_BIN, else a release build), WORK (BENCH_DIR, else a fresh temp dir
+# Sets ROOT, PY, BIN (BUCKETFS_BIN, else a release build), BIN_LABEL (its --version line), WORK (BENCH_DIR, else a fresh temp dir
 # named after $1) and installs the cleanup trap: every process the script started is killed
 # (its descendants, by pid), every mount point WORK/mnt-* is unmounted
 # (lazily), every process in PIDS and in WORK/pids is killed, WORK is removed unless BENCH_KEEP is
@@ -16,6 +16,9 @@ if [ -z "${BUCKETFS_BIN:-}" ]; then
   BUCKETFS_BIN="$(swift build -c release --show-bin-path)/bucketfs"
 fi
 BIN="$BUCKETFS_BIN"
+# What the result headers name: the build's version line (its commit), never a path on this machine.
+BIN_LABEL="$("$BIN" --version 2>/dev/null | head -n 1)"
+BIN_LABEL="${BIN_LABEL:-$(basename "$BIN")}"
 WORK="${BENCH_DIR:-$(mktemp -d "/tmp/$1.XXXXXX")}"
 mkdir -p "$WORK"
 

@@ -22,7 +22,7 @@ import StorageModel
 ///
 /// The metadata side:
 /// - `Superblock.lock` (NSLock, private to the superblock) guards its parts (`table`, `cache`,
-///   `pending`, `handles`, `shuttingDown`); every field of every `Node` (including its
+///   `pending`, `handles`, `negative`, `listingBuilds`, `shuttingDown`); every field of every `Node` (including its
 ///   `listing`); every field of every `StagedFile` but `fd`'s bytes and `recorded`;
 ///   `DirHandle.entries`; `Handle.keepCache` and `directIO`. It is held for short, synchronous
 ///   stretches only (one superblock method each): never across an `await`, and no store

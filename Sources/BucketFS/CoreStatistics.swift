@@ -61,6 +61,10 @@ public struct CoreStatistics: Sendable, Equatable {
     public var lostAndFoundEntries = 0
     public var hits: [CacheKind: Int] = [:]
     public var misses: [CacheKind: Int] = [:]
+    /// Walk-ahead downloads asked for a second time because the first ran long, and those whose
+    /// second answer came first (`Hedge`).
+    public var walkHedges = 0
+    public var walkHedgesWon = 0
     /// List pages by how they were asked for, name ranges, and whether the store honours them.
     public var listing = RangeListingCounts()
 
@@ -75,6 +79,7 @@ extension BucketFileSystem {
         var s = CoreStatistics()
         superblock.statistics(into: &s)
         s.readAheadBytes = readBudget.inUse
+        (s.walkHedges, s.walkHedgesWon) = readPath.hedge.counts
         s.listing = rangeListing.snapshot
         (s.queuedUploads, s.uploadingFiles, _) = uploads.counts
         (s.failedUploads, s.cacheErrors) = uploadCounters.snapshot

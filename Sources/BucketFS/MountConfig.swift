@@ -56,6 +56,11 @@ public struct MountConfig: Sendable {
     public var walkAheadFiles = 16
     /// The largest file fetched ahead of a walk (bytes).
     public var walkAheadMaxSize = 1 << 20
+    /// A file fetched ahead of a walk whose download runs this many times the median of the
+    /// recent ones is asked for again, the first answer winning (0: never; docs/SEMANTICS.md §3.6).
+    public var walkHedge: Double = 3
+    /// The least a walk-ahead download runs before it is asked for again (seconds).
+    public var walkHedgeFloor: Double = 0.02
     /// How long a file fetched ahead of a walk waits to be opened before it is dropped (seconds).
     public var walkAheadTTL: Double = 10
     /// Where written files are staged before upload, and where data of failed uploads is kept.

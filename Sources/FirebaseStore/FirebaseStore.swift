@@ -26,7 +26,7 @@ import StorageModel
 /// - Every call is retried on 402, 408, 429, 5xx, resets and stalls, within the deadline (v0 writes
 ///   are last-writer-wins, so repeating one does what the first would have); a 401 refreshes the
 ///   ID token once.
-public final class FirebaseStore: ObjectStore, ConnectionCounting, @unchecked Sendable {
+public final class FirebaseStore: StoreBackend, ConnectionCounting, @unchecked Sendable {
     public let bucket: String
     /// "" or `PREFIX/`.
     public let prefix: String

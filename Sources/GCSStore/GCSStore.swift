@@ -14,7 +14,7 @@ import StorageModel
 ///   precondition) are retried on 408, 429, 5xx, resets and timeouts with jittered exponential backoff;
 ///   every call ends within its deadline (`retryLimitExceeded` or `timeout`). Resumable uploads resume
 ///   from what the server persisted; their deadline restarts whenever the server has persisted more.
-public final class GCSStore: ObjectStore, ConnectionCounting {
+public final class GCSStore: StoreBackend, ConnectionCounting {
     public let bucket: String
     public var listsUnderPartialNames: Bool { true }
     /// "" or `PREFIX/`.

@@ -151,16 +151,15 @@ public protocol ObjectStore: Sendable {
     /// no bytes yet), asked without writing anything another client could see. nil: the store
     /// has no such rules to ask (Cloud Storage's IAM and the embedded bucket: a write's refusal
     /// arrives with the write). Rules that look at the content (its size, its bytes) cannot be
-    /// answered here: `.allowed` promises nothing about them. A wrapper must forward it.
+    /// answered here: `.allowed` promises nothing about them.
     func probeCreate(_ name: String, metadata: WritableMetadata) async throws -> CreateAnswer?
     /// The store's past (`VersionListing`), or nil when it keeps or shows no old generations.
-    /// A wrapper must forward it.
     var versions: (any VersionListing)? { get }
     /// A listing under a prefix that ends mid-name (`dir/name`, no delimiter), bounded by
     /// `endOffset`, is one request answered with the items' metadata, in UTF-8 byte order, as
     /// the JSON API answers it: a lookup then asks for a name and for what lies under `name/` at
     /// once. False (the default) for a store that would walk the whole directory for it, or
-    /// answer names only (Firebase's v0). A wrapper must forward it.
+    /// answer names only (Firebase's v0).
     var listsUnderPartialNames: Bool { get }
 }
 
@@ -171,7 +170,25 @@ public enum CreateAnswer: Sendable, Equatable {
     case refused(message: String)
 }
 
-extension ObjectStore {
+/// A store that answers from a bucket of its own (the embedded bucket, Cloud Storage, Firebase,
+/// the tests' in-memory store), not by handing calls to another store. It gets the plain
+/// answers below for the calls it has no use for: not local, no create rules to ask, no past,
+/// no partial-name listings, a stream that is one read.
+///
+/// `ObjectStore` itself has no defaults, so a store that wraps another (`StoreWrapper`) must
+/// answer every call: one it forgets fails to build instead of quietly answering the default
+/// in place of what the wrapped store would say.
+public protocol StoreBackend: ObjectStore {}
+
+/// A store that hands calls to another (`wrapped`), changing or counting some on the way
+/// (metrics, the request log, a past moment's view). It gets no defaults: every call of
+/// `ObjectStore` is written out, forwarded or answered on purpose.
+public protocol StoreWrapper: ObjectStore {
+    /// The store the calls go to.
+    var wrapped: any ObjectStore { get }
+}
+
+extension StoreBackend {
     public var isLocal: Bool { false }
     public func openLocal(_ name: String, generation: Int64) async throws -> Int32? { nil }
     public func probeCreate(_ name: String, metadata: WritableMetadata) async throws -> CreateAnswer? { nil }

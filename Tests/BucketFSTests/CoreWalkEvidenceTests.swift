@@ -14,11 +14,11 @@ import TestSupport
 @Suite struct CoreWalkEvidenceTests {
 
     /// A listed directory `d` of `files` small files f00…; the window's limit is `limit`.
-    func harness(files: Int = 50, limit: Int = 8) async throws -> (Harness, [Data]) {
+    func harness(files: Int = 50, limit: Int = 8, size: Int = 8_000) async throws -> (Harness, [Data]) {
         let h = Harness { $0.walkAheadFiles = limit; $0.walkAheadTTL = 60 }
         var contents: [Data] = []
         for i in 0..<files {
-            contents.append(Data.pattern(8_000 + i, seed: UInt32(i + 1)))
+            contents.append(Data.pattern(size + i, seed: UInt32(i + 1)))
             h.store.put(name(i), contents[i])
         }
         _ = try await h.readdirAll(Harness.root)
@@ -62,16 +62,32 @@ import TestSupport
         try await read(h, contents, [2])
         #expect(Set(h.fs.walkAhead.pending) == [name(3), name(4)])
         // Each guess taken doubles the width (files fetched at once), up to the limit; once a
-        // guess was read, the width stays in flight while what landed waits for the reader, up
-        // to four limits of it: the files fetched reach the width and four limits past it.
+        // guess was read, the width stays in flight while what landed waits for the reader (up
+        // to sixteen limits of files: here the rest of the directory).
         try await read(h, contents, [3])
-        #expect(await eventually { Set(h.fs.walkAhead.pending) == Set((4...39).map(name)) })
+        #expect(await eventually { Set(h.fs.walkAhead.pending) == Set((4...49).map(name)) })
         try await read(h, contents, [4])
-        #expect(await eventually { Set(h.fs.walkAhead.pending) == Set((5...44).map(name)) })
+        #expect(await eventually { Set(h.fs.walkAhead.pending) == Set((5...49).map(name)) })
         try await read(h, contents, Array(5..<50))
         for i in 0..<50 { #expect(h.store.reads.filter { $0.name == name(i) }.count == 1, "f\(i)") }
         #expect(h.store.totalRequests == 50)
         #expect(h.fs.walkAhead.outcomes(in: "d") == (hits: 47, misses: 0))
+    }
+
+    /// What lands and waits for the reader (a reader busy with a large file met halfway through
+    /// the directory) is bounded twice: sixteen limits of files, and four MiB per unit of the
+    /// limit, whichever comes first (a reader that stops costs at most that).
+    @Test func whatWaitsForTheReaderIsBoundedInFilesAndInBytes() async throws {
+        // Small files: the width (2) and sixteen limits (32) past it.
+        let (small, smallContents) = try await harness(files: 60, limit: 2)
+        try await read(small, smallContents, [0, 1, 2, 3])
+        #expect(await eventually { Set(small.fs.walkAhead.pending) == Set((4...37).map(name)) })
+        #expect(await eventually { small.store.count("read") == 4 + 34 })
+        // 1 MB files: the width, then 8 MiB of them (8 files), not 32.
+        let (large, largeContents) = try await harness(files: 40, limit: 2, size: 1_000_000)
+        try await read(large, largeContents, [0, 1, 2, 3])
+        #expect(await eventually { Set(large.fs.walkAhead.pending) == Set((4...13).map(name)) })
+        #expect(await eventually { large.store.count("read") == 4 + 10 })
     }
 
     @Test func aFalseStartCostsTwoGuessesThenBacksOffAndRecovers() async throws {
@@ -148,13 +164,13 @@ import TestSupport
         #expect(h.fs.walkAhead.pending.isEmpty)
     }
 
-    @Test func theWindowReachesFiveLimits() async throws {
+    @Test func theWindowReachesSeventeenLimits() async throws {
         // The limit is the fetches at once (CoreWalkWidthTests); what landed waits for the
-        // reader within four limits more: 16 + 64 files past the reader, however fast it reads.
+        // reader within sixteen limits more: 4 + 64 files past the reader, however fast it reads.
         // (Two-digit names: f00…f98 are listed in the order they are read.)
-        let (h, contents) = try await harness(files: 99, limit: 16)
+        let (h, contents) = try await harness(files: 99, limit: 4)
         for i in 0..<10 { #expect(try await h.readAll(name(i)) == contents[i]) }
-        #expect(await eventually { Set(h.fs.walkAhead.pending) == Set((10..<90).map(name)) })
+        #expect(await eventually { Set(h.fs.walkAhead.pending) == Set((10..<78).map(name)) })
         for i in 10..<99 { #expect(try await h.readAll(name(i)) == contents[i]) }
         #expect(h.store.totalRequests == 99)
     }

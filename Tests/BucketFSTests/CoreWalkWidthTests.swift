@@ -92,19 +92,20 @@ import TestSupport
     func reads(_ h: Harness, _ i: Int) -> Int { h.store.reads.filter { $0.name == name(i) }.count }
 
     @Test func aFetchThatLandsStartsTheNextWhileTheReaderIsElsewhere() async throws {
-        let (h, server, contents) = try await harness(files: 80, limit: 8, connections: 8)
-        // Evident at f002, widened by each guess read: eight at once from f005 on.
+        let (h, server, contents) = try await harness(files: 200, limit: 8, connections: 8)
+        // Evident at f002, widened by each guess read: eight at once from f004 on.
         for i in 0..<6 { #expect(try await h.readAll(name(i)) == contents[i]) }
-        #expect(h.fs.walkAhead.plan("d")?.width == 8)
-        // What that window fetched lands (the width and four limits past the reader); then the
-        // server answers only when told.
-        try #require(await eventually { h.store.count("read") == 46 }, "\(h.store.count("read")) reads")
-        #expect(Set(h.fs.walkAhead.pending) == Set((6..<46).map(name)))
+        #expect(h.fs.walkAhead.width(in: "d") == 8)
+        // What the window made at f004 fetched lands (the width and sixteen limits past it: the
+        // window is made again every two files read at this limit); then the server answers
+        // only when told.
+        try #require(await eventually { h.store.count("read") == 141 }, "\(h.store.count("read")) reads")
+        #expect(Set(h.fs.walkAhead.pending) == Set((6..<141).map(name)))
         server.hold()
-        // The reader goes through what landed: each read moves the window on, and eight files
-        // after it go out and are held.
-        for i in 6..<46 { #expect(try await h.readAll(name(i)) == contents[i]) }
-        let next = 46
+        // The reader goes through what landed: the window moves on, and eight files after it
+        // go out and are held.
+        for i in 6..<141 { #expect(try await h.readAll(name(i)) == contents[i]) }
+        let next = 141
         try #require(await eventually { server.inFlight.count == 8 })
         #expect(Set(server.inFlight) == Set((next..<(next + 8)).map(name)))
         #expect(server.queued == 0, "never more at once than the window's width")
@@ -120,21 +121,22 @@ import TestSupport
         #expect(await eventually { server.inFlight.contains(self.name(fresh + 1)) && server.inFlight.count == 8 })
         // The rest of the walk: every file once, never more than the width at once.
         server.flow()
-        for i in next..<80 { #expect(try await h.readAll(name(i)) == contents[i], "f\(i)") }
-        for i in 0..<80 { #expect(reads(h, i) == 1, "f\(i) read \(reads(h, i)) times") }
+        for i in next..<200 { #expect(try await h.readAll(name(i)) == contents[i], "f\(i)") }
+        for i in 0..<200 { #expect(reads(h, i) == 1, "f\(i) read \(reads(h, i)) times") }
         #expect(server.maxInFlight <= 8)
         #expect(h.fs.walkAhead.outcomes(in: "d").misses == 0)
     }
 
-    @Test func filesThatLandedWaitNoFurtherThanFiveLimits() async throws {
+    @Test func filesThatLandedWaitNoFurtherThanSeventeenLimits() async throws {
         // A reader that stops: what landed and what is in flight together are at most the width
-        // and four limits past it — what a walk that ends costs.
-        let (h, server, contents) = try await harness(files: 80, limit: 8, connections: 16)
-        for i in 0..<10 { #expect(try await h.readAll(name(i)) == contents[i]) }
-        #expect(await eventually { h.store.count("read") >= 50 })
+        // and sixteen limits past it (small files) — what a walk that ends costs. (The window is
+        // made again every two files read at this limit: the last at f008.)
+        let (h, server, contents) = try await harness(files: 200, limit: 8, connections: 16)
+        for i in 0..<9 { #expect(try await h.readAll(name(i)) == contents[i]) }
+        #expect(await eventually { h.store.count("read") >= 145 })
         try? await Task.sleep(for: .milliseconds(50))
-        #expect(Set(h.fs.walkAhead.pending) == Set((10..<50).map(name)))
-        #expect(h.store.count("read") == 50)
+        #expect(Set(h.fs.walkAhead.pending) == Set((9..<145).map(name)))
+        #expect(h.store.count("read") == 145)
     }
 
     @Test func aFalseStartStaysAtTwoFilesWhateverLands() async throws {

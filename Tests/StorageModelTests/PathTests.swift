@@ -17,7 +17,7 @@ struct TempStorage {
 }
 
 /// A storage whose store must never be reached (for checks that happen before any request).
-struct UnreachableStore: ObjectStore {
+struct UnreachableStore: StoreBackend {
     let bucket: String
     func list(_ request: ListRequest) async throws -> ListPage { Issue.record("list reached the store"); return ListPage() }
     func getMetadata(_ name: String) async throws -> ObjectInfo { Issue.record("get reached the store"); throw StorageError.cancelled }

@@ -5,8 +5,9 @@ import StorageModel
 /// (`ConformanceCapabilities.addedKeyPrefixes`: storage-testbench's `x_emulator_…` and
 /// `x_testbench_…` annotations), seen without those keys, so the conformance suite checks
 /// everything else about custom metadata. Nothing else is changed: every call goes to `base`.
-struct AddedKeysFilter: ObjectStore {
+struct AddedKeysFilter: StoreWrapper {
     let base: any ObjectStore
+    var wrapped: any ObjectStore { base }
     let prefixes: [String]
 
     var bucket: String { base.bucket }

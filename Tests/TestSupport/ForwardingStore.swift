@@ -3,9 +3,9 @@ import StorageModel
 
 /// A test double that changes a few of a store's calls and hands the rest to `inner` as they are:
 /// a conforming type writes only the calls it changes. The optional calls (`stream`, `isLocal`,
-/// `probeCreate`, `versions`, `listsUnderPartialNames`...) keep `ObjectStore`'s defaults, not
+/// `probeCreate`, `versions`, `listsUnderPartialNames`...) keep `StoreBackend`'s defaults, not
 /// `inner`'s: a double that needs one of them forwarded says so itself.
-public protocol ForwardingStore: ObjectStore {
+public protocol ForwardingStore: StoreBackend {
     associatedtype Inner: ObjectStore
     var inner: Inner { get }
 }

@@ -26,7 +26,7 @@ import StorageModel
 ///   after they were made (in flight);
 /// - `put`, `replaceBehind`, `patchBehind`, `removeBehind`: change the bucket behind the mount;
 /// - `patches`, `writes`, `reads`, `deletes`, `copies`, `lists`, `gets`: what the store was asked.
-public final class MemoryStore: ObjectStore, @unchecked Sendable {
+public final class MemoryStore: StoreBackend, @unchecked Sendable {
     public let bucket: String
     /// As the JSON API by default: a listing under `dir/name` with `endOffset` is one request.
     /// False: the core asks it as it asks a store that cannot (Firebase's v0).

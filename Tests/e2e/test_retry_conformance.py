@@ -74,7 +74,8 @@ class Ctx:
         return json.loads(p.stdout) if p.returncode == 0 else None
 
     def mount(self):
-        return self.mounts.mount(self.gs(), *self.opts, "--metadata-ttl", "0")
+        # No hedged downloads: each scenario counts the requests its faults apply to.
+        return self.mounts.mount(self.gs(), *self.opts, "--metadata-ttl", "0", "--walk-hedge", "0")
 
     def cli(self, *args, input=None):
         p = run(*args, *self.opts, check=False, input=input, timeout=300)

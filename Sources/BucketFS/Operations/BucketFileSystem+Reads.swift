@@ -85,7 +85,7 @@ extension BucketFileSystem {
     func walkOn(from n: Node, read path: String) {
         guard readPath.walks, let at = superblock.walkPosition(of: n) else { return }
         readPath.readWhole(path, at: at)
-        guard let (order, width, reach) = readPath.walkPlan(at.directory) else { return }
+        guard let (order, width, reach) = readPath.walkPlan(at: at) else { return }
         // Room for the files other readers opened already (`WalkAhead.prefetch`).
         let window = superblock.walkWindow(after: n, order: order, limit: reach + WalkAhead.readers,
                                            maxSize: Int64(config.walkAheadMaxSize))

@@ -9,7 +9,7 @@ import StorageModel
 /// live at the moment, from the store beneath. Every change is refused with EROFS. A versioned
 /// listing that breaks the versioning rules (`VersionRules`) is shown as nothing: every call
 /// throws its `BrokenVersionListing` (EIO to a mount), logged once at critical level.
-public final class PastStore: ObjectStore, @unchecked Sendable {
+public final class PastStore: StoreWrapper, @unchecked Sendable {
     public let base: any ObjectStore
     public let listing: any VersionListing
     public let moment: Date
@@ -27,6 +27,7 @@ public final class PastStore: ObjectStore, @unchecked Sendable {
         self.logger = logger
     }
 
+    public var wrapped: any ObjectStore { base }
     public var bucket: String { base.bucket }
     public var isLocal: Bool { base.isLocal }
 
@@ -113,4 +114,7 @@ public final class PastStore: ObjectStore, @unchecked Sendable {
 
     /// A view of the past has no past of its own to show.
     public var versions: (any VersionListing)? { nil }
+    /// False whatever the store beneath does: the snapshot's listings do not bound their answers
+    /// by `endOffset`, so a lookup lists the directory (from memory, with no request).
+    public var listsUnderPartialNames: Bool { false }
 }

@@ -22,6 +22,8 @@ final class ReadPath: @unchecked Sendable {
     /// Small files fetched ahead of a process reading a directory's files whole in an order its
     /// opens show, and kept for the next open.
     let walkAhead: WalkAhead
+    /// The walk-ahead's fetches, hedged when one runs long (`--walk-hedge`).
+    let hedge: Hedge
 
     init(store: any ObjectStore, config: MountConfig, logger: Logger) {
         self.store = store
@@ -32,6 +34,7 @@ final class ReadPath: @unchecked Sendable {
         pool = BufferPool(limit: (config.readStreams + 2) * config.readPartMax,
                           room: { budget.capacity - budget.inUse })
         walkAhead = WalkAhead(budget: budget, pool: pool, ttl: config.walkAheadTTL, limit: config.walkAheadFiles, now: config.now)
+        hedge = Hedge(factor: config.walkHedge, floor: config.walkHedgeFloor, clock: config.clock)
     }
 
     /// Reads of one generation of `path`: a local store's (`localFile`, its blob) on demand,
@@ -79,10 +82,11 @@ final class ReadPath: @unchecked Sendable {
         if walks { walkAhead.noteRead(path, at: position) }
     }
 
-    /// What to fetch ahead next in `directory`: the order, how many at once, how far ahead
-    /// (`WalkAhead.plan`).
-    func walkPlan(_ directory: String) -> (order: WalkAhead.Order, width: Int, reach: Int)? {
-        walks ? walkAhead.plan(directory) : nil
+    /// What to fetch ahead next in the directory of a file read whole at `position`: the order,
+    /// how many at once, how far ahead; nil when nothing is to be fetched or the last window
+    /// stands (`WalkAhead.plan`).
+    func walkPlan(at position: WalkAhead.Position) -> (order: WalkAhead.Order, width: Int, reach: Int)? {
+        walks ? walkAhead.plan(at: position) : nil
     }
 
     /// Fetches the files of `window` (the next small files of `directory` after the reader in
@@ -91,7 +95,7 @@ final class ReadPath: @unchecked Sendable {
     func walk(_ window: [WalkAhead.Candidate], in directory: String, order: WalkAhead.Order, width: Int, reach: Int) {
         walkAhead.prefetch(window, in: directory, order: order, width: width, reach: reach) { [weak self] c in
             guard let self else { throw StorageError.cancelled }
-            let data = try await self.fetch(c.path, generation: c.info.generation, 0..<c.info.size)
+            let data = try await self.hedge.run { try await self.fetch(c.path, generation: c.info.generation, 0..<c.info.size) }
             var check = ContentCheck(c.info)
             if let (expected, got) = check.add(data, at: 0) {
                 throw StorageError.nonMatchingChecksum(path: "\(c.path) generation \(c.info.generation) (fetched ahead)",

@@ -18,7 +18,7 @@ import StorageModel
 /// (`--walk-ahead`, as wide as the connections). The window refills as each fetch lands, not as
 /// the reader moves: files that landed and wait for their open leave their connection to the
 /// next file (up to `reach` files ahead of the reader: the width, plus `waitingWindows` limits
-/// that landed), so the connections stay busy while the reader works through a batch that
+/// that landed, within `waitingMiB` MiB per unit of the limit), so the connections stay busy while the reader works through a batch that
 /// landed together. Two to eight readers taking the files in turn are one walk: a file read
 /// behind the furthest that was opened before it is another reader's (`Track.lastSeq`), however
 /// far behind (one waiting for a file read on demand while the other reads ten fetched ahead).
@@ -119,6 +119,8 @@ final class WalkAhead: @unchecked Sendable {
         /// The count of opens when the reader last started over in the order walked (a step
         /// back): files opened before it belong to an earlier walk and may be fetched ahead.
         var since: UInt64 = 0
+        /// The last window planned (`plan`): its order, width, reach, and the reader's index then.
+        var window: (order: Order, width: Int, reach: Int, at: Int)?
     }
 
     /// The files of a directory's last window not fetched yet, in order: each starts as a fetch
@@ -169,8 +171,12 @@ final class WalkAhead: @unchecked Sendable {
     static let probe = 2
     /// How many limits' worth of files that landed may wait for the reader while `width` more
     /// are fetched: the window stays full through a reader's pauses (a batch that landed
-    /// together, tar writing its archive), and a reader that stops costs at most this much more.
-    static let waitingWindows = 4
+    /// together, tar writing its archive, borg chunking a large file it met halfway through the
+    /// directory), and a reader that stops costs at most this much more. Counted in files
+    /// (`waitingWindows` limits) and in bytes (`waitingMiB` MiB per unit of the limit), whichever
+    /// comes first: 256 files of 32 KiB at the default limit of 16, or 64 files of 1 MiB.
+    static let waitingWindows = 16
+    static let waitingMiB = 4
     /// The most opened files and directories remembered (the oldest are forgotten first).
     static let rememberedOpens = 4096
     static let rememberedDirectories = 256
@@ -271,6 +277,7 @@ final class WalkAhead: @unchecked Sendable {
                 // The reader left the order it walked in (a jump, or a start over).
                 track.walking = nil
                 track.streak = 0
+                track.window = nil
             }
             if track.walking == nil {
                 // Ties go to the listing's order.
@@ -279,6 +286,7 @@ final class WalkAhead: @unchecked Sendable {
                 if (track.run[order] ?? 0) >= track.evidence {
                     track.walking = order
                     track.streak = 0
+                    track.window = nil
                 }
             }
             tracks[position.directory] = track
@@ -290,15 +298,37 @@ final class WalkAhead: @unchecked Sendable {
     /// `probe` files, twice as many for each guess read since, up to the limit. Until a guess
     /// has been read, no further than the width (a false start costs `probe` files); after
     /// that, `width` fetches stay in flight however many files landed and wait for the reader,
-    /// up to `waitingWindows` limits of them (a reader that stops: the walk stops that far
-    /// past it, within the read budget).
-    func plan(_ directory: String) -> (order: Order, width: Int, reach: Int)? {
+    /// up to `waitingWindows` limits of them and `waitingMiB` MiB per unit of the limit (a
+    /// reader that stops: the walk stops that far past it, within the read budget).
+    ///
+    /// Also nil while the last window planned still stands: the same order, width and reach,
+    /// planned at most `refreshEvery` files before the reader's `position` (a window reaches
+    /// sixteen limits ahead, so it need not be made again at every file read: each is a walk over
+    /// hundreds of the directory's entries under the superblock's lock).
+    func plan(at position: Position) -> (order: Order, width: Int, reach: Int)? {
         lock.withLock {
-            guard let track = tracks[directory], let order = track.walking else { return nil }
+            guard var track = tracks[position.directory], let order = track.walking else { return nil }
             let width = min(limit, Self.probe << min(track.streak, 16))
-            return (order, width, track.streak == 0 ? width : width + Self.waitingWindows * limit)
+            let reach = track.streak == 0 ? width : width + Self.waitingWindows * limit
+            let p = position[order]
+            if let w = track.window, w.order == order, w.width == width, w.reach == reach,
+               p >= w.at - Self.readers, p < w.at + refreshEvery {
+                return nil
+            }
+            track.window = (order, width, reach, p)
+            tracks[position.directory] = track
+            return (order, width, reach)
         }
     }
+
+    /// The width a walk of `directory` fetches at now (tests); nil when none is evident.
+    func width(in directory: String) -> Int? {
+        lock.withLock { tracks[directory]?.walking == nil ? nil : min(limit, Self.probe << min(tracks[directory]!.streak, 16)) }
+    }
+
+    /// Files read whole between two windows of one walk at its full width: a quarter of the
+    /// limit (4 at the default), every file for a limit under 4.
+    private var refreshEvery: Int { max(1, limit / 4) }
 
     // MARK: - fetching ahead
 
@@ -317,11 +347,27 @@ final class WalkAhead: @unchecked Sendable {
                 guard let o = opened[c.path] else { return true }
                 return !(o.generation == c.info.generation && t - o.at <= ttl && o.seq > since)
             }
-            queues[directory] = Queue(order: order, waiting: fresh.prefix(reach), width: width, fetch: fetch)
+            queues[directory] = Queue(order: order, waiting: within(fresh.prefix(reach), width: width), width: width, fetch: fetch)
             return startLocked(directory)
         }
         evicted.forEach { $0.bytes.cancel() }
         scheduleSweep()
+    }
+
+    /// The first of `candidates`: the first `width` whatever their size, then as many as fit in
+    /// `waitingMiB` MiB per unit of the limit (the files that may land and wait for the reader).
+    private func within(_ candidates: ArraySlice<Candidate>, width: Int) -> ArraySlice<Candidate> {
+        var bytes: Int64 = 0
+        let most = Int64(Self.waitingMiB * limit) << 20
+        var end = candidates.startIndex
+        for (i, c) in zip(candidates.indices, candidates) {
+            if i - candidates.startIndex >= width {
+                bytes += c.info.size
+                if bytes > most { break }
+            }
+            end = i + 1
+        }
+        return candidates[candidates.startIndex..<end]
     }
 
     /// A fetch of `directory` ended (its bytes are in, or it failed): its connection goes to the

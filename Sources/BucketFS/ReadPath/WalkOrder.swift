@@ -31,7 +31,7 @@ enum WalkOrder {
             let byIno = inodeOrder(d)
             guard let i = inodeIndex(byIno, n.ino) else { return [] }
             start = i + 1
-            names = byIno[start...].map(\.name)[...]
+            names = byIno[start...].prefix(limit * 4).map(\.name)[...]
         }
         var window: [WalkAhead.Candidate] = []
         for (k, next) in names.prefix(limit * 4).enumerated() {

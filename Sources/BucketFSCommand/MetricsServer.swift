@@ -46,6 +46,7 @@ final class CoreMetricsCollector: @unchecked Sendable {
     private var seenHits: [CacheKind: Int] = [:]
     private var seenMisses: [CacheKind: Int] = [:]
     private var seenFailedUploads = 0
+    private var seenHedges = (sent: 0, won: 0)
     private var seenCacheErrors: [String: Int] = [:]
     private var seenListing = RangeListingCounts()
 
@@ -84,6 +85,13 @@ final class CoreMetricsCollector: @unchecked Sendable {
             r.makeCounter(name: "bucketfs_uploads_failed_total", labels: [])
                 .increment(by: Int64(s.failedUploads - seenFailedUploads))
             seenFailedUploads = s.failedUploads
+            // Counted apart from the media requests per object: a hedge is a second request for a
+            // file the walk fetched ahead; "won" when its answer came first.
+            r.makeCounter(name: "bucketfs_walk_hedges_total", labels: [("outcome", "sent")])
+                .increment(by: Int64(s.walkHedges - seenHedges.sent))
+            r.makeCounter(name: "bucketfs_walk_hedges_total", labels: [("outcome", "won")])
+                .increment(by: Int64(s.walkHedgesWon - seenHedges.won))
+            seenHedges = (s.walkHedges, s.walkHedgesWon)
             for name in Set(UploadCounters.knownNames).union(s.cacheErrors.keys) {
                 let count = s.cacheErrors[name] ?? 0
                 r.makeCounter(name: "bucketfs_cache_dir_errors_total", labels: [("errno", name)])

@@ -213,6 +213,7 @@ struct Mount: AsyncParsableCommand {
         config.kernelReadAhead = (kernelReadAheadKB > 0 ? kernelReadAheadKB : 128) << 10
         // As wide as the connections allow, no wider (docs/SEMANTICS.md §3.6).
         config.walkAheadFiles = min(max(0, walkAheadFiles), max(1, maxConnections))
+        config.walkHedge = max(0, walkHedge)
         config.maxCachedEntries = maxCachedEntries
         config.cacheDirectory = cacheDirectory
         config.operationTimeout = opTimeout

@@ -4,8 +4,9 @@ import StorageModel
 /// A decorator that appends one line per store request to a file (`--request-log`): the
 /// operation and the object name or list prefix. Used by tests and for debugging what a shell
 /// command costs; it never logs credentials (stores see none).
-public final class RequestLogStore: ObjectStore, @unchecked Sendable {
+public final class RequestLogStore: StoreWrapper, @unchecked Sendable {
     let inner: any ObjectStore
+    public var wrapped: any ObjectStore { inner }
     public var isLocal: Bool { inner.isLocal }
     public var listsUnderPartialNames: Bool { inner.listsUnderPartialNames }
     /// A local store's reads of an open file are one "read" (its file, opened).

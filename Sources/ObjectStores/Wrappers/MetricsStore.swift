@@ -12,8 +12,9 @@ import StorageModel
 ///
 /// Operations are the `ObjectStore` calls, named as `RequestLogStore` names them: list, get,
 /// patch, read, write, delete, copy, and probe (a create probe, `ObjectStore.probeCreate`).
-public final class MetricsStore: ObjectStore {
+public final class MetricsStore: StoreWrapper {
     let inner: any ObjectStore
+    public var wrapped: any ObjectStore { inner }
     public var isLocal: Bool { inner.isLocal }
     public var listsUnderPartialNames: Bool { inner.listsUnderPartialNames }
     /// A local store's reads of an open file count as one read request (its file, opened); the

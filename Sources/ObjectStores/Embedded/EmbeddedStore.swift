@@ -24,7 +24,7 @@ import StorageModel
 /// deleted generation, row and blob, in `versions` with the moment it stopped being live, until
 /// its retention removes it (`EmbeddedStore+Versions.swift`); any other keeps only the live
 /// generation, and reading another is `objectNotFound`. docs/SEMANTICS.md "Versions".
-public final class EmbeddedStore: ObjectStore, @unchecked Sendable {
+public final class EmbeddedStore: StoreBackend, @unchecked Sendable {
     public let bucket: String
     public let directory: String
     public let pageSizeLimit: Int

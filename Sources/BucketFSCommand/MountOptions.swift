@@ -52,6 +52,8 @@ struct CachingOptions: ParsableArguments {
     var readPartMB: Int = MountConfig.defaults.readPartMax >> 20
     @Option(name: .customLong("walk-ahead"), help: "The most small files (up to \(MountConfig.defaults.walkAheadMaxSize >> 20) MiB) downloaded at once ahead of a process once its reads show a walk through a directory (listing order: tar, rsync, restic; inode order: borg), at most --max-connections; and kept for a reopen (0: off).")
     var walkAheadFiles: Int = MountConfig.defaults.walkAheadFiles
+    @Option(name: .customLong("walk-hedge"), help: "A small file fetched ahead of a walk whose download runs this many times the median of the recent ones (at least \(Int(MountConfig.defaults.walkHedgeFloor * 1000)) ms) is asked for again, and the first answer wins (0: off).")
+    var walkHedge: Double = MountConfig.defaults.walkHedge
     @Option(name: .customLong("max-connections"), help: "HTTP connections to Cloud Storage at once (requests beyond wait for one).")
     var maxConnections: Int = GCSStore.Tuning().maxConnectionsPerHost
     @Option(name: .customLong("upload-chunk-mb"), help: "gs:// uploads over 8 MiB go as one streamed request of a resumable session, resumed from what the server kept after a fault (0, the default); a size here sends them in requests of that many MiB instead, for servers or proxies that need it.")
@@ -121,6 +123,7 @@ extension Mount {
     var readAheadMB: Int { caching.readAheadMB }
     var readStreams: Int { caching.readStreams }
     var walkAheadFiles: Int { caching.walkAheadFiles }
+    var walkHedge: Double { caching.walkHedge }
     var readPartMB: Int { caching.readPartMB }
     var kernelReadAheadKB: Int { caching.kernelReadAheadKB }
     var maxConnections: Int { caching.maxConnections }
