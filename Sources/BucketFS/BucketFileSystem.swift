@@ -167,9 +167,14 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         case .ENOENT: logger.debug("\(op) \(path): not found")
         // Interrupted by its caller (a signal, the kernel's interrupt): nothing went wrong.
         case .EINTR: logger.debug("\(op) '\(path)' interrupted by its caller: \(error) → \(e)")
-        default: logger.error("\(op) '\(path)' failed: \(error)\(Self.unreached(error) ? config.storageAddress.map { " (storage at \($0))" } ?? "" : "") → \(e)")
+        default: logger.error("\(op) '\(path)' failed: \(error)\(storageNote(error)) → \(e)")
         }
         return e
+    }
+
+    /// " (storage at ADDRESS, set by …)" when `error` says the store could not be reached, else "".
+    func storageNote(_ error: any Error) -> String {
+        Self.unreached(error) ? config.storageAddress.map { " (storage at \($0))" } ?? "" : ""
     }
 
     /// Whether `error` says the store could not be reached or did not answer (no HTTP status:

@@ -17,12 +17,14 @@ enum CacheDirectoryRegistry {
 
     /// What a cache directory holds that no bucket has: stage files with a sidecar (left by a mount
     /// that ended without uploading them; `stagedCutOff` of them not closed, or not the size they
-    /// had at close) and lost+found entries (`cutOff` of them cut off).
+    /// had at close) and lost+found entries (`cutOff` of them cut off, `refused` of them complete
+    /// and refused by the store: its rules or IAM).
     struct Unsaved: Equatable {
         var staged = 0
         var stagedCutOff = 0
         var lost = 0
         var cutOff = 0
+        var refused = 0
         var isEmpty: Bool { staged == 0 && lost == 0 }
         /// Files that hold a whole copy (lost+found's `complete`, a stage file closed at its size, and
         /// a lost+found file whose sidecar cannot be read: someone must look at it), and cut-off ones.
@@ -31,7 +33,8 @@ enum CacheDirectoryRegistry {
         var description: String {
             var parts: [String] = []
             if staged > 0 { parts.append("\(staged) file(s) left staged by a mount that ended without uploading them") }
-            if lost > 0 { parts.append("\(lost) file(s) in lost+found" + (cutOff > 0 ? " (\(cutOff) cut off)" : "")) }
+            let kinds = [cutOff > 0 ? "\(cutOff) cut off" : nil, refused > 0 ? "\(refused) refused by the store" : nil].compactMap { $0 }
+            if lost > 0 { parts.append("\(lost) file(s) in lost+found" + (kinds.isEmpty ? "" : " (\(kinds.joined(separator: ", ")))")) }
             return parts.joined(separator: " and ")
         }
     }
@@ -103,6 +106,7 @@ enum CacheDirectoryRegistry {
         let lost = LostEntry.all(in: cacheDirectory + "/lost+found")
         u.lost = lost.entries.count + lost.unreadable.count
         u.cutOff = lost.entries.filter { !$0.complete }.count
+        u.refused = lost.entries.filter(\.refused).count
         return u
     }
 

@@ -255,6 +255,11 @@ extension Mount {
             case .newer(let g)?:
                 lines.append("left: '\(r.object)': the bucket has a newer object (generation \(g)) than the one this file was written over; \(r.path) stays")
                 summary.left += 1
+            case .beside(let name, let g, let winner)?:
+                lines.append(Recover.besideLine(r.object, name: name, generation: g, winner: winner, bytes: r.bytes, dryRun: false))
+                summary.uploaded += 1
+                summary.beside += 1
+                summary.bytes += r.bytes
             case nil where r.error != nil:
                 lines.append("left: '\(r.object)': \(r.error!); \(r.path) stays")
                 summary.left += 1

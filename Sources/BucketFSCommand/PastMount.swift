@@ -17,7 +17,7 @@ enum PastMount {
         let moment = try PointInTime(parsing: at)
         let listing = try await keptPast(store, source: source)
         logger.info("showing \(source) as it was at \(moment)")
-        return PastStore(base: store, listing: listing, moment: moment.date, scope: scope)
+        return PastStore(base: store, listing: listing, moment: moment.date, scope: scope, logger: logger)
     }
 
     /// The store's versioned listing, or a refusal naming what the bucket keeps.

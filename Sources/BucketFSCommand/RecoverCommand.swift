@@ -1,6 +1,7 @@
 import ArgumentParser
 import BucketFS
 import Foundation
+import FuseKit
 import Logging
 import StorageModel
 
@@ -9,7 +10,7 @@ import StorageModel
 /// "lost+found, and recovering from it").
 struct Recover: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Upload the complete files of CACHE_DIR/lost+found (and stage files a crashed mount left there) with their metadata, never over a newer object; list the cut-off ones and leave them.")
+        abstract: "Upload the complete files of CACHE_DIR/lost+found (and stage files a crashed mount left there) with their metadata, never over a newer object (beside it, as NAME.recovered-TIME); list the cut-off ones and leave them.")
 
     @Argument(help: "The cache directory (a mount's --cache-dir).") var cacheDirectory: String
     @Option(name: .customLong("to"), help: ArgumentHelp("Where the objects go (default: the source the cache directory was last mounted from).", valueName: "SOURCE"))
@@ -67,6 +68,9 @@ struct Recover: AsyncParsableCommand {
             if to == nil, let missing = recorded?.access?.missingSecret { hint = missing + "; " + hint }
             throw failed(ValidationErrorText("\(error)\n\(hint)"), "recover \(dir) to \(spec)")
         }
+        // `--to` another source: the generations the files were written over mean nothing there.
+        let display = { (spec: String) in (try? Source.parse(spec, splitLocal: false).display) ?? spec }
+        let elsewhere = to != nil && display(spec) != recorded.map { display($0.source) }
         var summary = RecoverySummary()
         for e in entries {
             let object = e.record.object
@@ -75,7 +79,7 @@ struct Recover: AsyncParsableCommand {
                 continue
             }
             do {
-                let outcome = try await Self.recover(e, to: store, dryRun: dryRun)
+                let outcome = try await Self.recover(e, to: store, dryRun: dryRun, elsewhere: elsewhere)
                 switch outcome {
                 case .uploaded(let g):
                     print("\(dryRun ? "would upload" : "uploaded"): '\(object)' (\(e.bytes) bytes\(g.map { ", generation \($0)" } ?? ""))")
@@ -87,9 +91,15 @@ struct Recover: AsyncParsableCommand {
                 case .newer(let g):
                     print("left: '\(object)': the bucket has a newer object (generation \(g)) than the one this file was written over; \(e.path) stays")
                     summary.left += 1
+                case .beside(let name, let g, let winner):
+                    print(Self.besideLine(object, name: name, generation: g, winner: winner, bytes: e.bytes, dryRun: dryRun))
+                    summary.uploaded += 1
+                    summary.beside += 1
+                    summary.bytes += e.bytes
                 }
             } catch {
-                FileHandle.standardError.write(Data("bucketfs: recover '\(object)' from \(e.path): \(error)\n".utf8))
+                let hint = e.refused && BucketFS.errno(for: error) == .EACCES ? "; refused again, as at its close: `--to` a prefix the rules let you write uploads it there" : ""
+                FileHandle.standardError.write(Data("bucketfs: recover '\(object)' from \(e.path): \(error)\(hint)\n".utf8))
                 summary.left += 1
             }
         }
@@ -139,9 +149,19 @@ struct Recover: AsyncParsableCommand {
         }
     }
 
-    /// One complete entry (`RecoveredUpload`, as a remount on the same cache directory does it).
-    static func recover(_ e: LostEntry, to store: any ObjectStore, dryRun: Bool) async throws -> Outcome {
-        try await RecoveredUpload.run(e, to: store, contentTypes: ContentTypePolicy(), dryRun: dryRun)
+    /// One complete entry (`RecoveredUpload`, as a remount on the same cache directory does it),
+    /// put beside its name when that has moved on.
+    static func recover(_ e: LostEntry, to store: any ObjectStore, dryRun: Bool, elsewhere: Bool = false) async throws -> Outcome {
+        try await RecoveredUpload.run(e, to: store, contentTypes: ContentTypePolicy(), dryRun: dryRun, besideNewer: true,
+                                      elsewhere: elsewhere)
+    }
+
+    /// What a file put beside its moved-on name became, in one line.
+    static func besideLine(_ object: String, name: String, generation: Int64?, winner: Int64, bytes: Int64, dryRun: Bool) -> String {
+        let now = winner == 0 ? "was deleted" : "is now generation \(winner)"
+        let how = dryRun ? "would upload beside" : (generation == nil ? "beside" : "uploaded beside")
+        let gen = generation.map { ", generation \($0)" } ?? ""
+        return "\(how): '\(object)' \(now), not the one this file was written over: \(dryRun ? "it would go" : "it is") in '\(name)' (\(bytes) bytes\(gen)), and '\(object)' is left as it is"
     }
 
     /// Every option that can make a refused recovery reach its bucket.
@@ -184,9 +204,13 @@ struct RecoverySummary {
     var superseded = 0
     var dropped = 0
     var keptAside = 0
+    /// Of `uploaded`, those put beside a name that had moved on (`NAME.recovered-TIME`).
+    var beside = 0
 
     func line(dryRun: Bool, to spec: String) -> String {
-        var s = "\(dryRun ? "dry run: would upload" : "recovered") \(uploaded) file(s) (\(bytes) bytes) to \(spec); \(already) already in the bucket; \(cutOff) cut off (left in lost+found); \(left) left for another reason"
+        var s = "\(dryRun ? "dry run: would upload" : "recovered") \(uploaded) file(s) (\(bytes) bytes) to \(spec)"
+            + (beside > 0 ? " (\(beside) beside a name that had moved on, as NAME.recovered-TIME)" : "")
+            + "; \(already) already in the bucket; \(cutOff) cut off (left in lost+found); \(left) left for another reason"
         let d = dryRun ? "would be " : ""
         if superseded > 0 { s += "; \(superseded) cut off and superseded by a newer copy (\(d)dropped)" }
         if dropped > 0 { s += "; \(dropped) cut off (\(d)dropped)" }
@@ -227,7 +251,7 @@ struct Status: ParsableCommand {
                 state = u.isEmpty ? "nothing unsaved" : u.description
             }
             if !u.isEmpty {
-                let run = Self.whatToRun(e.cacheDirectory, u, busy: busy != nil)
+                let run = Self.whatToRun(e.cacheDirectory, u, busy: busy != nil, source: e.source)
                 FileHandle.standardError.write(Data("bucketfs: error: unsaved data of \(e.source) in \(e.cacheDirectory): \(u.description); \(run)\n".utf8))
                 todo.append(run)
             }
@@ -242,15 +266,28 @@ struct Status: ParsableCommand {
     }
 
     /// The commands that settle what `dir` holds: `recover` for the complete files (after the
-    /// mount ends, when one holds the directory), and for the cut-off ones a look, then
-    /// `--drop-cut-off` or `--keep-aside`.
-    static func whatToRun(_ dir: String, _ u: CacheDirectoryRegistry.Unsaved, busy: Bool) -> String {
+    /// mount ends, when one holds the directory), `recover --to` a prefix the rules allow for
+    /// those the store refused, and for the cut-off ones a look, then `--drop-cut-off` or
+    /// `--keep-aside`.
+    static func whatToRun(_ dir: String, _ u: CacheDirectoryRegistry.Unsaved, busy: Bool, source: String? = nil) -> String {
         var steps: [String] = []
         if busy { steps.append("when its mount has ended") }
-        if u.complete > 0 { steps.append("`bucketfs recover \(dir)` uploads \(u.complete) complete file(s)") }
+        let others = u.complete - u.refused
+        if others > 0 { steps.append("`bucketfs recover \(dir)` uploads \(others) complete file(s)") }
+        if u.refused > 0 {
+            let root = source.map(Self.bucketRoot) ?? "SOURCE"
+            steps.append("\(u.refused) file(s) the store refused (its rules or IAM; each is complete): `bucketfs recover \(dir) --to \(root)/PREFIX` uploads them under a prefix the rules let you write, or `bucketfs recover \(dir)` once the rules or permissions let them in")
+        }
         if u.cutOffTotal > 0 {
             steps.append("for \(u.cutOffTotal) cut-off file(s): run the writer again (`bucketfs recover \(dir)` then drops those the bucket holds newer), or look with `bucketfs recover \(dir) --dry-run`, then `bucketfs recover \(dir) --drop-cut-off` or `--keep-aside DIR`")
         }
         return steps.joined(separator: ", ")
+    }
+
+    /// `scheme://BUCKET` of a source (a directory stays itself).
+    static func bucketRoot(_ source: String) -> String {
+        guard let r = source.range(of: "://") else { return source }
+        let rest = source[r.upperBound...]
+        return String(source[..<r.upperBound]) + String(rest.prefix { $0 != "/" })
     }
 }

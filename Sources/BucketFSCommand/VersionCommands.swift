@@ -45,6 +45,12 @@ struct Versions: AsyncParsableCommand {
                 token = page.nextPageToken
             } while token != nil
             if found.isEmpty { throw StorageError.objectNotFound(path: prefix) }
+            // Listed as the server sent it, with a note when that breaks the versioning rules
+            // (then `--at` and `restore` refuse it).
+            let faults = VersionRules.faults(found)
+            if !faults.isEmpty {
+                FileHandle.standardError.write(Data("bucketfs: note: \(BrokenVersionListing(faults: faults, prefix: prefix))\n".utf8))
+            }
             // By name, then oldest first, whatever order the server listed them in
             // (fake-gcs-server lists a name's newest generation first).
             found.sort { $0.info.name == $1.info.name ? $0.info.generation < $1.info.generation
@@ -96,7 +102,7 @@ struct Restore: AsyncParsableCommand {
             let listing = try await PastMount.keptPast(store, source: target)
             let moment = try at.map { try PointInTime(parsing: $0) }
             let prefix = recursive ? t.treePrefix : t.ref.fullPath
-            let (past, live) = try await Restorer.load(listing, prefix: prefix, moment: moment?.date ?? Date())
+            let (past, live) = try await Restorer.load(listing, live: store, prefix: prefix, moment: moment?.date ?? Date())
             var steps: [Restorer.Step]
             if recursive {
                 steps = Restorer.plan(past: Array(past.entries), live: live, deleteNewer: deleteNewer)

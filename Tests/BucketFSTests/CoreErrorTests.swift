@@ -192,6 +192,26 @@ import Testing
         try await waitUntil { (try? await h.fs.lookup(parent: Harness.root, name: "dir-less.txt")) == nil }
     }
 
+    /// After an outage, the lost+found entry's reason names the cause and where the store was
+    /// (before: `last: Input/output error (5)`, the cause only in the log).
+    @Test func anOutagesLostAndFoundReasonNamesTheCauseAndTheStore() async throws {
+        let h = Harness {
+            $0.retryBackoffMax = 0.02
+            $0.uploadRetries = 2
+            $0.storageAddress = "http://127.0.0.1:1, set by --endpoint"
+        }
+        let (e, fh) = try await h.fs.create(parent: Harness.root, name: "night.bin", mode: 0o644, flags: OpenFlags(O_WRONLY | O_CREAT))
+        _ = try await h.fs.write(ino: e.attributes.ino, fh: fh, offset: 0, data: Data("a night's work".utf8))
+        h.store.failNext("write", times: 3, with: .unknown(status: 0, message: "Connection refused"))
+        await #expect(throws: Errno.EIO) { try await h.fs.flush(ino: e.attributes.ino, fh: fh) }
+        try await h.fs.release(ino: e.attributes.ino, fh: fh)
+        try await waitUntil { !lostFiles(h).isEmpty }
+        let side = try #require(FileManager.default.contents(atPath: h.config.lostAndFound + "/" + lostFiles(h)[0] + ".json"))
+        let reason = try #require((try JSONSerialization.jsonObject(with: side) as? [String: Any])?["reason"] as? String)
+        #expect(reason.contains("the upload failed 3 times (last: Connection refused (storage at http://127.0.0.1:1, set by --endpoint) → Input/output error"),
+                "\(reason)")
+    }
+
     @Test func aRefusedUploadIsNotRetriedAndItsDataIsKept() async throws {
         let h = Harness { $0.retryBackoffMax = 0.02 }
         let (e, fh) = try await h.fs.create(parent: Harness.root, name: "f", mode: 0o644, flags: OpenFlags(O_WRONLY | O_CREAT))

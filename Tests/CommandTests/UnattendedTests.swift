@@ -86,4 +86,27 @@ import Testing
         #expect(CacheDirectoryRegistry.elsewhere(source: "gs://x", own: a, environment: env).isEmpty)
         #expect(CacheDirectoryRegistry.elsewhere(source: "gs://z", own: b, environment: env).isEmpty)
     }
+
+    /// Files the store refused (its rules, IAM) are complete, but `recover` to the same name is
+    /// refused again: `status` says "refused", with the command that uploads them where the
+    /// rules allow.
+    @Test func statusSaysRefusedWithTheRecoveryCommand() throws {
+        let dir = NSTemporaryDirectory() + "bucketfs-refused-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try FileManager.default.createDirectory(atPath: dir + "/lost+found", withIntermediateDirectories: true)
+        func keep(_ name: String, reason: String, complete: Bool = true) {
+            FileManager.default.createFile(atPath: dir + "/lost+found/" + name, contents: Data("twelve bytes".utf8))
+            let side = #"{"object":"public/\#(name)","closed":true,"size":12,"bytes":12,"complete":\#(complete),"reason":"\#(reason)"}"#
+            FileManager.default.createFile(atPath: dir + "/lost+found/" + name + ".json", contents: Data(side.utf8))
+        }
+        keep("public%2Fa.txt.1764358212345", reason: "the server refused the upload: unauthorized(path: public/a.txt, message: Permission denied.)")
+        keep("public%2Fb.txt.1764358212346", reason: "the server refused the upload: unauthorized(path: public/b.txt, message: Permission denied.)")
+        keep("public%2Fc.txt.1764358212347", reason: "the upload failed 4 times (last: EIO)")
+        let u = CacheDirectoryRegistry.unsaved(in: dir)
+        #expect(u.description == "3 file(s) in lost+found (2 refused by the store)")
+        let run = Status.whatToRun(dir, u, busy: false, source: "firebase://app.appspot.com/public")
+        #expect(run.contains("`bucketfs recover \(dir)` uploads 1 complete file(s)"), "\(run)")
+        #expect(run.contains("2 file(s) the store refused"), "\(run)")
+        #expect(run.contains("`bucketfs recover \(dir) --to firebase://app.appspot.com/PREFIX`"), "\(run)")
+    }
 }

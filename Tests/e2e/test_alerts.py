@@ -3,7 +3,8 @@ fires on a failure of the crash drill and clears once it is settled. A kill -9 l
 file and a cut-off one in a cache directory; a mount of the same source with another cache
 directory shows them in `bucketfs_unsaved_files{where="elsewhere"}` (refreshed at most every
 30 s); `bucketfs recover` settles the complete one, removing the cut-off one the rest, and the
-metric returns to 0. Counters with known labels are there at 0 from the start."""
+metric returns to 0. Counters with known labels are there at 0 from the start. The drill adds an
+outage and a full cache directory to it, and ends green."""
 import os
 import re
 import subprocess
@@ -12,10 +13,11 @@ import time
 
 import pytest
 
-from conftest import BIN, ROOT
+from conftest import BIN, ROOT, sh
+from daemons import daemon_pid
 from test_faults import UPLOAD, fx, rand  # noqa: F401 (fx: fixture)
 from test_operating import free_port, samples, scrape
-from test_unattended import CLOSE_WITH_METADATA, crash, lost_entries, writer_holding_open
+from test_unattended import CLOSE_WITH_METADATA, crash, lost_entries, wait_gone, writer_holding_open
 
 REFRESH = 30  # bucketfs_unsaved_files is read again at most every 30 s (docs/OPERATING.md)
 
@@ -149,13 +151,35 @@ def test_recover_through_the_running_mount_uploads_its_lost_and_found_while_it_w
     assert not unsaved_alert(s), s
 
 
+def cache_errors(s, errno):
+    return s[("bucketfs_cache_dir_errors_total", frozenset({("errno", errno)}))]
+
+
 @pytest.mark.faults
+@pytest.mark.skipif(os.geteuid() != 0, reason="the drill's full cache is a tmpfs, and mounting one needs root")
 def test_the_crash_drill_ends_green(fx, tmp_path):
     """The drill, scripted: kill -9 while a backup writes (a closed file whose upload hung, and a
     pack still being written, cut off), a mount with another cache directory, an outage that gives
-    a file up into that mount's lost+found. The alert and `status` are red; recovery through the
-    running mount and `recover` of the old directory settle the complete files,
-    `recover --drop-cut-off` the rest; `status` exits 0 and the metric returns to 0."""
+    a file up into that mount's lost+found, and that cache directory full (a 2 MiB tmpfs) during a
+    write. The alert and `status` are red; recovery through the running mount and `recover` of
+    the old directory settle the complete files, `recover --drop-cut-off` the rest; `status`
+    exits 0 and the metric returns to 0."""
+    tiny = tmp_path / "tiny-cache"
+    tiny.mkdir()
+    sh(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", str(tiny)])
+    try:
+        drill(fx, tmp_path, tiny)
+    finally:
+        # The mount holds its cache directory until it exits; the tmpfs goes lazily after it.
+        for mnt in fx.mounts.points:
+            pid = daemon_pid(mnt)
+            subprocess.run(["fusermount3", "-uz", mnt], capture_output=True)
+            if pid:
+                wait_gone(pid)
+        subprocess.run(["umount", "-l", str(tiny)], capture_output=True)
+
+
+def drill(fx, tmp_path, tiny):
     from test_faults import LOST_FOUND_WAIT, OP, SLACK, lost_and_found
     import urllib.request
     src = f"gs://{fx.emulator.bucket_name}/{fx.prefix}"
@@ -170,20 +194,37 @@ def test_the_crash_drill_ends_green(fx, tmp_path):
     w.wait()
     fx.proxy.clear()
     fx.proxy.release()
-    # The next night's mount, with another cache directory (fstab, systemd) and metrics.
+    # The next night's mount, with another cache directory (fstab, systemd), a small one, and
+    # metrics.
     port = free_port()
-    new = fx.mount("--metrics-address", f"127.0.0.1:{port}")
+    new = fx.mount("--metrics-address", f"127.0.0.1:{port}", cache_dir=tiny)
+    assert cache_errors(samples(scrape(port)), "ENOSPC") == 0
     data = rand(100_000)
     (tmp_path / "night.bin").write_bytes(data)
     fx.proxy.add_rule(method="POST", path_re=UPLOAD, body_re=fx.upload_body("night.bin"), action="status", status=503)
     assert fx.job(["cp", str(tmp_path / "night.bin"), f"{new}/night.bin"]).result(OP + 2 * SLACK).rc != 0
-    assert lost_and_found(fx.mounts.cache_dir(new), data, LOST_FOUND_WAIT)
+    assert lost_and_found(str(tiny), data, LOST_FOUND_WAIT)
     fx.proxy.clear()
+    # The cache directory fills up during a write (docs/OPERATING.md, "The cache directory"): the
+    # writer gets ENOSPC, nothing of the file is uploaded, the error is counted, and the cut stage
+    # file goes, so the room is back and the next write succeeds.
+    (tmp_path / "big.bin").write_bytes(rand(4 << 20))
+    r = fx.job(["cp", str(tmp_path / "big.bin"), f"{new}/big.bin"]).result(OP + 2 * SLACK)
+    assert r.rc != 0 and b"No space left on device" in r.err, r
+    assert fx.get("big.bin") is None
+    assert cache_errors(samples(scrape(port)), "ENOSPC") >= 1
+    assert not [n for n in os.listdir(tiny) if n.startswith("stage-")], os.listdir(tiny)
+    assert lost_entries(str(tiny)) == [lost_and_found(str(tiny), data, 1)]  # night.bin's alone: no partial file kept
+    assert fx.job(["cp", str(tmp_path / "night.bin"), f"{new}/after-full.bin"]).result(OP + 2 * SLACK).rc == 0
+    assert fx.get("after-full.bin") == data
     s = until(port, lambda s: unsaved(s, "here", "complete") == 1)
     assert unsaved(s, "here", "complete") == 1 and unsaved(s, "elsewhere", "complete") == 1, s
     assert unsaved(s, "elsewhere", "cut_off") == 1 and unsaved_alert(s), s
     st = subprocess.run([BIN, "status", src], capture_output=True, text=True, timeout=30)
     assert st.returncode == 1, st
+    # status says what the running mount holds unsaved, not only that it is in use
+    [line] = [l for l in st.stdout.splitlines() if l.split("\t")[1:2] == [str(tiny)]]
+    assert "in use" in line and "it holds 1 file(s) in lost+found" in line, st.stdout
     # Recovery through the running mount, and of the old directory beside it.
     with urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}/recover", method="POST"), timeout=120) as r:
         assert "uploaded: 'night.bin'" in r.read().decode()
@@ -200,4 +241,4 @@ def test_the_crash_drill_ends_green(fx, tmp_path):
     s = until(port, lambda s: not unsaved_alert(s))
     assert not unsaved_alert(s), s
     assert fx.get("done.txt") == b"complete content\n" * 1000 and fx.get("night.bin") == data
-    assert fx.get("pack.tmp") is None
+    assert fx.get("pack.tmp") is None and fx.get("big.bin") is None

@@ -182,12 +182,12 @@ class Fx:
         """Regex of an upload's body naming this object (JSON may escape '/')."""
         return re.escape(self.prefix.encode()) + rb"\\?/" + re.escape(name.encode()) + rb'"'
 
-    def mount(self, *opts, fast=True):
+    def mount(self, *opts, fast=True, cache_dir=None):
         src = f"gs://{self.emulator.bucket_name}/{self.prefix}"
         options = mount_options([*(MOUNT_OPTS if fast else []), *opts, "--endpoint", self.proxy.endpoint, "--anonymous"])
         if os.environ.get("BUCKETFS_FAULTS_LOG_LEVEL"):
             options += ["--log-level", os.environ["BUCKETFS_FAULTS_LOG_LEVEL"]]
-        return self.mounts.mount(src, *options)
+        return self.mounts.mount(src, *options, cache_dir=cache_dir)
 
     # processes
     def job(self, args, shell=False, env=None):

@@ -701,8 +701,13 @@ def test_firebase_refusal_at_close_keeps_one_non_empty_entry(fb, mounts, tmp_pat
         assert p.returncode != 0 and b"Permission denied" in p.stderr, (cmd, p.returncode, p.stderr)
     assert len([r for r in fb.server.requests if r[0] == "POST"]) == uploads
     mounts.unmount(mnt)
-    # the kept file goes where the rules allow it
+    # status counts them as refused, with the command that puts them where the rules allow
     cache = mounts.cache_dir(mnt)
+    st = run("status", SRC, check=False)
+    [line] = [l for l in st.stdout.decode().splitlines() if l.split("\t")[1:2] == [cache]]
+    assert st.returncode == 1 and "2 refused by the store" in line, st.stdout.decode()
+    assert f"bucketfs recover {cache} --to {SRC}/PREFIX" in st.stdout.decode().splitlines()[-1], st.stdout.decode()
+    # the kept file goes where the rules allow it
     r = run("recover", cache, "--to", f"{SRC}/{fb.home()}", check=False)
     assert fb.server.get_object(BUCKET, fb.home("shared/new.txt")).data == b"x\n", r.stdout + r.stderr
 

@@ -306,9 +306,10 @@ def test_listing_and_xattrs_of_a_mount_at_a_moment_cost_list_requests_only(versi
     sh(["ls", "-lR", past])
     sh(["getfattr", "-R", "-d", "-h", "--absolute-names", past])
     lines = [l.split(" ", 1) for l in log.read_text().splitlines()]
-    # a small bucket: one versioned listing of it all, once; and, as on a live mount, the one GET
+    # a small bucket: one versioned listing of it all, once, and one live listing that checks it
+    # (docs/RESTORE.md, "A listing that breaks the rules"); and, as on a live mount, the one GET
     # of a symbolic link's target (its content) that `ls -l` reads (docs/SEMANTICS.md §3.8)
-    assert [l[0] for l in lines].count("list") == 1, lines
+    assert [l[0] for l in lines].count("list") == 2, lines
     assert [l for l in lines if l[0] != "list"] == [["read", "link"]], lines
     # each read is one GET of that generation
     log.write_text("")
@@ -339,3 +340,56 @@ def test_a_bucket_without_versions_is_refused_by_name(bucket, mounts, tmp_path):
                        capture_output=True, timeout=10)
     assert p.returncode != 0 and "has no versions" in p.stderr.decode(), p.stderr
     assert not os.path.ismount(mnt)
+
+
+def test_a_versioned_listing_that_breaks_the_rules_is_reported_not_shown(mounts, tmp_path):
+    """storage-testbench lists old generations without their timeDeleted, and its delete drops the
+    live generation itself (docs/RESTORE.md, "A listing that breaks the rules"): read as it comes,
+    a moment before a delete showed deleted files with an older content, and `restore` found them
+    "already equal" while the directory stayed gone. The listing is reported, by name; the mount
+    at the moment shows nothing of it (EIO, and why in its log); `restore` copies nothing."""
+    srv = server("testbench")
+    assert srv.has("versions-without-times")
+    bucket = os.environ.get("BUCKETFS_TESTBENCH_VERSIONED_BUCKET", f"{srv.bucket_name}-versioned")
+    b = Bucket(f"gs://{bucket}/r-{uuid.uuid4().hex[:10]}")
+    b.extra = list(srv.options)
+    mounts.gs_options = list(srv.options)
+    live = mounts.mount(b.src())
+    os.mkdir(f"{live}/docs")
+    for name, data in (("docs/a.txt", b"first\n"), ("docs/b.txt", b"b\n"), ("docs/a.txt", b"second\n"),
+                       ("notes.txt", b"one\n"), ("notes.txt", b"two\n")):
+        with open(f"{live}/{name}", "wb") as f:
+            f.write(data)
+    settle()
+    moment = rfc3339(time.time())
+    settle()
+    sh(["rm", "-r", f"{live}/docs"])
+    mounts.unmount(live)
+    assert not b.exists("docs/a.txt") and not b.exists("docs/b.txt")
+
+    # `versions` lists what the server sent, with a note: notes.txt's two generations both
+    # without a timeDeleted
+    r = run("versions", b.src(), "-r", *b.extra)
+    # (the library commands name objects by their full names: the prefix, then the name)
+    assert "breaks the versioning rules" in r.stderr.decode() and "/notes.txt': generations" in r.stderr.decode(), r.stderr.decode()
+    assert "/docs/a.txt\t" in r.stdout.decode()
+
+    past = mounts.mount(b.src(), "--at", moment)
+    with pytest.raises(OSError) as e:
+        os.listdir(f"{past}/docs")
+    assert e.value.errno == errno.EIO
+    with pytest.raises(OSError) as e:
+        open(f"{past}/docs/a.txt", "rb")
+    assert e.value.errno == errno.EIO
+    with open(mounts.log_path(past)) as f:
+        log = f.read()
+    assert "breaks the versioning rules" in log and "'docs/a.txt'" in log and "no live object" in log, log
+    mounts.unmount(past)
+
+    r = run("restore", b.src("docs"), "--at", moment, "-r", *b.extra, check=False)
+    assert r.returncode == 1, r
+    assert "breaks the versioning rules" in r.stderr.decode() and "/docs/a.txt': generation" in r.stderr.decode(), r.stderr.decode()
+    assert "already equal" not in r.stderr.decode()
+    assert not b.exists("docs/a.txt") and not b.exists("docs/b.txt")
+    r = run("cat", b.src("docs/a.txt"), "--at", moment, *b.extra, check=False)
+    assert r.returncode == 1 and "breaks the versioning rules" in r.stderr.decode(), r

@@ -4,6 +4,7 @@ fixes it), a cache directory in use is refused on the terminal naming the proces
 every message of a failed mount reaches the terminal (as JSON with --log-format json)."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -353,7 +354,8 @@ def test_a_crash_then_another_cache_directory_is_reported_and_recover_uploads_wh
     whose upload hangs and whose object then changes in the bucket, and a third still open; kill -9.
     A mount with another cache directory says at once, at error level, where the data is and the
     command that recovers it; so does `bucketfs status`. `bucketfs recover` uploads the complete
-    file with its metadata, leaves the one a newer object replaced, and leaves the cut-off one."""
+    file with its metadata, puts the one a newer object replaced beside it (never over it), and
+    leaves the cut-off one."""
     src = f"gs://{fx.emulator.bucket_name}/{fx.prefix}"
     direct = ["--endpoint", fx.emulator.endpoint, "--anonymous"]
     mnt = fx.mount("--write-back")
@@ -393,9 +395,12 @@ def test_a_crash_then_another_cache_directory_is_reported_and_recover_uploads_wh
     out = rec.stdout
     assert "uploaded: 'done.txt'" in out, rec
     assert "cut off (left)" in out and "part.bin" in out, out
-    assert "left: 'other.txt'" in out and "newer object" in out, out
-    assert "recovered 1 file(s)" in out.splitlines()[-1] and "1 cut off" in out.splitlines()[-1], out
-    assert rec.returncode == 1  # other.txt is left
+    m = re.search(r"uploaded beside: 'other\.txt' is now generation \d+, .*it is in '(other\.txt\.recovered-\d{8}T\d{6}Z)'", out)
+    assert m, out
+    last = out.splitlines()[-1]
+    assert "recovered 2 file(s)" in last and "1 beside" in last and "1 cut off" in last and "0 left" in last, out
+    assert rec.returncode == 0  # only the cut-off file is left, for --drop-cut-off or --keep-aside
+    assert fx.get(m.group(1)) == b"mine, older than the bucket's\n"
     assert fx.get("done.txt") == b"complete content\n" * 1000
     blob = fx.gcs.get_blob(f"{fx.prefix}/done.txt")
     assert blob.metadata.get("color") == "blue", blob.metadata
@@ -405,7 +410,7 @@ def test_a_crash_then_another_cache_directory_is_reported_and_recover_uploads_wh
     assert fx.get("other.txt") == b"newer, written elsewhere after the crash\n"
     assert fx.get("part.bin") is None
     left = [os.path.basename(e) for e in lost_entries(cache)]
-    assert len(left) == 2 and any(n.startswith("part.bin.") and n.endswith(".cut-off") for n in left), left
+    assert len(left) == 1 and left[0].startswith("part.bin.") and left[0].endswith(".cut-off"), left
 
 
 # --- which binary the fstab form runs -----------------------------------------------------------

@@ -22,7 +22,9 @@ public struct PastSnapshot: Sendable {
         self.scope = scope
         var chosen: [String: ObjectInfo] = [:]
         for v in versions where v.wasLive(at: moment) && v.info.name.utf8.starts(with: scope.utf8) {
-            // Two generations live at once cannot happen; if a listing said so, the later wins.
+            // Two generations live at once: only in fake-gcs-server's gap of microseconds between
+            // a new generation's timeCreated and the old one's timeDeleted (docs/SEMANTICS.md
+            // §10.1); the later wins. (Generations without a timeDeleted are `PastListing`'s.)
             if let had = chosen[v.info.name], had.generation > v.info.generation { continue }
             chosen[v.info.name] = v.info
         }
@@ -32,20 +34,13 @@ public struct PastSnapshot: Sendable {
     }
 
     /// Lists every version under `scope` (no delimiter: a directory's existence is decided from
-    /// the names live at the moment, not from the listing's prefixes), ⌈versions/1000⌉ requests.
-    public static func load(_ listing: any VersionListing, scope: String, moment: Date,
+    /// the names live at the moment, not from the listing's prefixes), ⌈versions/1000⌉ requests,
+    /// and checks it against the live names under `scope` (`PastListing`): ⌈names/1000⌉ more.
+    /// A listing that breaks the versioning rules throws `BrokenVersionListing`.
+    public static func load(_ listing: any VersionListing, live store: any ObjectStore, scope: String, moment: Date,
                             pageSize: Int = 1000) async throws -> PastSnapshot {
-        var versions: [ObjectVersion] = []
-        var token: String?
-        var requests = 0
-        repeat {
-            let page = try await listing.listVersions(ListRequest(prefix: scope, delimiter: nil,
-                                                                  maxResults: pageSize, pageToken: token))
-            requests += 1
-            versions += page.versions
-            token = page.nextPageToken
-        } while token != nil
-        return PastSnapshot(moment: moment, scope: scope, versions: versions, requests: requests)
+        let checked = try await PastListing.load(listing, live: store, prefix: scope, pageSize: pageSize)
+        return PastSnapshot(moment: moment, scope: scope, versions: checked.versions, requests: checked.requests)
     }
 
     public static func byteLess(_ a: String, _ b: String) -> Bool { a.utf8.lexicographicallyPrecedes(b.utf8) }

@@ -1,41 +1,58 @@
 import Foundation
 import FuseKit
+import Logging
 import StorageModel
 
 /// A read-only `ObjectStore` showing a bucket as it was at one moment (docs/SEMANTICS.md
 /// §10.3): listings and metadata come from one `PastSnapshot`,
 /// loaded at the first call and kept for the store's life; reads fetch exactly the generation
-/// live at the moment, from the store beneath. Every change is refused with EROFS.
+/// live at the moment, from the store beneath. Every change is refused with EROFS. A versioned
+/// listing that breaks the versioning rules (`VersionRules`) is shown as nothing: every call
+/// throws its `BrokenVersionListing` (EIO to a mount), logged once at critical level.
 public final class PastStore: StoreWrapper, @unchecked Sendable {
     public let base: any ObjectStore
     public let listing: any VersionListing
     public let moment: Date
     public let scope: String
     private let lock = NSLock()
+    private let logger: Logger
     private var loading: Task<PastSnapshot, any Error>?
 
-    public init(base: any ObjectStore, listing: any VersionListing, moment: Date, scope: String = "") {
+    public init(base: any ObjectStore, listing: any VersionListing, moment: Date, scope: String = "",
+                logger: Logger = Logger(label: "bucketfs", factory: { _ in SwiftLogNoOpLogHandler() })) {
         self.base = base
         self.listing = listing
         self.moment = moment
         self.scope = scope
+        self.logger = logger
     }
 
     public var wrapped: any ObjectStore { base }
     public var bucket: String { base.bucket }
     public var isLocal: Bool { base.isLocal }
 
-    /// The snapshot, loaded once; a failed load is tried again by the next call.
+    /// The snapshot, loaded once; a failed load is tried again by the next call, but a listing
+    /// that breaks the rules is kept broken (the server said so, and a moment's past does not
+    /// change): it is not listed again at every call.
     public func snapshot() async throws -> PastSnapshot {
         let task: Task<PastSnapshot, any Error> = lock.withLock {
             if let t = loading { return t }
-            let (listing, scope, moment) = (self.listing, self.scope, self.moment)
-            let t = Task { try await PastSnapshot.load(listing, scope: scope, moment: moment) }
+            let (listing, base, scope, moment, logger) = (self.listing, self.base, self.scope, self.moment, self.logger)
+            let t = Task {
+                do {
+                    return try await PastSnapshot.load(listing, live: base, scope: scope, moment: moment)
+                } catch let broken as BrokenVersionListing {
+                    logger.critical("cannot show \(base.bucket) as it was at \(RFC3339.format(moment)): \(broken); every operation fails with EIO")
+                    throw broken
+                }
+            }
             loading = t
             return t
         }
         do {
             return try await task.value
+        } catch let broken as BrokenVersionListing {
+            throw broken
         } catch {
             lock.withLock { if loading == task { loading = nil } }
             throw error

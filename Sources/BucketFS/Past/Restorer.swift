@@ -78,20 +78,14 @@ public enum Restorer {
         }
     }
 
-    /// One versioned listing of `prefix`: what was live at `moment`, and what is live now.
-    public static func load(_ listing: any VersionListing, prefix: String, moment: Date) async throws
+    /// One versioned listing of `prefix`, checked against the live names (`PastListing`: a
+    /// listing that breaks the versioning rules throws `BrokenVersionListing`, and nothing is
+    /// planned from it): what was live at `moment`, and what is live now.
+    public static func load(_ listing: any VersionListing, live store: any ObjectStore, prefix: String, moment: Date) async throws
         -> (past: PastSnapshot, live: [ObjectInfo]) {
-        var versions: [ObjectVersion] = []
-        var token: String?
-        var requests = 0
-        repeat {
-            let page = try await listing.listVersions(ListRequest(prefix: prefix, delimiter: nil, maxResults: 1000, pageToken: token))
-            requests += 1
-            versions += page.versions
-            token = page.nextPageToken
-        } while token != nil
-        let live = versions.filter { $0.isLive && $0.info.name.utf8.starts(with: prefix.utf8) }.map(\.info)
-        return (PastSnapshot(moment: moment, scope: prefix, versions: versions, requests: requests), live)
+        let checked = try await PastListing.load(listing, live: store, prefix: prefix)
+        let live = checked.versions.filter { $0.isLive && $0.info.name.utf8.starts(with: prefix.utf8) }.map(\.info)
+        return (PastSnapshot(moment: moment, scope: prefix, versions: checked.versions, requests: checked.requests), live)
     }
 
     /// Runs the steps, `concurrency` at a time; `progress` hears of each step done (name, what

@@ -105,6 +105,9 @@ extension BucketFileSystem {
             case .uploaded(let g)?:
                 logger.notice("uploaded '\(object)' (\(e.bytes) bytes, generation \(g.map(String.init) ?? "?")), left unsaved by an earlier mount of this cache directory (crash or kill after its close)")
                 return .uploaded
+            case .beside(let name, let g, _)?:  // (not asked for here: the name had moved on)
+                logger.notice("uploaded '\(object)' beside it as '\(name)' (\(e.bytes) bytes, generation \(g.map(String.init) ?? "?")), left unsaved by an earlier mount of this cache directory")
+                return .uploaded
             case .newer(let g)?:
                 why = g == 0 ? "the object it was written over is gone from the bucket" : "the bucket has a newer object (generation \(g))"
             case nil:
@@ -137,6 +140,7 @@ extension BucketFileSystem {
     public struct RecoveredEntry: Sendable {
         public let object: String
         public let path: String
+        public let bytes: Int64
         /// Nil for a cut-off entry (never uploaded), else what `RecoveredUpload` did.
         public let outcome: RecoveredUpload.Outcome?
         public let error: String?
@@ -144,27 +148,29 @@ extension BucketFileSystem {
 
     /// Recovery through the running mount (docs/OPERATING.md, "The recovery runbook"): each
     /// complete entry of this mount's lost+found is uploaded with this mount's store, as
-    /// `bucketfs recover` would (with its metadata, never over a newer object; removed when the
-    /// bucket has it), while the mount serves. Cut-off entries are listed and left. Each upload
-    /// runs under its own `--op-timeout`.
+    /// `bucketfs recover` would (with its metadata, never over a newer object but beside it, as
+    /// `NAME.recovered-TIME`; removed when the bucket has it), while the mount serves. Cut-off
+    /// entries are listed and left. Each upload runs under its own `--op-timeout`.
     public func recoverOwnLostAndFound() async -> [RecoveredEntry] {
         let (entries, _) = LostEntry.all(in: staging.lostAndFound)
         var out: [RecoveredEntry] = []
         for e in entries {
             guard e.complete else {
-                out.append(RecoveredEntry(object: e.record.object, path: e.path, outcome: nil, error: nil))
+                out.append(RecoveredEntry(object: e.record.object, path: e.path, bytes: e.bytes, outcome: nil, error: nil))
                 continue
             }
             do {
                 let outcome = try await OperationContext.$clock.withValue(operationClock()) {
-                    try await RecoveredUpload.run(e, to: store, contentTypes: config.contentTypes)
+                    try await RecoveredUpload.run(e, to: store, contentTypes: config.contentTypes, besideNewer: true)
                 }
-                if case .uploaded(let g) = outcome {
+                if case .beside(let name, let g?, let winner) = outcome {
+                    logger.notice("uploaded '\(e.record.object)' (\(e.bytes) bytes) from \(e.path) beside it, as '\(name)' (generation \(g)), recovered through the running mount: the name had moved on (generation \(winner) now)")
+                } else if case .uploaded(let g) = outcome {
                     logger.notice("uploaded '\(e.record.object)' (\(e.bytes) bytes, generation \(g.map(String.init) ?? "?")) from \(e.path), recovered through the running mount")
                 }
-                out.append(RecoveredEntry(object: e.record.object, path: e.path, outcome: outcome, error: nil))
+                out.append(RecoveredEntry(object: e.record.object, path: e.path, bytes: e.bytes, outcome: outcome, error: nil))
             } catch {
-                out.append(RecoveredEntry(object: e.record.object, path: e.path, outcome: nil, error: "\(error)"))
+                out.append(RecoveredEntry(object: e.record.object, path: e.path, bytes: e.bytes, outcome: nil, error: "\(error)"))
             }
         }
         return out

@@ -246,9 +246,9 @@ extension BucketFileSystem {
                         metadata: ["event": "upload", "object": "\(path)", "bytes": "\(info.size)",
                                    "generation": "\(info.generation)", "attempts": "\(attemptText)", "seconds": "\(seconds)"])
         } catch {
-            superblock.withStage(s) { $0.failed(restoring: started) }
-            Glibc.fsync(s.fd)
             let e = errno(for: error)
+            superblock.withStage(s) { $0.failed(restoring: started, cause: "\(error)\(storageNote(error)) → \(e)") }
+            Glibc.fsync(s.fd)
             if e != .EINTR { uploadCounters.attemptFailed() }
             let failed: Logger.Metadata = ["object": "\(path)", "attempts": "\(attemptText)", "error": "\(error)"]
             if e == .EINTR {
@@ -259,7 +259,7 @@ extension BucketFileSystem {
                 logger.error("upload of '\(path)' lost a race: the object changed since it was opened (generation \(origin.ifGenerationMatch)); your data: \(kept)",
                              metadata: failed.merging(["event": "upload_given_up", "kept": "\(kept)"]) { $1 })
             } else if Self.isRefusal(e) {
-                let kept = giveUp(n, s, e, reason: "the server refused the upload: \(error)")
+                let kept = giveUp(n, s, e, reason: "\(LostEntry.refusedReason): \(error)")
                 logger.error("upload of '\(path)' refused: \(error) → \(e); not retried; your data: \(kept)",
                              metadata: failed.merging(["event": "upload_given_up", "kept": "\(kept)"]) { $1 })
                 if e == .EACCES, superblock.withStage(s, { $0.createdHere }) { rememberRefusedCreate(path, contentType: meta.contentType ?? "", error) }
@@ -364,8 +364,9 @@ extension BucketFileSystem {
             (s.state.unsaved && !file.removed && !file.shuttingDown, file.path)
         }!
         if unsaved {
-            let kept = giveUp(n, s, lastError, reason: "the upload failed \(config.uploadRetries + 1) times (last: \(lastError))")
-            logger.error("upload of '\(path)' failed for good after \(config.uploadRetries) background attempts (\(lastError)); your data: \(kept)",
+            let last = superblock.withStage(s, { $0.lastFailure }) ?? "\(lastError)"
+            let kept = giveUp(n, s, lastError, reason: "the upload failed \(config.uploadRetries + 1) times (last: \(last))")
+            logger.error("upload of '\(path)' failed for good after \(config.uploadRetries) background attempts (\(last)); your data: \(kept)",
                          metadata: ["event": "upload_given_up", "object": "\(path)", "attempts": "\(config.uploadRetries + 1)",
                                     "error": "\(lastError)", "kept": "\(kept)"])
         }
@@ -419,8 +420,10 @@ extension BucketFileSystem {
         let (unsaved, path) = superblock.withStage(of: n, stage: s) { s, file in (s.state.unsaved && !file.removed, file.path) }!
         if unsaved {
             var failure: any Error = Errno.ETIMEDOUT
+            var attempted = false
             if ContinuousClock.now < end {
                 do {
+                    attempted = true
                     try await OperationContext.$clock.withValue(OperationClock(fixedEnd: end)) { try await self.uploadOnce(n, s, attempt: nil) }
                     logger.notice("uploaded '\(path)' before exiting")
                 } catch {
@@ -428,8 +431,9 @@ extension BucketFileSystem {
                 }
             }
             if superblock.withStage(s, { $0.state.unsaved }) {
-                let kept = giveUp(n, s, errno(for: failure), reason: "could not be uploaded before the mount ended: \(failure)")
-                logger.error("could not upload '\(path)' before exiting (\(failure)); your data: \(kept)")
+                let cause = attempted ? (superblock.withStage(s, { $0.lastFailure }) ?? "\(failure)") : "\(failure)"
+                let kept = giveUp(n, s, errno(for: failure), reason: "could not be uploaded before the mount ended: \(cause)")
+                logger.error("could not upload '\(path)' before exiting (\(cause)); your data: \(kept)")
             }
         }
         let saved = superblock.withStage(s) { !$0.state.unsaved }

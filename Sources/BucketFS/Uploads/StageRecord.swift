@@ -83,6 +83,12 @@ public struct LostEntry: Sendable {
     public let md5: String?
 
     public static let cutOffSuffix = ".cut-off"
+    /// How the reason of a file the store refused (its rules, IAM) begins.
+    public static let refusedReason = "the server refused the upload"
+
+    /// Complete, and kept because the store refused it: uploading it again to the same name is
+    /// refused again until the rules or permissions change (`recover --to` elsewhere).
+    public var refused: Bool { complete && reason.hasPrefix(Self.refusedReason) }
 
     /// The entries of a lost+found directory, sorted by name; files without a readable sidecar
     /// are skipped (`unreadable` lists them).

@@ -17,7 +17,7 @@ import StorageModel
 /// goes to the new name, with the generation it replaces there as its `origin`.
 ///
 /// Guarded by the superblock's lock (GUARDED_BY(Superblock.lock)): `origin`, `state`, `size`,
-/// `metadata`, `handedOver`, `openHandles`, `pins`, `retryTask`, `keptAs`. The sidecar's `recorded` has a lock of its own
+/// `metadata`, `handedOver`, `openHandles`, `pins`, `retryTask`, `keptAs`, `lastFailure`. The sidecar's `recorded` has a lock of its own
 /// (`sidecarLock`, StagingArea.swift), taken with no other NSLock held. `fd`'s bytes are written
 /// with no lock (a handle's own content).
 ///
@@ -134,9 +134,14 @@ final class StagedFile: @unchecked Sendable {
 
     /// The attempt failed: the state it started from again (unless something else, a deletion,
     /// has moved it on).
-    func failed(restoring before: UploadState) {
+    func failed(restoring before: UploadState, cause: String) {
         if case .uploading = state { state = before }
+        lastFailure = cause
     }
+
+    /// Why the last attempt failed, in words (the store's error, and where the store is when it
+    /// could not be reached): what a lost+found entry's reason says after the last attempt.
+    private(set) var lastFailure: String?
 
     /// The data is safe in lost+found (or could not be): every later flush, fsync and close of
     /// this content reports `e`.
