@@ -16,6 +16,7 @@ public final class MetricsStore: ObjectStore {
     let inner: any ObjectStore
     public var isLocal: Bool { inner.isLocal }
     public var listsUnderPartialNames: Bool { inner.listsUnderPartialNames }
+    public var boundsListsByOffsets: Bool { inner.boundsListsByOffsets }
     /// A local store's reads of an open file count as one read request (its file, opened); the
     /// bytes then go from that file to the reader and are counted by the FUSE read metrics only.
     public func openLocal(_ name: String, generation: Int64) async throws -> Int32? {
