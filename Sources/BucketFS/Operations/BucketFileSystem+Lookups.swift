@@ -124,6 +124,11 @@ extension BucketFileSystem {
         }
         if let local = superblock.pendingNewFile(at: path) { return local }
         if StoragePath.mountProblem(path) != nil { throw .ENOENT }
+        // A directory being read (a readdir pass holds its listing): not asked again.
+        if let dir = superblock.directoryInPass(at: path) {
+            cacheCounters.count(.listing, hit: true)
+            return dir
+        }
         // Found missing within the TTL (docs/SEMANTICS.md §6): a create's own check after the
         // kernel's lookup, rsync's lookups of one name again and again.
         if superblock.knownMissing(path) {

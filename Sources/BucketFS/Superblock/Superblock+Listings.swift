@@ -45,6 +45,16 @@ extension Superblock {
         }
     }
 
+    /// The directory bound at `path` while a readdir pass over its listing is under way: it
+    /// exists, so its lookup again (`ls -l DIR` stats `DIR/name` for each file, and the kernel
+    /// looks `DIR` up again each time its entry expires) asks nothing (docs/SEMANTICS.md §6).
+    func directoryInPass(at path: String) -> Node? {
+        locked {
+            guard let n = table.bound(path, isDirectory: true), !n.removed, let l = n.listing, l.passes > 0 else { return nil }
+            return n
+        }
+    }
+
     /// A file created here and not uploaded yet at `path`, if there is one (it answers a lookup
     /// before the bucket has it).
     func pendingNewFile(at path: String) -> Node? {
