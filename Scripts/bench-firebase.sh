@@ -33,7 +33,9 @@
 # BENCH_FB_PROXY_PORT 9223 and BENCH_GS_PROXY_PORT 9224. Environment: BUCKETFS_BIN (default: build
 # release), BENCH_N (1000), BENCH_REPS (3), BENCH_DELAY_MS (20), BENCH_BFS_OPTS (extra mount
 # options, e.g. "--max-connections 32"), BENCH_GETFATTR (1; 0 skips the `getfattr -d` after each
-# listing, which re-reads every object once the listing took longer than --metadata-ttl), BENCH_DIR,
+# listing, whose requests are counted by kind: none for the files, since what an `ls -l` read
+# lives the TTL from its end; older binaries re-read every object once the `ls -l` took longer
+# than --metadata-ttl, one at a time), BENCH_DIR,
 # BENCH_KEEP. Not part of the test suite; about
 # a minute plus the build.
 set -euo pipefail
@@ -156,6 +158,7 @@ run_kind() {  # KIND: one timed cold `ls -l` on a fresh mount; appends to RUNS[K
       getfattr -d -R "$mnt/list" >/dev/null 2>&1
       after=$(stats "$proxy")
       REQS[$1]+="; getfattr -d on all $N afterwards: $(( $(field "$after" total) - $(field "$before" total) )) more"
+      REQS[$1]+=" (list $(( $(field "$after" list) - $(field "$before" list) )), metadata $(( $(field "$after" metadata) - $(field "$before" metadata) )))"
     fi
   fi
   echo "bench: $1 $s s, server CPU${SCPU[$1]##* } s, ${REQS[$1]:-}" >&2

@@ -34,6 +34,8 @@ public final class FirebaseStore: StoreBackend, ConnectionCounting, @unchecked S
     public let tuning: Tuning
     /// Metadata GETs of one listing page in flight at once.
     public let maxConnections: Int
+    /// v0 lists have no `startOffset`/`endOffset`: a listing walks its page tokens from the first.
+    public var boundsListsByOffsets: Bool { false }
     let transport: GCSTransport
     let client: HTTPClient
     /// The client for object data, when the settings give it one of its own.

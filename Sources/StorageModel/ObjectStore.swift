@@ -161,6 +161,12 @@ public protocol ObjectStore: Sendable {
     /// once. False (the default) for a store that would walk the whole directory for it, or
     /// answer names only (Firebase's v0).
     var listsUnderPartialNames: Bool { get }
+    /// Whether a listing's answers are bounded by `startOffset`/`endOffset`, so that a directory
+    /// can be listed by name ranges at once. True (the default) for the JSON API; a store that
+    /// has no offsets (Firebase's v0) says false, and its listings walk the page tokens from the
+    /// first (a server that ignores them is found out by its first ranged answer). A wrapper must
+    /// forward it.
+    var boundsListsByOffsets: Bool { get }
 }
 
 /// What a store's access rules say about creating an object, before any byte is sent.
@@ -194,6 +200,7 @@ extension StoreBackend {
     public func probeCreate(_ name: String, metadata: WritableMetadata) async throws -> CreateAnswer? { nil }
     public var versions: (any VersionListing)? { nil }
     public var listsUnderPartialNames: Bool { false }
+    public var boundsListsByOffsets: Bool { true }
     /// One `read`, delivered whole.
     public func stream(_ name: String, generation: Int64, range: Range<Int64>,
                        deliver: @escaping @Sendable (Data) throws -> Void) async throws {

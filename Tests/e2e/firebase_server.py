@@ -286,9 +286,12 @@ class FirebaseServer:
         self.requests = []        # (method, path, status, auth kind) — never a token
         self.finalized = {}       # (bucket, name) -> objects stored under that name (finalized uploads)
         self.stats = {"requests": 0, "list": 0, "get": 0, "media": 0, "upload": 0, "patch": 0, "delete": 0,
-                      "auth": 0, "refresh": 0, "401": 0, "403": 0}
+                      "auth": 0, "refresh": 0, "401": 0, "403": 0, "most_at_once": 0}
+        self.in_flight = 0         # storage requests being answered now ("most_at_once": the peak)
         self.log = log
         self.httpd = None
+        # Seconds each storage request waits before it is answered (a test's latency; 0: none).
+        self.latency = 0.0
 
     # --- lifecycle ---
 
@@ -996,6 +999,19 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     # --- storage ---
 
     def _storage(self, bucket, name, q, body):
+        srv = self.srv
+        with srv.lock:
+            srv.in_flight += 1
+            srv.stats["most_at_once"] = max(srv.stats["most_at_once"], srv.in_flight)
+        try:
+            if srv.latency:
+                time.sleep(srv.latency)
+            return self._storage_answer(bucket, name, q, body)
+        finally:
+            with srv.lock:
+                srv.in_flight -= 1
+
+    def _storage_answer(self, bucket, name, q, body):
         srv = self.srv
         method = self.command
         if method == "PUT" and (self.headers.get("X-HTTP-Method-Override") or "").upper() == "PATCH":

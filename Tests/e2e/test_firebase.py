@@ -18,6 +18,7 @@ import socket
 import stat
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -740,6 +741,57 @@ def test_firebase_plain_ls_costs_list_requests_only(fb, mounts, tmp_path):
     assert stats["get"] == n, stats
     gets = [l for l in reqlog.read_text().splitlines() if l.startswith("get ")]
     assert len(gets) == n and len(set(gets)) == n, (len(gets), len(set(gets)))
+
+
+def test_firebase_ls_l_longer_than_the_ttl_lists_once_and_getfattr_after_costs_nothing(fb, mounts):
+    """An `ls -l` that lasts longer than --metadata-ttl (each request 50 ms late, 2 at a time: at
+    least N/2 x 50 ms) lists the directory once and GETs each object once; `getfattr -d` on every
+    file right after costs no request: what the `ls -l` filled lives the TTL from its end
+    (docs/SEMANTICS.md §6). Once it has expired, `getfattr -d` GETs each object again, as many
+    at once as the connections allow, not one at a time."""
+    fb.login_email()
+    n, page, ttl = 200, 50, 3
+    for i in range(n):
+        fb.server.put_object(BUCKET, fb.home(f"long/f{i:04d}.txt"), b"x")
+    mnt = mounts.mount(SRC, "--metadata-ttl", str(ttl), "--max-connections", "2", "--list-page-size", str(page))
+    d = os.path.join(mnt, fb.home("long"))
+    names = [f"f{i:04d}.txt" for i in range(n)]
+    cwd = os.getcwd()
+    os.chdir(d)  # the tools below name the files relative to it: no lookup of the directory itself
+    try:
+        os.stat(".")  # the directory's own attributes, before counting
+        fb.server.latency = 0.05
+        fb.server.reset_stats()
+        t = time.time()
+        out = sh(["ls", "-l"]).stdout.decode().splitlines()
+        took = time.time() - t
+        assert len([l for l in out if l.startswith("-") and " 1 " in l]) == n, out[:5]
+        assert took > ttl, f"the ls -l took {took:.1f} s, within the TTL: the test shows nothing"
+        stats = fb.server.snapshot_stats()
+        pages = -(-n // page)
+        # One listing, its pages walked (v0 has no offsets); listed again, it would be twice that.
+        assert stats["list"] == pages, stats
+        # each object once (and the directory's own placeholder, which v0 never lists, once)
+        gets = [urllib.parse.unquote(r[1]) for r in fb.server.requests if r[0] == "GET" and "/o/" in r[1]]
+        files = [g for g in gets if g.endswith(".txt")]
+        assert len(files) == n and len(set(files)) == n and len(gets) <= n + 1, (len(files), len(set(files)), len(gets))
+        fb.server.reset_stats()
+        sh(["getfattr", "-d", "--", *names])
+        stats = fb.server.snapshot_stats()
+        assert stats["list"] == 0 and stats["get"] == 0, stats
+        # Expired: read again (with the names, listed again), many at once.
+        time.sleep(ttl + 0.5)
+        fb.server.latency = 0.01
+        fb.server.reset_stats()
+        sh(["getfattr", "-d", "--", *names])
+        stats = fb.server.snapshot_stats()
+        gets = [urllib.parse.unquote(r[1]) for r in fb.server.requests if r[0] == "GET" and "/o/" in r[1]]
+        files = [g for g in gets if g.endswith(".txt")]
+        assert len(set(files)) == n and len(gets) <= n + 1 and stats["list"] >= pages, (len(files), len(gets), stats)
+        assert stats["most_at_once"] >= 2, stats
+    finally:
+        os.chdir(cwd)
+        fb.server.latency = 0
 
 
 # --- outages, refused sessions, small things ----------------------------------------------------

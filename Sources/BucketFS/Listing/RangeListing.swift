@@ -12,9 +12,10 @@ import StorageModel
 /// them (`ListingBuild`). A cut never falls inside a subdirectory's run of names (it moves to
 /// the subdirectory's prefix, which every server lists then).
 ///
-/// A store that does not bound its answers by the offsets (Firebase's v0 API, a server that
-/// ignores them) is found out by its first ranged answer, which holds a name outside its range:
-/// that listing, and every later one of this mount, walks the page tokens one after another.
+/// A store that has no offsets (Firebase's v0 API, `ObjectStore.boundsListsByOffsets`) is walked
+/// from its first listing; a server that ignores them is found out by its first ranged answer,
+/// which holds a name outside its range: that listing, and every later one of this mount, walks
+/// the page tokens one after another.
 ///
 /// Memory: no page is kept here once handed on, and no more than `concurrency` requests are in
 /// flight: a listing holds at most that many answers at once, whatever the directory's size.
@@ -40,7 +41,7 @@ final class RangeListing: @unchecked Sendable {
         count { $0.walkedPages += 1 }
         guard let next = first.nextPageToken else { return try take(first) }
         // A local store answers at once: ranges would only add work.
-        if concurrency > 1, !store.isLocal, lock.withLock({ rangesWork }) {
+        if concurrency > 1, !store.isLocal, store.boundsListsByOffsets, lock.withLock({ rangesWork }) {
             let samples = Self.keys(of: first)
             if let last = samples.last {
                 let start = Self.restStart(after: last, in: first)

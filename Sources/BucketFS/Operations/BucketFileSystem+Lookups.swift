@@ -124,6 +124,11 @@ extension BucketFileSystem {
         }
         if let local = superblock.pendingNewFile(at: path) { return local }
         if StoragePath.mountProblem(path) != nil { throw .ENOENT }
+        // A directory being read (a readdir pass holds its listing): not asked again.
+        if let dir = superblock.directoryInPass(at: path) {
+            cacheCounters.count(.listing, hit: true)
+            return dir
+        }
         // Found missing within the TTL (docs/SEMANTICS.md §6): a create's own check after the
         // kernel's lookup, rsync's lookups of one name again and again.
         if superblock.knownMissing(path) {
@@ -201,8 +206,11 @@ extension BucketFileSystem {
 
     /// Refreshes a file's metadata when its TTL has passed (no request while fresh or staged): by
     /// listing its directory again when that listing expired too (one request for all siblings),
-    /// else with a GET. Returns the metadata it ended with, which the caller shows even if the
-    /// cache evicts it from the node meanwhile.
+    /// else with a GET. In a listing of names only (firebase://), which brings no metadata, the
+    /// GET reads the metadata of the next files listed whose metadata expired too, many at once
+    /// (`Superblock.statAhead`): `getfattr -d` or `ls -l` over a directory whose entries expired
+    /// costs about N / `--max-connections` round trips, not N. Returns the metadata it ended
+    /// with, which the caller shows even if the cache evicts it from the node meanwhile.
     @discardableResult
     func refreshed(_ n: Node, force: Bool = false) async throws(Errno) -> InfoBox? {
         let (need, name, relist, box) = superblock.refreshPlan(n, force: force)
@@ -214,8 +222,9 @@ extension BucketFileSystem {
             let since = superblock.readBegins()
             let l = try await loadListing(dir)
             let (listed, box) = superblock.isListed(n, in: l)
-            // (A listing larger than the cache may have evicted this very info: read it alone.)
-            if listed, box != nil { return box }
+            // (A listing larger than the cache may have evicted this very info: read it alone.
+            // A listing of names only brought none: read below, with its siblings'.)
+            if listed, box != nil, !l.namesOnly { return box }
             // Unlisted: gone, unless it changed here while the listing was read (then ask).
             if !listed, superblock.markGone(n, since: since) {
                 logger.debug("stat \(name): not found")
@@ -223,10 +232,15 @@ extension BucketFileSystem {
             }
         }
         if let e = failures.check(.metadata(path: name)) { throw e }
+        // (A forced refresh is a check of this file alone; `shownInfo` reads ahead itself.)
+        let ahead = force ? [] : superblock.statAhead(after: n, namesOnly: true)
+        async let aheadDone: Void = readInfo(of: ahead)
         let since = superblock.readBegins()
         do {
             let info = try await store.getMetadata(name)
-            return superblock.setReadInfo(n, info, since: since)
+            let box = superblock.setReadInfo(n, info, since: since)
+            await aheadDone
+            return box
         } catch {
             if case StorageError.objectNotFound = error { superblock.markGone(n, since: since) }
             let e = fail(error, "stat", name)
@@ -236,12 +250,13 @@ extension BucketFileSystem {
     }
 
     /// The metadata to show for `n` now: the cached one, or, when the cache evicted it after the
-    /// operation found `n`, read again.
+    /// operation found `n` (or it expired in a listing of names only), read again.
     func shownInfo(_ n: Node) async throws(Errno) -> ObjectInfo? {
         let (lacks, info) = superblock.cachedInfo(n)
         if !lacks { return info }
         // A file listed by name only (firebase://): the next ones listed are likely stat'ed next
-        // (`ls -l`), so their metadata is read at the same time (`Superblock.statAhead`).
+        // (`ls -l`), so their metadata is read at the same time (`Superblock.statAhead`), theirs
+        // too when it expired.
         let ahead = superblock.statAhead(after: n)
         async let aheadDone: Void = readInfo(of: ahead)
         let box = try await refreshed(n, force: true)

@@ -6,7 +6,21 @@ import StorageModel
 struct Listing {
     /// name → child inode.
     var children: [String: UInt64]
+    /// When it must be listed again, unless a readdir pass holds it (`passes`).
     var expiry: Double
+    /// Which listing this is (`Superblock.setListingLocked` numbers each one it caches): a readdir
+    /// pass names the listing it holds by it.
+    var serial: UInt64 = 0
+    /// The open readdir passes that took their snapshot from this listing and have not read it to
+    /// the end (`DirHandle.pass`): while one is under way the listing does not expire, so `ls -l`
+    /// of a directory that takes longer than the TTL lists it once (docs/SEMANTICS.md §6).
+    var passes = 0
+    /// While `passes` > 0: when the earliest of them began. Metadata of its files that arrived
+    /// since then does not expire before the passes end (`Superblock.endPassLocked`).
+    var heldSince = 0.0
+    /// Its pages carried names only (firebase://): the files' metadata was not read with it, and
+    /// listing the directory again does not refresh it.
+    var namesOnly = false
     /// Files hidden by a directory of the same name (the directory wins): shown once it goes.
     /// (nil: listed by name only, its metadata not read).
     var hiddenFiles: [String: ObjectInfo?] = [:]
@@ -23,6 +37,9 @@ struct Listing {
     /// (the store's connections stay busy: bench-firebase.sh) and a lone stat reads one.
     var statAhead = 0
     static let maxStatAhead = 127
+
+    /// Whether it answers without listing again at `now`: within its TTL, or held by a pass.
+    func isFresh(at now: Double) -> Bool { passes > 0 || expiry > now }
 
     /// `name`'s index in `fileOrder` (binary search: the bucket's UTF-8 byte order).
     func fileIndex(_ name: String) -> Int? {

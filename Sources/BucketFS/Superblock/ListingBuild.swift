@@ -18,6 +18,8 @@ final class ListingBuild: @unchecked Sendable {
     let prefix: String
     /// The superblock's change count when the listing began (`Superblock.readBegins`).
     let since: UInt64
+    /// When it began: a readdir pass that takes its snapshot from it began then.
+    let began: Double
     /// The change count after this build last applied a page: changes after it are other
     /// operations' (those made by applying a page are this listing's own, and correct nothing).
     var mark: UInt64
@@ -42,10 +44,11 @@ final class ListingBuild: @unchecked Sendable {
     /// pages bring, so that under pressure it goes first (`CacheOrder.reserve`).
     let place: UInt64
 
-    init(dir: Node, prefix: String, since: UInt64, place: UInt64) {
+    init(dir: Node, prefix: String, since: UInt64, began: Double, place: UInt64) {
         self.dir = dir
         self.prefix = prefix
         self.since = since
+        self.began = began
         self.place = place
         mark = since
     }

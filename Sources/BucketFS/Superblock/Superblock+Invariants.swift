@@ -21,8 +21,10 @@ extension Superblock {
             var keptBy: [ObjectIdentifier: Int] = [:]
             for h in handles.files.values { if let s = h.stage { keptBy[ObjectIdentifier(s), default: 0] += 1 } }
             var pins: [ObjectIdentifier: (node: Node, count: UInt32)] = [:]
+            var passes: [UInt64: Int] = [:]
             for h in handles.directories.values {
                 for e in h.entries ?? [] { pins[ObjectIdentifier(e.node), default: (e.node, 0)].count += 1 }
+                if let p = h.pass { passes[p.serial, default: 0] += 1 }
             }
             // A listing being applied pins the nodes it made until it ends (`ListingBuild`).
             for b in listingBuilds.values {
@@ -39,6 +41,9 @@ extension Superblock {
                 if let l = n.listing {
                     listings += 1
                     names += l.children.count
+                    // INVARIANT: a listing's `passes` count the open readdir passes that hold it.
+                    expect(l.passes == passes[l.serial] ?? 0,
+                           "listing of '\(n.path)' counts \(l.passes) readdir passes, \(passes[l.serial] ?? 0) hold it")
                     for (name, child) in l.children {
                         guard let c = table[child] else { bad.append("listing of '\(n.path)' names '\(name)' as inode \(child), which is not in the table"); continue }
                         expect(c.path == n.childPrefix + name,

@@ -8,7 +8,7 @@ extension Superblock {
     /// A listing of `dir` that began at `since` (`readBegins`), to feed its pages to.
     func beginListing(_ dir: Node, prefix: String, since: UInt64) -> ListingBuild {
         locked {
-            let b = ListingBuild(dir: dir, prefix: prefix, since: since, place: cache.reservePlace())
+            let b = ListingBuild(dir: dir, prefix: prefix, since: since, began: now, place: cache.reservePlace())
             listingBuilds[ObjectIdentifier(b)] = b
             return b
         }
@@ -56,8 +56,8 @@ extension Superblock {
     /// since it began (a name that left through this mount is not shown, a node made or uploaded
     /// here is), caches it (unless it is larger than the whole cache) and the directory's
     /// placeholder. With `handle`, that directory handle's snapshot is taken from it at once,
-    /// before anything can be evicted. Returns the listing (fresh even with a TTL of 0, for the
-    /// caller that asked).
+    /// before anything can be evicted, and its readdir pass begins (`startPassLocked`). Returns
+    /// the listing (fresh even with a TTL of 0, for the caller that asked).
     func finishListing(_ b: ListingBuild, placeholder: ListedPlaceholder, at t: Double, into handle: DirHandle?) -> Listing {
         locked {
             absorbChangesLocked(b)
@@ -93,6 +93,7 @@ extension Superblock {
                 if children[name] == nil, let n = liveBoundLocked(path) { children[name] = n.ino }
             }
             var listing = Listing(children: children, expiry: t + ttl)
+            if case .unread = placeholder { listing.namesOnly = true }
             listing.hiddenFiles = hidden
             if !b.inOrder { b.fileOrder.sort { $0.utf8.lexicographicallyPrecedes($1.utf8) } }
             listing.fileOrder = b.fileOrder
@@ -108,7 +109,10 @@ extension Superblock {
             if dir.ino != Self.rootIno, dir.infoSeq <= b.since, case .read(let ph) = placeholder {
                 setInfoLocked(dir, ph, expiry: t + ttl)
             }
-            if let handle { snapshotLocked(handle, listing) }
+            if let handle {
+                snapshotLocked(handle, listing)
+                startPassLocked(handle, dir, start: b.began)
+            }
             trimCacheLocked()
             endBuildLocked(b)
             return listing

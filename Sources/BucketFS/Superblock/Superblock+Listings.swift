@@ -20,26 +20,38 @@ extension Superblock {
 
     /// `dir`'s listing while it is fresh.
     func freshListing(_ dir: Node) -> Listing? {
-        locked { dir.listing.flatMap { $0.expiry > now ? $0 : nil } }
+        locked { dir.listing.flatMap { $0.isFresh(at: now) ? $0 : nil } }
     }
 
     /// A child of a listing, if it is a live node.
     func child(_ l: Listing, _ name: String) -> Node? { locked { childLocked(l, name) } }
 
     /// The files after `n` in its directory's fresh listing whose metadata is not cached (listed
-    /// by name only), for a stat of `n` to read along with its own: as many as the listing's
-    /// `statAhead`, which then grows (up to `Listing.maxStatAhead`).
-    func statAhead(after n: Node) -> [Node] {
+    /// by name only), or expired in a listing of names only (whose listing again would not
+    /// refresh it), for a stat of `n` to read along with its own: as many as the listing's
+    /// `statAhead`, which then grows (up to `Listing.maxStatAhead`). `namesOnly`: only from a
+    /// listing of names only (a refresh of expired metadata; elsewhere the listing refreshes it).
+    func statAhead(after n: Node, namesOnly: Bool = false) -> [Node] {
         locked {
-            guard n.type == .regular, let dir = table.parent(of: n), let l = dir.listing, l.expiry > now,
-                  let i = l.fileIndex(n.name) else { return [] }
+            guard n.type == .regular, let dir = table.parent(of: n), let l = dir.listing, l.isFresh(at: now),
+                  !namesOnly || l.namesOnly, let i = l.fileIndex(n.name) else { return [] }
             var out: [Node] = []
             for name in l.fileOrder[(i + 1)...] where out.count < l.statAhead {
-                guard let c = childLocked(l, name), lacksFileInfoLocked(c) else { continue }
+                guard let c = childLocked(l, name), lacksFileInfoLocked(c) || expiredByNameLocked(c, in: l) else { continue }
                 out.append(c)
             }
             dir.listing?.statAhead = min(Listing.maxStatAhead, l.statAhead * 4 + 15)
             return out
+        }
+    }
+
+    /// The directory bound at `path` while a readdir pass over its listing is under way: it
+    /// exists, so its lookup again (`ls -l DIR` stats `DIR/name` for each file, and the kernel
+    /// looks `DIR` up again each time its entry expires) asks nothing (docs/SEMANTICS.md §6).
+    func directoryInPass(at path: String) -> Node? {
+        locked {
+            guard let n = table.bound(path, isDirectory: true), !n.removed, let l = n.listing, l.passes > 0 else { return nil }
+            return n
         }
     }
 
@@ -101,36 +113,45 @@ extension Superblock {
         }
     }
 
-    /// Takes `h`'s snapshot from `dir`'s cached listing when it is fresh and every child's
-    /// metadata is cached too (an evicted child would have nothing to show); false otherwise.
-    /// A names-only listing (firebase://) is listed again too: a list request per page, where
-    /// showing it from the cache would cost the kernel a lookup, and a GET, per file.
+    /// Takes `h`'s snapshot from `dir`'s cached listing when it is fresh (or a readdir pass holds
+    /// it) and every child's metadata is cached too (an evicted child would have nothing to
+    /// show); false otherwise. A names-only listing (firebase://) is listed again too: a list
+    /// request per page, where showing it from the cache would cost the kernel a lookup, and a
+    /// GET, per file. The snapshot begins a readdir pass (`startPassLocked`).
     func snapshotFromCache(_ dir: Node, into h: DirHandle) -> Bool {
         locked {
-            guard let l = dir.listing, l.expiry > now,
+            guard let l = dir.listing, l.isFresh(at: now),
                   !l.children.values.contains(where: { table[$0].map(lacksFileInfoLocked) ?? true }) else { return false }
             snapshotLocked(h, l)
+            startPassLocked(h, dir, start: now)
             return true
         }
     }
 
-    /// Entries of `h`'s snapshot after `offset`, at most `limit`.
+    /// Entries of `h`'s snapshot after `offset`, at most `limit`. The answer that says the end
+    /// (no entries) ends the readdir pass.
     func entries(_ h: DirHandle, after offset: UInt64, limit: Int) -> [DirectoryEntry] {
         locked {
             let entries = h.entries ?? []
             var out: [DirectoryEntry] = []
             var i = Int(offset)
+            let t = now
             while i < entries.count, out.count < limit {
                 let e = entries[i]
                 // A directory whose placeholder is not known yet: its name only, and the kernel's
                 // lookup reads the placeholder before its attributes are shown.
-                // Likewise a file listed by name only: the kernel's lookup reads its metadata.
-                let known = e.box != nil || !(placeholderUnknownLocked(e.node) || lacksFileInfoLocked(e.node))
+                // Likewise a file listed by name only, or whose metadata expired in a listing of
+                // names only (listing it again did not refresh it): the kernel's lookup reads it.
+                var expired = h.namesOnly && e.node.type == .regular && e.node.staged == nil && e.node.infoExpiry <= t
+                // (What arrived during this pass lives until it ends.)
+                if expired, let p = h.pass, e.node.infoExpiry >= p.start + ttl { expired = false }
+                let known = !expired && (e.box != nil || !(placeholderUnknownLocked(e.node) || lacksFileInfoLocked(e.node)))
                 out.append(DirectoryEntry(name: e.name, offset: UInt64(i + 1),
-                                          entry: stat.entry(e.node, info: e.node.info ?? e.box?.info, now: now),
+                                          entry: stat.entry(e.node, info: e.node.info ?? e.box?.info, now: t),
                                           attributesKnown: known))
                 i += 1
             }
+            if out.isEmpty { endPassLocked(h) }
             return out
         }
     }
@@ -147,6 +168,7 @@ extension Superblock {
 
     /// Takes a directory handle's snapshot of `l`: each child node (pinned in the table, so the
     /// numbers it hands out stay valid) with the metadata it has now (evictions do not change it).
+    /// A pass of the handle under way ends (rewinddir).
     func snapshotLocked(_ h: DirHandle, _ l: Listing) {
         var entries: [SnapshotEntry] = []
         entries.reserveCapacity(l.children.count)
@@ -157,10 +179,49 @@ extension Superblock {
         }
         unpinLocked(h)
         h.entries = entries
+        h.namesOnly = l.namesOnly
     }
 
-    /// Releases a snapshot's nodes: those nothing else holds now leave the table.
+    /// Begins `h`'s readdir pass over `dir`'s cached listing, whose reading began at `start`
+    /// (docs/SEMANTICS.md §6): until the pass ends the listing does not expire. None with a TTL
+    /// of 0 (every question is a request), or when the listing was not kept (larger than the
+    /// cache).
+    func startPassLocked(_ h: DirHandle, _ dir: Node, start: Double) {
+        guard ttl > 0, h.pass == nil, let l = dir.listing else { return }
+        dir.listing?.heldSince = l.passes == 0 ? start : min(l.heldSince, start)
+        dir.listing?.passes += 1
+        h.pass = ReaddirPass(serial: l.serial, start: start)
+    }
+
+    /// Ends `h`'s readdir pass, if one is under way: its listing, and the metadata of its entries
+    /// that arrived since the listing began (its pages, the stat-ahead of `ls -l`), live the TTL
+    /// from now, the end of the work that filled them (docs/SEMANTICS.md §6).
+    func endPassLocked(_ h: DirHandle) {
+        guard let pass = h.pass else { return }
+        h.pass = nil
+        guard let dir = table[h.ino], let l = dir.listing, l.serial == pass.serial else { return }
+        let until = now + ttl
+        dir.listing?.passes -= 1
+        dir.listing?.expiry = max(l.expiry, until)
+        let filled = pass.start + ttl
+        for e in h.entries ?? [] where e.node.infoExpiry >= filled && e.node.infoExpiry < until {
+            e.node.infoExpiry = until
+        }
+    }
+
+    /// Whether `n`, a file in listing `l`, shows metadata that expired where listing its directory
+    /// again does not refresh it (a listing of names only): its next lookup or stat reads it.
+    /// Metadata that arrived during a readdir pass still under way has not expired: it lives the
+    /// TTL from the pass's end.
+    func expiredByNameLocked(_ n: Node, in l: Listing) -> Bool {
+        guard l.namesOnly, n.type == .regular, n.box != nil, n.staged == nil, !n.removed, n.infoExpiry <= now else { return false }
+        return !(l.passes > 0 && n.infoExpiry >= l.heldSince + ttl)
+    }
+
+    /// Releases a snapshot's nodes: those nothing else holds now leave the table. The handle's
+    /// pass ends first.
     private func unpinLocked(_ h: DirHandle) {
+        endPassLocked(h)
         guard let entries = h.entries else { return }
         h.entries = nil
         for e in entries {
@@ -177,7 +238,7 @@ extension Superblock {
     func cachedLookup(parent: UInt64, name: String) -> Result<FuseEntry, Errno>? {
         locked { () -> Result<FuseEntry, Errno>? in
             guard let p = table[parent], p.type == .directory else { return nil }
-            guard let l = p.listing, l.expiry > now else {
+            guard let l = p.listing, l.isFresh(at: now) else {
                 // A name found missing within the TTL (a lookup's miss, not a listing's).
                 if !negative.isEmpty, knownMissingLocked(p.childPrefix + name) {
                     counters.count(.listing, hit: true)
@@ -190,8 +251,9 @@ extension Superblock {
                 // Names the rules refuse get their logged error from the async path.
                 return name.utf8.count <= StoragePath.maxSegmentBytes && !name.contains("/") ? .failure(.ENOENT) : nil
             }
-            // Its metadata was evicted: the async path reads it again.
-            if lacksInfoLocked(n) { return nil }
+            // Its metadata was evicted, or expired in a listing of names only: the async path
+            // reads it again.
+            if lacksInfoLocked(n) || expiredByNameLocked(n, in: l) { return nil }
             n.lookups += 1
             return .success(stat.entry(n, now: now))
         }

@@ -40,6 +40,8 @@ final class Superblock: @unchecked Sendable {
     var negative = NegativeCache()
     /// The listings being applied page by page (`ListingBuild`), which pin the nodes they made.
     var listingBuilds: [ObjectIdentifier: ListingBuild] = [:]
+    /// The last `Listing.serial` given.
+    var lastListingSerial: UInt64 = 0
     /// The mount is ending (unmount, SIGTERM): no new background upload attempts.
     /// GUARDED_BY(lock)
     var shuttingDown = false
@@ -280,9 +282,14 @@ final class Superblock: @unchecked Sendable {
     }
 
     /// The cached metadata of `n`, and whether it shows attributes that need metadata the cache
-    /// evicted (then it must be read again before it is shown).
+    /// evicted, or that expired in a listing of names only (then it must be read again before it
+    /// is shown).
     func cachedInfo(_ n: Node) -> (lacks: Bool, info: ObjectInfo?) {
-        locked { (lacksInfoLocked(n), n.info) }
+        locked {
+            var expired = false
+            if n.type == .regular, let l = table.parent(of: n)?.listing { expired = expiredByNameLocked(n, in: l) }
+            return (lacksInfoLocked(n) || expired, n.info)
+        }
     }
 
     /// `n`'s cached metadata (or `fallback`) and its path.
@@ -316,7 +323,7 @@ final class Superblock: @unchecked Sendable {
             s.maxCachedEntries = config.maxCachedEntries
             for n in table.nodes.values {
                 if n.info != nil, n.infoExpiry > t { s.cachedAttributes += 1 }
-                if let l = n.listing, l.expiry > t { s.cachedListings += 1; s.cachedListingEntries += l.children.count }
+                if let l = n.listing, l.isFresh(at: t) { s.cachedListings += 1; s.cachedListingEntries += l.children.count }
                 if let st = n.staged {
                     s.stagedFiles += 1
                     if st.state.unsaved { s.dirtyFiles += 1; s.pendingBytes += st.size }
@@ -366,10 +373,10 @@ final class Superblock: @unchecked Sendable {
     }
 
     /// Whether a directory's listing should be refreshed by listing it again (rather than a
-    /// request per name): it was listed before and has expired. With a TTL of 0 every question
-    /// is a request of its own, so a single GET is cheaper.
+    /// request per name): it was listed before and has expired (and no readdir pass holds it).
+    /// With a TTL of 0 every question is a request of its own, so a single GET is cheaper.
     func shouldRelistLocked(_ dir: Node) -> Bool {
-        ttl > 0 && dir.listing.map { $0.expiry <= now } == true
+        ttl > 0 && dir.listing.map { !$0.isFresh(at: now) } == true
     }
 
     /// Caches `info` for `n` until `expiry` (the caller trims the cache when done adding).
@@ -395,6 +402,10 @@ final class Superblock: @unchecked Sendable {
     /// Caches a directory's listing (queued last, or in a `place` reserved for it), replacing the
     /// one it had: children of the old listing that the new one no longer names may be dropped.
     func setListingLocked(_ dir: Node, _ listing: Listing, place: UInt64? = nil) {
+        var listing = listing
+        lastListingSerial += 1
+        listing.serial = lastListingSerial
+        listing.passes = 0
         guard let old = cache.setListing(dir, listing, place: place) else { return }
         for (name, ino) in old.children where listing.children[name] != ino {
             if let c = table[ino] { dropIfUnusedLocked(c) }

@@ -17,6 +17,7 @@ public final class MetricsStore: StoreWrapper {
     public var wrapped: any ObjectStore { inner }
     public var isLocal: Bool { inner.isLocal }
     public var listsUnderPartialNames: Bool { inner.listsUnderPartialNames }
+    public var boundsListsByOffsets: Bool { inner.boundsListsByOffsets }
     /// A local store's reads of an open file count as one read request (its file, opened); the
     /// bytes then go from that file to the reader and are counted by the FUSE read metrics only.
     public func openLocal(_ name: String, generation: Int64) async throws -> Int32? {

@@ -9,6 +9,7 @@ public final class RequestLogStore: StoreWrapper, @unchecked Sendable {
     public var wrapped: any ObjectStore { inner }
     public var isLocal: Bool { inner.isLocal }
     public var listsUnderPartialNames: Bool { inner.listsUnderPartialNames }
+    public var boundsListsByOffsets: Bool { inner.boundsListsByOffsets }
     /// A local store's reads of an open file are one "read" (its file, opened).
     public func openLocal(_ name: String, generation: Int64) async throws -> Int32? {
         note("read", name); return try await inner.openLocal(name, generation: generation)
