@@ -164,8 +164,7 @@ public protocol ObjectStore: Sendable {
     /// Whether a listing's answers are bounded by `startOffset`/`endOffset`, so that a directory
     /// can be listed by name ranges at once. True (the default) for the JSON API; a store that
     /// has no offsets (Firebase's v0) says false, and its listings walk the page tokens from the
-    /// first (a server that ignores them is found out by its first ranged answer). A wrapper must
-    /// forward it.
+    /// first (a server that ignores them is found out by its first ranged answer).
     var boundsListsByOffsets: Bool { get }
 }
 

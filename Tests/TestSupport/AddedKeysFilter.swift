@@ -13,6 +13,7 @@ struct AddedKeysFilter: StoreWrapper {
     var bucket: String { base.bucket }
     var isLocal: Bool { base.isLocal }
     var listsUnderPartialNames: Bool { base.listsUnderPartialNames }
+    var boundsListsByOffsets: Bool { base.boundsListsByOffsets }
     var versions: (any VersionListing)? { base.versions.map { Versions(base: $0, filter: self) } }
 
     func clean(_ info: ObjectInfo) -> ObjectInfo {

@@ -117,4 +117,6 @@ public final class PastStore: StoreWrapper, @unchecked Sendable {
     /// False whatever the store beneath does: the snapshot's listings do not bound their answers
     /// by `endOffset`, so a lookup lists the directory (from memory, with no request).
     public var listsUnderPartialNames: Bool { false }
+    /// False for the same reason: a ranged listing of the snapshot would list the whole prefix.
+    public var boundsListsByOffsets: Bool { false }
 }
