@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import BIN, sh
+from conftest import BIN, sh, without_hedges
 
 N = 50
 CHANGED = (9, 30)
@@ -43,7 +43,7 @@ def _mount_at(mounts, mnt, source, *options):
     if mnt not in mounts.points:
         mounts.points.append(mnt)
     subprocess.run([BIN, "mount", source, mnt, "--log-file", f"{mnt}.log", "--cache-dir", f"{mnt}.cache",
-                    *options, *mounts.gs_options], check=True, capture_output=True, timeout=60)
+                    *without_hedges(options), *mounts.gs_options], check=True, capture_output=True, timeout=60)
     return mnt
 
 
