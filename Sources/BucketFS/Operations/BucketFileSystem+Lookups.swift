@@ -259,9 +259,25 @@ extension BucketFileSystem {
         // too when it expired.
         let ahead = superblock.statAhead(after: n)
         async let aheadDone: Void = readInfo(of: ahead)
+        // A subdirectory whose placeholder is not known: the next ones in its directory are
+        // likely walked into next (`ls -R`, `find`), so their placeholders are read with it.
+        let dirsAhead = superblock.placeholdersAhead(after: n)
+        async let dirsDone: Void = readPlaceholders(of: dirsAhead)
         let box = try await refreshed(n, force: true)
         await aheadDone
+        await dirsDone
         return box?.info
+    }
+
+    /// Reads the placeholders of directories at once, for a lookup's read-ahead; what fails is
+    /// left for the directory's own lookup.
+    private func readPlaceholders(of nodes: [Node]) async {
+        guard !nodes.isEmpty else { return }
+        await withTaskGroup(of: Void.self) { group in
+            for c in nodes {
+                group.addTask { [self] in _ = try? await reloadPlaceholder(c) }
+            }
+        }
     }
 
     /// Reads the metadata of files listed by name only, at once, for a stat-ahead; what fails is

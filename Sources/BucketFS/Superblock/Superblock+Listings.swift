@@ -45,6 +45,28 @@ extension Superblock {
         }
     }
 
+    /// The subdirectories after `n` in its directory's fresh listing whose placeholder is not
+    /// known (prefix-only, or listed by a server that leaves placeholders out), for the lookup of
+    /// `n` to read along with its own: a walk down a tree (`ls -R`, `find`, `tar`) looks each
+    /// subdirectory up in turn, and each would otherwise cost a round trip of its own before its
+    /// listing (docs/SEMANTICS.md §3.7). As many as the listing's `statAhead`, which grows as it
+    /// does for files: a lone lookup reads its own placeholder only.
+    func placeholdersAhead(after n: Node) -> [Node] {
+        locked {
+            guard n.type == .directory, let dir = table.parent(of: n), let l = dir.listing, l.isFresh(at: now) else { return [] }
+            dir.listing?.statAhead = min(Listing.maxStatAhead, l.statAhead * 4 + 15)
+            guard l.statAhead > 0 else { return [] }
+            let after = n.name
+            var names: [String] = []
+            for (name, ino) in l.children where after.utf8.lexicographicallyPrecedes(name.utf8) {
+                guard let c = table[ino], c.type == .directory, placeholderUnknownLocked(c) else { continue }
+                names.append(name)
+            }
+            names.sort { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            return names.prefix(l.statAhead).compactMap { childLocked(l, $0) }
+        }
+    }
+
     /// The directory bound at `path` while a readdir pass over its listing is under way: it
     /// exists, so its lookup again (`ls -l DIR` stats `DIR/name` for each file, and the kernel
     /// looks `DIR` up again each time its entry expires) asks nothing (docs/SEMANTICS.md §6).
