@@ -171,6 +171,8 @@ let package = Package(
             name: "FirebaseStoreTests",
             dependencies: [
                 "FirebaseStore", "StorageModel", "CloudHTTP", "GCSStore", "TestSupport",
+                // The answer writer its v0 test server shares with the JSON API's (TestAnswerWriter).
+                "GCSTestServerKit",
                 // The core over a v0 store, for what a running mount logs (FirebaseRefusalEpisodeTests).
                 "BucketFS", "FuseKit",
                 .product(name: "Crypto", package: "swift-crypto"),
