@@ -47,11 +47,28 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),
-        // The Cloud Storage JSON API backend.
+        // The HTTP layer both cloud stores run on: the clients, the transport and its retries,
+        // streamed bodies and reads, TLS trust, download checks, the object resource as JSON.
+        .target(
+            name: "CloudHTTP",
+            dependencies: [
+                "StorageModel",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ]
+        ),
+        // The Cloud Storage JSON API backend and Google's credential chain, on CloudHTTP.
         .target(
             name: "GCSStore",
             dependencies: [
-                "StorageModel",
+                "StorageModel", "CloudHTTP",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -65,11 +82,11 @@ let package = Package(
             ]
         ),
         // Cloud Storage for Firebase: the v0 API under Security Rules, Firebase Auth sign-in and
-        // tokens, the login file. Reuses GCSStore's transport (retries, streams, checks).
+        // tokens, the login file. On CloudHTTP, as GCSStore is.
         .target(
             name: "FirebaseStore",
             dependencies: [
-                "StorageModel", "GCSStore",
+                "StorageModel", "CloudHTTP",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -88,7 +105,7 @@ let package = Package(
         .executableTarget(
             name: "bucketfs",
             dependencies: [
-                "StorageModel", "ObjectStores", "GCSStore", "FirebaseStore", "BucketFS", "FuseKit",
+                "StorageModel", "ObjectStores", "CloudHTTP", "GCSStore", "FirebaseStore", "BucketFS", "FuseKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -138,7 +155,7 @@ let package = Package(
         .testTarget(
             name: "ObjectStoresTests",
             dependencies: [
-                "StorageModel", "ObjectStores", "GCSStore", "TestSupport", "GCSTestServerKit",
+                "StorageModel", "ObjectStores", "CloudHTTP", "GCSStore", "TestSupport", "GCSTestServerKit",
                 .product(name: "PropertyBased", package: "swift-property-based"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -153,7 +170,9 @@ let package = Package(
         .testTarget(
             name: "FirebaseStoreTests",
             dependencies: [
-                "FirebaseStore", "StorageModel", "GCSStore", "TestSupport",
+                "FirebaseStore", "StorageModel", "CloudHTTP", "GCSStore", "TestSupport",
+                // The answer writer its v0 test server shares with the JSON API's (TestAnswerWriter).
+                "GCSTestServerKit",
                 // The core over a v0 store, for what a running mount logs (FirebaseRefusalEpisodeTests).
                 "BucketFS", "FuseKit",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -168,7 +187,7 @@ let package = Package(
         .testTarget(
             name: "CredentialTests",
             dependencies: [
-                "GCSStore", "StorageModel", "TestSupport", "GCSTestServerKit",
+                "CloudHTTP", "GCSStore", "StorageModel", "TestSupport", "GCSTestServerKit",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -178,7 +197,7 @@ let package = Package(
                                                           .product(name: "Crypto", package: "swift-crypto"),
                                                           .product(name: "PropertyBased", package: "swift-property-based")]),
         // The command line's pure parts: source checks, metrics address, log lines, progress, help.
-        .testTarget(name: "CommandTests", dependencies: ["bucketfs", "StorageModel", "ObjectStores", "GCSStore", "FirebaseStore", "FuseKit", "TestSupport"]),
+        .testTarget(name: "CommandTests", dependencies: ["bucketfs", "StorageModel", "ObjectStores", "CloudHTTP", "GCSStore", "FirebaseStore", "FuseKit", "TestSupport"]),
         // An in-memory filesystem mounted in the foreground: FuseKitTests drive it from outside.
         .executableTarget(name: "fusekit-demo", dependencies: ["FuseKit"]),
         // The Firebase guides' Swift samples through the library's front door (docs/FIREBASE.md);

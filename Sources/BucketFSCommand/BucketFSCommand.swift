@@ -1,4 +1,5 @@
 import ArgumentParser
+import CloudHTTP
 import Foundation
 import GCSStore
 import Logging

@@ -74,7 +74,7 @@ struct Login: AsyncParsableCommand {
             // Within the bound of a mount's check, naming the Auth server if it does not answer.
             let tokens: FirebaseTokens
             do {
-                tokens = try await Bounded.run(SourceCheck.probeTimeout, late: { .timeout(message: "no answer") }, signIn)
+                tokens = try await Bounded.run(SourceCheck.probeTimeout, clock: .real, late: { .timeout(message: "no answer") }, signIn)
             } catch {
                 let setBy = FirebaseAccess.settings(login: nil, origin: nil, storageOption: endpoint, authOption: authEndpoint,
                                                     environment: env).auth

@@ -1,5 +1,6 @@
 import ArgumentParser
 import BucketFS
+import CloudHTTP
 import Foundation
 import FuseKit
 import GCSStore

@@ -130,7 +130,7 @@ enum SourceCheck {
         guard access.login != nil else { return }
         let tokens = access.tokens
         do {
-            _ = try await Bounded.run(limit, late: { .timeout(message: "no answer") }) {
+            _ = try await Bounded.run(limit, clock: .real, late: { .timeout(message: "no answer") }) {
                 try await tokens.idToken(afterUnauthorized: false)
             }
         } catch {

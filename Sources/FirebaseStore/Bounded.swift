@@ -7,7 +7,8 @@ import StorageModel
 /// wait for) goes on. (A task group cannot do this: it waits for every child, even cancelled ones,
 /// and a child waiting for a shared refresh does not end when cancelled.)
 public enum Bounded {
-    public static func run<T: Sendable>(_ limit: Duration, late: @escaping @Sendable () -> StorageError,
+    /// `clock`: the one `limit` is kept on.
+    public static func run<T: Sendable>(_ limit: Duration, clock: BucketClock, late: @escaping @Sendable () -> StorageError,
                                         _ work: @escaping @Sendable () async throws -> T) async throws -> T {
         let once = ResumeOnce<T>()
         return try await withTaskCancellationHandler {
@@ -18,7 +19,7 @@ public enum Bounded {
                 }
                 once.onLate = { task.cancel() }
                 Task {
-                    try? await Task.sleep(for: limit)
+                    try? await clock.sleep(for: limit)
                     once.resume(.failure(late()))
                 }
             }

@@ -1,6 +1,6 @@
 import AsyncHTTPClient
 import Foundation
-import GCSStore
+import CloudHTTP
 import Logging
 import NIOCore
 import NIOFoundationCompat
@@ -70,7 +70,7 @@ public struct FirebaseAuthClient: Sendable {
     }
 
     public func refresh(_ refreshToken: String) async throws -> FirebaseTokens {
-        let form = "grant_type=refresh_token&refresh_token=\(GCSJSONAPI.encode(refreshToken))"
+        let form = "grant_type=refresh_token&refresh_token=\(CloudURL.encode(refreshToken))"
         let sent = clock.date
         let o = try await post(endpoints.secureToken, "v1/token", what: "token refresh",
                                body: ByteBuffer(string: form), contentType: "application/x-www-form-urlencoded")
@@ -114,7 +114,7 @@ public struct FirebaseAuthClient: Sendable {
 
     private func post(_ base: URL, _ path: String, what: String, body: ByteBuffer, contentType: String) async throws -> [String: Any] {
         let shown = base.appendingPathComponent(path).absoluteString
-        var req = HTTPClientRequest(url: shown + "?key=" + GCSJSONAPI.encode(apiKey))
+        var req = HTTPClientRequest(url: shown + "?key=" + CloudURL.encode(apiKey))
         req.method = .POST
         req.headers.add(name: "Content-Type", value: contentType)
         req.body = .bytes(body)
@@ -134,14 +134,14 @@ public struct FirebaseAuthClient: Sendable {
         let status: Int
         let data: Data
         do {
-            let resp = try await client.execute(req, timeout: .nanoseconds(GCSTransport.nanos(timeout)))
+            let resp = try await client.execute(req, timeout: .nanoseconds(HTTPTransport.nanos(timeout)))
             status = Int(resp.status.code)
             data = Data(buffer: try await resp.body.collect(upTo: 1 << 20))
         } catch {
             if TLSFailure.isHandshakeFailure(error) {
                 throw await TLSFailure.explain(error, url: shown, tls: settings.tls, trust: settings.trust)
             }
-            let e = GCSTransport.map(error)
+            let e = HTTPTransport.map(error)
             switch e {
             case .unknown(status: 0, _):
                 throw StorageError.unknown(status: 0, message: "\(Self.named(base)) did not answer the \(what): \(ConnectionErrors.describe(error))")

@@ -1,5 +1,5 @@
 import Foundation
-import GCSStore
+import CloudHTTP
 import StorageModel
 
 /// `Authorization: Firebase <ID token>` for the transport. After a 401, the token that was refused
@@ -9,13 +9,16 @@ import StorageModel
 actor FirebaseAuthorization: TransportAuthorization {
     private let source: any FirebaseIDTokenSource
     private let bucket: String
+    /// What a wait for a token is bounded on (the store's clock).
+    private let clock: BucketClock
     nonisolated let canRefresh: Bool
     /// Tokens already refused (the last few), so their late 401s cause no second refresh.
     private var refused: [String] = []
     private var refreshing: Task<Void, Never>?
 
-    init(source: any FirebaseIDTokenSource, bucket: String) {
+    init(source: any FirebaseIDTokenSource, bucket: String, clock: BucketClock) {
         self.source = source
+        self.clock = clock
         self.bucket = bucket
         self.canRefresh = !(source is FixedIDToken)
     }
@@ -27,7 +30,7 @@ actor FirebaseAuthorization: TransportAuthorization {
     func authorization(timeout: Duration) async throws -> String? {
         let source = self.source, refreshing = self.refreshing
         // A little under the attempt's own limit, so that the error says what was waited for.
-        let token = try await Bounded.run(timeout * 9 / 10, late: {
+        let token = try await Bounded.run(timeout * 9 / 10, clock: clock, late: {
             .timeout(message: "no Firebase ID token within \(timeout): Firebase Auth did not answer the token refresh")
         }) {
             if let refreshing { await refreshing.value }
@@ -41,7 +44,7 @@ actor FirebaseAuthorization: TransportAuthorization {
     /// refresh goes on for the next request, whose `authorization` waits for it within its own time.
     func unauthorized(sent: String?, within: Duration = .seconds(60)) async {
         if let refreshing {
-            await Self.wait(for: refreshing, within: within)
+            await Self.wait(for: refreshing, within: within, clock: clock)
             return
         }
         if let sent, refused.contains(sent) { return }
@@ -53,15 +56,15 @@ actor FirebaseAuthorization: TransportAuthorization {
         let task = Task<Void, Never> { _ = try? await source.idToken(afterUnauthorized: true) }
         refreshing = task
         Task { await task.value; self.refreshed(task) }
-        await Self.wait(for: task, within: within)
+        await Self.wait(for: task, within: within, clock: clock)
     }
 
     private func refreshed(_ task: Task<Void, Never>) {
         if refreshing == task { refreshing = nil }
     }
 
-    private static func wait(for task: Task<Void, Never>, within: Duration) async {
-        _ = try? await Bounded.run(max(within, .zero), late: { .timeout(message: "token refresh") }) { await task.value }
+    private static func wait(for task: Task<Void, Never>, within: Duration, clock: BucketClock) async {
+        _ = try? await Bounded.run(max(within, .zero), clock: clock, late: { .timeout(message: "token refresh") }) { await task.value }
     }
 
     nonisolated func unauthenticated(_ message: String) -> StorageError {

@@ -1,5 +1,5 @@
 import Foundation
-import GCSStore
+import CloudHTTP
 import StorageModel
 
 /// Listings as the JSON API gives them, from v0 pages that carry names only (firebase-v0.md §1,
@@ -108,11 +108,11 @@ extension FirebaseStore {
 
     /// One v0 list request (names only).
     func fetchPage(_ dir: String, token: String?, maxResults: Int) async throws -> ServerPage {
-        let url = bucketURL + GCSJSONAPI.query([("prefix", dir), ("delimiter", "/"), ("maxResults", String(maxResults)),
+        let url = bucketURL + CloudURL.query([("prefix", dir), ("delimiter", "/"), ("maxResults", String(maxResults)),
                                                 ("pageToken", token)])
-        let r: GCSResponse
+        let r: CloudResponse
         do {
-            r = try await transport.send("list", path: "", idempotent: true, GCSRequest(.GET, url))
+            r = try await transport.send("list", path: "", idempotent: true, CloudRequest(.GET, url))
         } catch StorageError.unauthorized(_, let m) {
             throw StorageError.unauthorized(path: shown(dir), message: m)
         }

@@ -1,5 +1,5 @@
 import Foundation
-import GCSStore
+import CloudHTTP
 import NIOCore
 import NIOHTTP1
 import StorageModel
@@ -10,19 +10,19 @@ import StorageModel
 /// so a repeated request does what the first would have.
 extension FirebaseStore {
     func uploadURL(_ name: String) -> String {
-        bucketURL + GCSJSONAPI.query([("name", prefix + name)])
+        bucketURL + CloudURL.query([("name", prefix + name)])
     }
 
     func multipartUpload(_ name: String, from source: UploadSource, size: Int64, metadata: WritableMetadata) async throws -> ObjectInfo {
         let content = try MediaRequests.content(of: source)
         let boundary = "bucketfs-\(UUID().uuidString)"
-        let body = MediaRequests.multipartBody(boundary: boundary, resource: GCSJSONAPI.resourceBody(name: prefix + name, metadata),
+        let body = MediaRequests.multipartBody(boundary: boundary, resource: ObjectResource.resourceBody(name: prefix + name, metadata),
                                                contentType: metadata.contentType, content: content,
                                                jsonCharset: "utf-8", closingLineBreak: false)
         let headers: HTTPHeaders = ["X-Goog-Upload-Protocol": "multipart",
                                     "Content-Type": "multipart/related; boundary=\(boundary)"]
         let r = try await transport.send("upload", path: name, idempotent: true,
-                                         GCSRequest(.POST, uploadURL(name), headers: headers, body: body))
+                                         CloudRequest(.POST, uploadURL(name), headers: headers, body: body))
         return try parseObject(r)
     }
 
@@ -47,7 +47,7 @@ extension FirebaseStore {
         Task {
             do {
                 _ = try await transport.send("cancel probe", path: name, idempotent: true,
-                                             deadline: ContinuousClock.now + .seconds(10), request)
+                                             deadline: transport.clock.now + .seconds(10), request)
             } catch {
                 logger.debug("Firebase probe of \(name): cancelling its session failed (\(error)); it holds no bytes and expires by itself")
             }
@@ -63,9 +63,9 @@ extension FirebaseStore {
             "X-Goog-Upload-Header-Content-Type": metadata.contentType ?? "application/octet-stream",
             "Content-Type": "application/json; charset=utf-8",
         ]
-        let body = ByteBuffer(data: GCSJSONAPI.resourceBody(name: prefix + name, metadata))
+        let body = ByteBuffer(data: ObjectResource.resourceBody(name: prefix + name, metadata))
         let r = try await transport.send(what, path: name, idempotent: true,
-                                         GCSRequest(.POST, uploadURL(name), headers: headers, body: body))
+                                         CloudRequest(.POST, uploadURL(name), headers: headers, body: body))
         guard r.headers.first(name: "X-Goog-Upload-Status")?.lowercased() == "active",
               let url = r.headers.first(name: "X-Goog-Upload-URL"), !url.isEmpty else {
             throw StorageError.unknown(status: r.status, message: "resumable upload of \(name): the server did not open a session (no X-Goog-Upload-URL)")
@@ -73,13 +73,13 @@ extension FirebaseStore {
         return url.contains("://") ? url : storageBase + (url.hasPrefix("/") ? "" : "/") + url
     }
 
-    private func command(_ session: String, _ command: String, offset: Int64?, body: ByteBuffer?) -> GCSRequest {
+    private func command(_ session: String, _ command: String, offset: Int64?, body: ByteBuffer?) -> CloudRequest {
         var headers: HTTPHeaders = ["X-Goog-Upload-Protocol": "resumable", "X-Goog-Upload-Command": command]
         if let offset { headers.add(name: "X-Goog-Upload-Offset", value: String(offset)) }
-        return GCSRequest(.POST, session, headers: headers, body: body ?? ByteBuffer())
+        return CloudRequest(.POST, session, headers: headers, body: body ?? ByteBuffer())
     }
 
-    private static func isFinal(_ r: GCSResponse) -> Bool {
+    private static func isFinal(_ r: CloudResponse) -> Bool {
         r.headers.first(name: "X-Goog-Upload-Status")?.lowercased() == "final"
     }
 
@@ -129,12 +129,12 @@ extension FirebaseStore {
             let verb = last ? (length > 0 ? "upload, finalize" : "finalize") : "upload"
             // The chunk streams from the source for as long as its bytes move (docs/SEMANTICS.md §5.2).
             let body = StreamedBody(source: source, offset: offset, length: Int64(length), sums: sums,
-                                    stallTimeout: tuning.idleTimeout)
+                                    stallTimeout: tuning.idleTimeout, clock: transport.clock)
             var request = command(session, verb, offset: offset, body: nil)
-            if length > 0 { request = GCSRequest(.POST, session, headers: request.headers, streaming: body) }
+            if length > 0 { request = CloudRequest(.POST, session, headers: request.headers, streaming: body) }
             do {
                 let r = try await transport.send("upload chunk", path: name, idempotent: false,
-                                                 deadline: max(progress.end, ContinuousClock.now + .seconds(86_400)), request)
+                                                 deadline: max(progress.end, transport.clock.now + .seconds(86_400)), request)
                 if last || Self.isFinal(r) { return try parseObject(r) }
                 progress.persisted(offset + Int64(length))
             } catch StorageError.objectNotFound {

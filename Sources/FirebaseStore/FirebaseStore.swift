@@ -1,6 +1,6 @@
 import AsyncHTTPClient
 import Foundation
-import GCSStore
+import CloudHTTP
 import Logging
 import NIOCore
 import NIOFoundationCompat
@@ -36,39 +36,20 @@ public final class FirebaseStore: StoreBackend, ConnectionCounting, @unchecked S
     public let maxConnections: Int
     /// v0 lists have no `startOffset`/`endOffset`: a listing walks its page tokens from the first.
     public var boundsListsByOffsets: Bool { false }
-    let transport: GCSTransport
-    let client: HTTPClient
-    /// The client for object data, when the settings give it one of its own.
-    let mediaClient: HTTPClient?
-    /// The client for streamed uploads: no read timeout, the upload's watchdog bounds them.
-    let uploadClient: HTTPClient
+    let transport: HTTPTransport
     let logger: Logger
     let once = OnceLog()
-    private let closed = OnceFlag()
 
-    /// Knobs with production defaults; tests shrink them.
-    public struct Tuning: Sendable {
-        public var initialBackoff: Duration = .milliseconds(100)
-        public var maxBackoff: Duration = .seconds(5)
-        /// The clock retry pauses (and token lifetimes) are kept on: real time, unless a test
-        /// injects its own (docs/ARCHITECTURE.md, "One clock").
-        public var clock: BucketClock = .real
+    /// Knobs with production defaults; tests shrink them. The HTTP layer's (backoff, clock,
+    /// timeouts, trust) are `http`'s, read and set as this struct's own (`HTTPTuned`).
+    public struct Tuning: HTTPTuned, Sendable {
+        public var http = HTTPTuning()
         /// Resumable upload chunk size; a multiple of 256 KiB.
         public var chunkSize: Int = 8 << 20
-        /// Uploads larger than this go resumable; smaller ones multipart.
-        public var resumableThreshold: Int64 = 8 << 20
-        /// A response (headers or body) that sends no bytes for this long is abandoned and retried.
-        public var idleTimeout: Duration = .seconds(10)
-        /// What one socket read takes in at most.
-        public var receiveBuffer: Int = 512 << 10
         /// Where copies are staged (default: the system's temporary directory).
         public var temporaryDirectory: String? = nil
         /// Names per list request of a walk (a listing without a delimiter), 1…1000.
         public var walkPageSize: Int = 1000
-        /// The certificates trusted for https endpoints (the system store by default).
-        public var trust: TrustRoots = .system
-        /// HTTP/2 or HTTP/1.1 over https (`--http-version`).
-        public var httpVersion: HTTPVersionChoice = .auto
         public init() {}
     }
 
@@ -87,54 +68,29 @@ public final class FirebaseStore: StoreBackend, ConnectionCounting, @unchecked S
         self.maxConnections = max(1, maxConnections)
         self.logger = logger
 
-        let settings = ClientSettings(trust: t.trust, httpVersion: t.httpVersion)
-        let config = settings.configuration(idleTimeout: t.idleTimeout, maxConnections: self.maxConnections,
-                                            receiveBuffer: t.receiveBuffer)
-        let https = endpoints.storage.scheme?.lowercased() == "https"
-        let client = HTTPClient(eventLoopGroup: ClientSettings.eventLoopGroup(https: https), configuration: config)
-        self.client = client
-        let media = settings.splitsMedia && https
-            ? HTTPClient(eventLoopGroup: ClientSettings.httpsEventLoopGroup,
-                         configuration: settings.mediaConfiguration(idleTimeout: t.idleTimeout, maxConnections: self.maxConnections,
-                                                                    receiveBuffer: t.receiveBuffer))
-            : nil
-        self.mediaClient = media
-        let upload = HTTPClient(eventLoopGroup: ClientSettings.eventLoopGroup(https: https),
-                                configuration: settings.uploadConfiguration(media: media != nil, idleTimeout: t.idleTimeout,
-                                                                            maxConnections: self.maxConnections, receiveBuffer: t.receiveBuffer))
-        self.uploadClient = upload
-        let policy = RetryPolicy(deadline: deadline, requestTimeout: requestTimeout,
-                                 initialBackoff: t.initialBackoff, maxBackoff: t.maxBackoff, clock: t.clock)
-        self.transport = GCSTransport(client: client, auth: FirebaseAuthorization(source: tokens, bucket: bucket),
-                                      policy: policy, logger: logger, bucket: bucket,
-                                      dialect: V0Errors.dialect(bucket: bucket), settings: settings, mediaClient: media,
-                                      uploadClient: upload)
+        let clients = CloudHTTPClients(tuning: t.http, https: endpoints.storage.scheme?.lowercased() == "https",
+                                       maxConnections: self.maxConnections)
+        self.transport = HTTPTransport(clients: clients, auth: FirebaseAuthorization(source: tokens, bucket: bucket, clock: t.clock),
+                                       policy: RetryPolicy(tuning: t.http, deadline: deadline, requestTimeout: requestTimeout),
+                                       logger: logger, bucket: bucket, dialect: V0Errors.dialect(bucket: bucket))
         logger.debug("Firebase store firebase://\(bucket)/\(self.prefix) at \(endpoints.storage.absoluteString)")
     }
 
     /// The connections and TLS handshakes made so far.
     public var connections: ConnectionCounter.Snapshot { transport.settings.counter.snapshot }
 
-    /// Closes the connection pool, after the last request. Later calls do nothing.
-    public func shutdown() async throws {
-        guard closed.set() else { return }
-        try await client.shutdown()
-        try await mediaClient?.shutdown()
-        try await uploadClient.shutdown()
-    }
-
-    deinit {
-        if closed.set() { client.shutdown { _ in }; mediaClient?.shutdown { _ in }; uploadClient.shutdown { _ in } }
-    }
+    /// Closes the connection pools, after the last request. Later calls do nothing. A store
+    /// dropped without it still releases its connections (`CloudHTTPClients`).
+    public func shutdown() async throws { try await transport.clients.shutdown() }
 
     /// Lists at most one name under the store's prefix, within `timeout` whatever the endpoint
     /// does: a bucket the rules do not let this user list, a refused sign-in or an endpoint that
     /// never answers is refused within seconds.
     public func probe(timeout: Duration) async throws {
-        let url = bucketURL + GCSJSONAPI.query([("prefix", prefix), ("delimiter", "/"), ("maxResults", "1")])
+        let url = bucketURL + CloudURL.query([("prefix", prefix), ("delimiter", "/"), ("maxResults", "1")])
         do {
-            _ = try await transport.send("list", path: "", idempotent: true, deadline: ContinuousClock.now + timeout,
-                                         GCSRequest(.GET, url))
+            _ = try await transport.send("list", path: "", idempotent: true, deadline: transport.clock.now + timeout,
+                                         CloudRequest(.GET, url))
         } catch StorageError.unauthorized(_, let m) {
             throw StorageError.unauthorized(path: shown(prefix), message: m)
         }
@@ -147,20 +103,20 @@ public final class FirebaseStore: StoreBackend, ConnectionCounting, @unchecked S
         while s.hasSuffix("/") { s.removeLast() }
         return s
     }
-    var bucketURL: String { "\(storageBase)/v0/b/\(GCSJSONAPI.segment(bucket))/o" }
+    var bucketURL: String { "\(storageBase)/v0/b/\(CloudURL.segment(bucket))/o" }
     /// The object path as one percent-encoded segment (`/` → `%2F`; `..` → `%2E%2E`).
-    func objectURL(_ name: String) -> String { "\(bucketURL)/\(GCSJSONAPI.segment(prefix + name))" }
+    func objectURL(_ name: String) -> String { "\(bucketURL)/\(CloudURL.segment(prefix + name))" }
     /// A name as log lines and messages show it.
     func shown(_ fullName: String) -> String { "firebase://\(bucket)/\(fullName)" }
 
-    func parseObject(_ r: GCSResponse) throws -> ObjectInfo {
+    func parseObject(_ r: CloudResponse) throws -> ObjectInfo {
         try V0Metadata.objectInfo(try r.json(), stripPrefix: prefix)
     }
 
     // MARK: ObjectStore
 
     public func getMetadata(_ name: String) async throws -> ObjectInfo {
-        try parseObject(try await transport.send("get", path: name, idempotent: true, GCSRequest(.GET, objectURL(name))))
+        try parseObject(try await transport.send("get", path: name, idempotent: true, CloudRequest(.GET, objectURL(name))))
     }
 
     /// Sends only what the patch names (v0 merges custom keys; null deletes), never a download token.
@@ -170,9 +126,9 @@ public final class FirebaseStore: StoreBackend, ConnectionCounting, @unchecked S
             throw StorageError.invalidArgument(message: "\(V0Metadata.downloadTokensKey) is reserved for download tokens; it is never set through bucketfs")
         }
         try await check(preconditions, on: name, for: "patch")
-        let body = ByteBuffer(data: GCSJSONAPI.patchBody(p))
+        let body = ByteBuffer(data: ObjectResource.patchBody(p))
         let r = try await transport.send("patch", path: name, idempotent: true,
-                                         GCSRequest(.PATCH, objectURL(name), headers: Self.jsonHeaders, body: body))
+                                         CloudRequest(.PATCH, objectURL(name), headers: Self.jsonHeaders, body: body))
         return try parseObject(r)
     }
 
@@ -182,7 +138,7 @@ public final class FirebaseStore: StoreBackend, ConnectionCounting, @unchecked S
             return Data()
         }
         let r = try await transport.send("read", path: name, idempotent: true, expect: MediaRequests.downloadExpect(range: range),
-                                         GCSRequest(.GET, objectURL(name) + "?alt=media", headers: MediaRequests.downloadHeaders(range: range)))
+                                         CloudRequest(.GET, objectURL(name) + "?alt=media", headers: MediaRequests.downloadHeaders(range: range)))
         if let g = generation {
             if let e = generationProblem(r.headers, want: g, name: name) { throw e }
             if r.headers.first(name: "x-goog-generation") == nil { try await confirmGeneration(name, g) }
@@ -199,7 +155,7 @@ public final class FirebaseStore: StoreBackend, ConnectionCounting, @unchecked S
         let unconfirmed = Flag()
         let logger = self.logger
         try await transport.stream("read", path: name,
-                                   GCSRequest(.GET, objectURL(name) + "?alt=media", headers: MediaRequests.downloadHeaders(range: range)),
+                                   CloudRequest(.GET, objectURL(name) + "?alt=media", headers: MediaRequests.downloadHeaders(range: range)),
                                    length: Int(range.upperBound - range.lowerBound), check: { status, headers in
                 if headers.first(name: "x-goog-generation") == nil { unconfirmed.set() }
                 if let e = Self.generationProblem(headers, want: generation, name: name, logger: logger) { return .rejected(e) }
@@ -212,7 +168,7 @@ public final class FirebaseStore: StoreBackend, ConnectionCounting, @unchecked S
 
     public func write(_ name: String, from source: UploadSource, metadata: WritableMetadata,
                       preconditions: Preconditions) async throws -> ObjectInfo {
-        let size = try GCSStore.sourceSize(source)
+        let size = try MediaRequests.sourceSize(source)
         try await check(preconditions, on: name, for: "upload")
         let meta = V0Metadata.writable(metadata)
         if size > tuning.resumableThreshold {
@@ -226,7 +182,7 @@ public final class FirebaseStore: StoreBackend, ConnectionCounting, @unchecked S
         // A retry that finds the object gone after an attempt whose answer was lost: that attempt
         // deleted it.
         let r = try await transport.send("delete", path: name, idempotent: true,
-                                         expect: Expect(doneAfterLostAnswer: { $0 == 404 }), GCSRequest(.DELETE, objectURL(name)))
+                                         expect: Expect(doneAfterLostAnswer: { $0 == 404 }), CloudRequest(.DELETE, objectURL(name)))
         if r.afterLostAnswer { logger.info("Firebase delete \(name): an earlier attempt's answer was lost; the object is gone, so it was deleted") }
     }
 

@@ -1,5 +1,5 @@
 import Foundation
-import GCSStore
+import CloudHTTP
 
 /// A signed-in Firebase user: who (`uid`, `email`, `provider`) and their ID tokens, which refresh
 /// themselves: a token is refreshed when a request needs one within `refreshAhead` of its expiry

@@ -1,5 +1,5 @@
 import Foundation
-import GCSStore
+import CloudHTTP
 import Logging
 import StorageModel
 

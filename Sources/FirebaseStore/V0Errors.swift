@@ -1,5 +1,5 @@
 import Foundation
-import GCSStore
+import CloudHTTP
 import StorageModel
 
 /// How v0 answers read as typed errors (firebase-v0.md §8): 401 unauthenticated, 402 and 429

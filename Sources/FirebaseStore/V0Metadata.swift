@@ -1,5 +1,5 @@
 import Foundation
-import GCSStore
+import CloudHTTP
 import StorageModel
 
 /// Object resources as v0 gives them (firebase-v0.md §2): numbers as strings (or numbers), the
@@ -18,7 +18,7 @@ enum V0Metadata {
             o["metadata"] = m
         }
         if let c = o["crc32c"] as? String, Data(base64Encoded: c)?.count != 4 { o["crc32c"] = nil }
-        return try GCSJSONAPI.objectInfo(o, stripPrefix: stripPrefix)
+        return try ObjectResource.objectInfo(o, stripPrefix: stripPrefix)
     }
 
     /// Metadata for an upload without the reserved key.

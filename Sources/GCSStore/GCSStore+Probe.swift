@@ -1,3 +1,4 @@
+import CloudHTTP
 import Foundation
 import StorageModel
 
@@ -8,11 +9,11 @@ extension GCSStore {
     /// Lists at most one name under the store's prefix. Throws the store's typed errors; bounded by
     /// `timeout` whatever the endpoint does (retries of transient failures included).
     public func probe(timeout: Duration) async throws {
-        let url = bucketPath + GCSJSONAPI.query([
+        let url = bucketPath + CloudURL.query([
             ("prefix", prefix.isEmpty ? nil : prefix), ("delimiter", "/"), ("maxResults", "1"), ("fields", "kind"),
         ])
-        _ = try await transport.send("list", path: "", idempotent: true, deadline: ContinuousClock.now + timeout,
-                                     GCSRequest(.GET, url))
+        _ = try await transport.send("list", path: "", idempotent: true, deadline: transport.clock.now + timeout,
+                                     CloudRequest(.GET, url))
     }
 }
 
@@ -23,9 +24,10 @@ extension GCSStore {
     /// is left to the probe, which retries it.
     public func checkCredential(within limit: Duration) async throws {
         guard let cache = tokens.cache else { return }
+        let clock = transport.clock
         let got = try await withThrowingTaskGroup(of: Bool.self) { group in
             group.addTask { _ = try await cache.token(timeout: limit); return true }
-            group.addTask { try await Task.sleep(for: limit); return false }
+            group.addTask { try await clock.sleep(for: limit); return false }
             defer { group.cancelAll() }
             return try await group.next() ?? false
         }
@@ -52,7 +54,7 @@ extension GCSStore {
               let url = TokenInfo.url(environment: environment, storageEndpointIsGoogle: endpoint == Self.defaultEndpoint) else { return nil }
         switch await TokenInfo.ask(token, url: url, through: HTTPTokenTransport(client: client), timeout: timeout) {
         case .valid(let info):
-            return info.timeLeft(now: Date()) + (info.email.map { ", for \($0)" } ?? "") + " (\(url))"
+            return info.timeLeft(now: transport.clock.date) + (info.email.map { ", for \($0)" } ?? "") + " (\(url))"
         case .invalid(let why):
             return "not valid now, \(url) says: \(why); requests will be refused (401)"
         case .unknown(let why):

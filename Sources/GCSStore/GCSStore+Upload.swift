@@ -1,3 +1,4 @@
+import CloudHTTP
 import Crypto
 import Foundation
 import NIOCore
@@ -11,17 +12,17 @@ extension GCSStore {
                          preconditions: Preconditions) async throws -> ObjectInfo {
         let content = try MediaRequests.content(of: source)
         let boundary = "bucketfs-\(UUID().uuidString)"
-        let body = MediaRequests.multipartBody(boundary: boundary, resource: GCSJSONAPI.resourceBody(name: prefix + name, metadata),
+        let body = MediaRequests.multipartBody(boundary: boundary, resource: ObjectResource.resourceBody(name: prefix + name, metadata),
                                                contentType: metadata.contentType, content: content,
                                                jsonCharset: "UTF-8", closingLineBreak: true)
-        let url = uploadPath + GCSJSONAPI.query([("uploadType", "multipart")]
+        let url = uploadPath + CloudURL.query([("uploadType", "multipart")]
             + GCSJSONAPI.preconditionItems(preconditions) + [("fields", GCSJSONAPI.objectFields)])
         let headers: HTTPHeaders = ["Content-Type": "multipart/related; boundary=\(boundary)"]
         // Repeating an insert is only safe when a precondition makes the second one fail; a 412
         // after a lost answer may be the first attempt's own object.
         let r = try await transport.send("upload", path: name, idempotent: RetryPolicy.isGuarded(preconditions),
                                          expect: Expect(doneAfterLostAnswer: { $0 == 412 }),
-                                         GCSRequest(.POST, url, headers: headers, body: body))
+                                         CloudRequest(.POST, url, headers: headers, body: body))
         if r.afterLostAnswer {
             return try await confirmOwn(name, crc32c: CRC32C.base64(CRC32C.checksum(content)),
                                         md5: Data(Insecure.MD5.hash(data: content)).base64EncodedString(),
@@ -37,14 +38,14 @@ extension GCSStore {
     /// fails it (docs/SEMANTICS.md §5.7).
     private func startSession(_ name: String, size: Int64, metadata: WritableMetadata,
                               preconditions: Preconditions) async throws -> String {
-        let url = uploadPath + GCSJSONAPI.query([("uploadType", "resumable")]
+        let url = uploadPath + CloudURL.query([("uploadType", "resumable")]
             + GCSJSONAPI.preconditionItems(preconditions) + [("fields", GCSJSONAPI.objectFields)])
         var headers = Self.jsonHeaders
         headers.add(name: "X-Upload-Content-Type", value: metadata.contentType ?? "application/octet-stream")
         headers.add(name: "X-Upload-Content-Length", value: String(size))
-        let body = ByteBuffer(data: GCSJSONAPI.resourceBody(name: prefix + name, metadata))
+        let body = ByteBuffer(data: ObjectResource.resourceBody(name: prefix + name, metadata))
         let r = try await transport.send("start upload", path: name, idempotent: RetryPolicy.isGuarded(preconditions),
-                                         GCSRequest(.POST, url, headers: headers, body: body))
+                                         CloudRequest(.POST, url, headers: headers, body: body))
         guard let location = r.headers.first(name: "Location"), !location.isEmpty else {
             throw StorageError.unknown(status: r.status, message: "resumable upload of \(name): no session Location")
         }
@@ -71,7 +72,7 @@ extension GCSStore {
                 do {
                     let r = try await transport.send("upload status", path: name, idempotent: true, deadline: progress.end,
                                                      expect: Expect(accept: { $0 == 308 }),
-                                                     GCSRequest(.PUT, session, headers: ["Content-Range": "bytes */\(size)"]))
+                                                     CloudRequest(.PUT, session, headers: ["Content-Range": "bytes */\(size)"]))
                     if r.status != 308 { return try await finished(name, r, sums: sums, size: size) }
                     progress.persisted(GCSJSONAPI.persistedBytes(rangeHeader: r.headers.first(name: "Range")))
                     mustAsk = false
@@ -88,13 +89,13 @@ extension GCSStore {
             let length = tuning.chunkSize.map { min(Int64($0), size - offset) } ?? (size - offset)
             let range = size == 0 ? "bytes */0" : "bytes \(offset)-\(offset + length - 1)/\(size)"
             let body = StreamedBody(source: source, offset: offset, length: length, sums: sums,
-                                    stallTimeout: tuning.idleTimeout)
+                                    stallTimeout: tuning.idleTimeout, clock: transport.clock)
             do {
                 // The body streams for as long as it moves: the deadline bounds the asking, not the sending.
                 let r = try await transport.send("upload", path: name, idempotent: false,
-                                                 deadline: max(progress.end, ContinuousClock.now + .seconds(86_400)),
+                                                 deadline: max(progress.end, transport.clock.now + .seconds(86_400)),
                                                  expect: Expect(accept: { $0 == 308 }),
-                                                 GCSRequest(.PUT, session, headers: ["Content-Range": range], streaming: body))
+                                                 CloudRequest(.PUT, session, headers: ["Content-Range": range], streaming: body))
                 if r.status != 308 { return try await finished(name, r, sums: sums, size: size) }
                 progress.persisted(GCSJSONAPI.persistedBytes(rangeHeader: r.headers.first(name: "Range")))
                 if progress.offset <= offset && length > 0 {
@@ -115,7 +116,7 @@ extension GCSStore {
     /// The finished object of a resumable session, which must hold exactly the bytes sent. One
     /// that does not is removed again (only that generation), so that the retry the caller makes
     /// under its original precondition is not refused by a corrupt object of our own.
-    private func finished(_ name: String, _ r: GCSResponse, sums: UploadChecksums, size: Int64) async throws -> ObjectInfo {
+    private func finished(_ name: String, _ r: CloudResponse, sums: UploadChecksums, size: Int64) async throws -> ObjectInfo {
         try await confirmed(name, try parseObject(r), sums: sums, size: size)
     }
 
@@ -129,60 +130,5 @@ extension GCSStore {
         logger.error("GCS upload of \(name): the server stored \(got), the bytes sent have \(expected); removing generation \(info.generation)")
         try? await delete(name, preconditions: Preconditions(ifGenerationMatch: info.generation))
         throw StorageError.nonMatchingChecksum(path: name, expected: expected, got: got)
-    }
-}
-
-/// Reads an upload source a chunk at a time (files are never loaded whole), a file straight into
-/// the buffer that is sent (one copy, no intermediate Data).
-package final class ChunkReader {
-    private let data: Data?
-    private var fd: Int32 = -1
-
-    package init(_ source: UploadSource) throws {
-        switch source {
-        case .data(let d):
-            data = d
-        case .file(let path):
-            data = nil
-            fd = open(path, O_RDONLY | O_CLOEXEC)
-            guard fd >= 0 else {
-                throw StorageError.invalidArgument(message: "cannot open upload source \(path): \(String(cString: strerror(errno)))")
-            }
-        }
-    }
-
-    deinit { close() }
-
-    package func read(at offset: Int64, count: Int) throws -> ByteBuffer {
-        if count <= 0 { return ByteBuffer() }
-        if let data {
-            let lo = data.startIndex + Int(offset)
-            return ByteBuffer(data: data[lo..<(lo + count)])
-        }
-        guard fd >= 0 else { return ByteBuffer() }
-        var buffer = ByteBufferAllocator().buffer(capacity: count)
-        var failure: Int32 = 0
-        while buffer.readableBytes < count {
-            let want = count - buffer.readableBytes
-            let at = off_t(offset) + off_t(buffer.readableBytes)
-            let n = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: want) { p -> Int in
-                let r = pread(fd, p.baseAddress, want, at)
-                if r < 0 { failure = errno }
-                return max(r, 0)
-            }
-            if failure == EINTR { failure = 0; continue }
-            if failure != 0 {
-                throw StorageError.invalidArgument(message: "cannot read the upload source at \(at): \(String(cString: strerror(failure)))")
-            }
-            if n == 0 {
-                throw StorageError.invalidArgument(message: "upload source shrank while uploading (wanted \(count) bytes at \(offset), got \(buffer.readableBytes))")
-            }
-        }
-        return buffer
-    }
-
-    package func close() {
-        if fd >= 0 { Glibc.close(fd) }
-        fd = -1
     }
 }

@@ -1,3 +1,4 @@
+import CloudHTTP
 import Foundation
 import NIOCore
 import StorageModel
@@ -18,13 +19,13 @@ extension GCSStore: VersionListing {
 
     public func listVersions(_ request: ListRequest) async throws -> VersionPage {
         let full = prefix + request.prefix
-        let url = bucketPath + GCSJSONAPI.query([
+        let url = bucketPath + CloudURL.query([
             ("prefix", full.isEmpty ? nil : full), ("delimiter", request.delimiter), ("versions", "true"),
             ("maxResults", String(request.maxResults)), ("pageToken", request.pageToken),
             ("includeTrailingDelimiter", request.includeTrailingDelimiter && request.delimiter != nil ? "true" : nil),
             ("fields", Self.versionListFields),
         ])
-        let r = try await transport.send("list", path: "", idempotent: true, GCSRequest(.GET, url))
+        let r = try await transport.send("list", path: "", idempotent: true, CloudRequest(.GET, url))
         return try Self.versionPage(r.data, status: r.status, stripPrefix: prefix)
     }
 
@@ -55,16 +56,16 @@ extension GCSStore: VersionListing {
     /// `buckets.get` with the versioning and soft-delete fields. A server that sends neither
     /// keeps nothing as far as this store can tell: `enabled == false`.
     public func versioningState() async throws -> VersioningState {
-        let url = "\(endpoint)/storage/v1/b/\(GCSJSONAPI.segment(bucket))" + GCSJSONAPI.query([("fields", "versioning,softDeletePolicy")])
-        let r = try await transport.send("get", path: "", idempotent: true, GCSRequest(.GET, url))
+        let url = "\(endpoint)/storage/v1/b/\(CloudURL.segment(bucket))" + CloudURL.query([("fields", "versioning,softDeletePolicy")])
+        let r = try await transport.send("get", path: "", idempotent: true, CloudRequest(.GET, url))
         return try Self.versioningState(r.data, status: r.status)
     }
 
     /// The metadata of a generation, live or noncurrent (the live one when nil).
     func getMetadata(_ name: String, generation: Int64?) async throws -> ObjectInfo {
-        let url = objectURL(name) + GCSJSONAPI.query([("generation", generation.map(String.init)),
+        let url = objectURL(name) + CloudURL.query([("generation", generation.map(String.init)),
                                                       ("fields", GCSJSONAPI.objectFields)])
-        return try parseObject(try await transport.send("get", path: name, idempotent: true, GCSRequest(.GET, url)))
+        return try parseObject(try await transport.send("get", path: name, idempotent: true, CloudRequest(.GET, url)))
     }
 
     package static func versioningState(_ data: Data, status: Int) throws -> VersioningState {

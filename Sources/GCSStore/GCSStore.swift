@@ -1,5 +1,6 @@
 import Foundation
 import AsyncHTTPClient
+import CloudHTTP
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -22,40 +23,22 @@ public final class GCSStore: StoreBackend, ConnectionCounting {
     /// `scheme://host[:port]` without a trailing slash.
     public let endpoint: String
     public let tuning: Tuning
-    let transport: GCSTransport
+    let transport: HTTPTransport
     let tokens: StoreTokens
-    let client: HTTPClient
-    /// The client for object data, when the settings give it one of its own.
-    let mediaClient: HTTPClient?
-    /// The client for streamed uploads: no read timeout, the upload's watchdog bounds them.
-    let uploadClient: HTTPClient
     let logger: Logger
-    private let closed = OnceFlag()
+    /// The API's client (token requests go through it too).
+    var client: HTTPClient { transport.client }
 
-    /// Knobs with production defaults; tests shrink them.
-    public struct Tuning: Sendable {
-        public var initialBackoff: Duration = .milliseconds(100)
-        public var maxBackoff: Duration = .seconds(5)
-        /// The clock retry pauses (and token lifetimes) are kept on: real time, unless a test
-        /// injects its own (docs/ARCHITECTURE.md, "One clock").
-        public var clock: BucketClock = .real
+    /// Knobs with production defaults; tests shrink them. The HTTP layer's (backoff, clock,
+    /// timeouts, trust) are `http`'s, read and set as this struct's own (`HTTPTuned`).
+    public struct Tuning: HTTPTuned, Sendable {
+        public var http = HTTPTuning()
         /// Resumable uploads send the whole object in one streamed request (nil, the default) or,
         /// for servers and proxies that need it, one request per chunk of this size (a multiple of
         /// 256 KiB).
         public var chunkSize: Int? = nil
-        /// Uploads larger than this go resumable; smaller ones multipart.
-        public var resumableThreshold: Int64 = 8 << 20
         /// HTTP/1.1 connections kept per host (the emulator is single-threaded HTTP/1.0: keep this small).
         public var maxConnectionsPerHost: Int = 16
-        /// A response (headers or body) that sends no bytes for this long is abandoned and retried.
-        public var idleTimeout: Duration = .seconds(10)
-        /// What one socket read takes in at most (NIO's default: 64 KiB). Each connection keeps one
-        /// such buffer for its reads; only the pages a read fills become resident.
-        public var receiveBuffer: Int = 512 << 10
-        /// The certificates trusted for https endpoints (the system store by default).
-        public var trust: TrustRoots = .system
-        /// HTTP/2 or HTTP/1.1 over https (`--http-version`).
-        public var httpVersion: HTTPVersionChoice = .auto
         public init() {}
     }
 
@@ -75,62 +58,20 @@ public final class GCSStore: StoreBackend, ConnectionCounting {
         self.tuning = t
         self.logger = logger
 
-        let settings = ClientSettings(trust: tuning.trust, httpVersion: tuning.httpVersion)
-        let config = settings.configuration(idleTimeout: tuning.idleTimeout, maxConnections: tuning.maxConnectionsPerHost,
-                                            receiveBuffer: tuning.receiveBuffer)
-        let https = self.endpoint.lowercased().hasPrefix("https:")
-        let client = HTTPClient(eventLoopGroup: ClientSettings.eventLoopGroup(https: https), configuration: config)
-        self.client = client
-        let media = settings.splitsMedia && https
-            ? HTTPClient(eventLoopGroup: ClientSettings.httpsEventLoopGroup,
-                         configuration: settings.mediaConfiguration(idleTimeout: tuning.idleTimeout, maxConnections: tuning.maxConnectionsPerHost,
-                                                                    receiveBuffer: tuning.receiveBuffer))
-            : nil
-        self.mediaClient = media
-        let upload = HTTPClient(eventLoopGroup: ClientSettings.eventLoopGroup(https: https),
-                                configuration: settings.uploadConfiguration(media: media != nil, idleTimeout: tuning.idleTimeout,
-                                                                            maxConnections: tuning.maxConnectionsPerHost, receiveBuffer: tuning.receiveBuffer))
-        self.uploadClient = upload
+        let clients = CloudHTTPClients(tuning: tuning.http, https: self.endpoint.lowercased().hasPrefix("https:"),
+                                       maxConnections: tuning.maxConnectionsPerHost)
         let tokens = StoreTokens.make(credentials, billingProject: billingProject, environment: environment,
-                                      transport: HTTPTokenTransport(client: client), clock: tuning.clock)
-        let policy = RetryPolicy(deadline: deadline, requestTimeout: requestTimeout,
-                                 initialBackoff: tuning.initialBackoff, maxBackoff: tuning.maxBackoff, clock: tuning.clock)
+                                      transport: HTTPTokenTransport(client: clients.client), clock: tuning.clock)
         self.tokens = tokens
-        self.transport = GCSTransport(client: client, auth: GCSAuthorization(tokens: tokens, credentials: credentials),
-                                      policy: policy, logger: logger, bucket: bucket, settings: settings, mediaClient: media,
-                                      uploadClient: upload)
+        self.transport = HTTPTransport(clients: clients, auth: GCSAuthorization(tokens: tokens, credentials: credentials),
+                                       policy: RetryPolicy(tuning: tuning.http, deadline: deadline, requestTimeout: requestTimeout),
+                                       logger: logger, bucket: bucket, dialect: .gcs(bucket: bucket))
         logger.debug("GCS store gs://\(bucket)/\(self.prefix) at \(self.endpoint), credentials: \(credentials)")
     }
 
-    /// How each connection reads its socket: one read of up to `upTo` bytes each time the socket is
-    /// readable, passed on at once. NIO's defaults (reads of at most 64 KiB, four in a row before
-    /// the batch is passed on) cost a trip through the HTTP decoder and the response delegate per
-    /// 64 KiB: 4,000+ for a 256 MiB download. An adaptive size that shrinks after short reads did
-    /// worse than a fixed one: loopback reads often come short of the buffer.
-    /// Scripts/bench-reads.sh's CPU row (a cold sequential read from the emulator) is the measure
-    /// to watch when changing this.
-    package static func socketReads(upTo bytes: Int) -> @Sendable (Channel) -> EventLoopFuture<Void> {
-        let allocator = FixedSizeRecvByteBufferAllocator(capacity: max(1 << 12, bytes))
-        return { channel in
-            channel.setOption(ChannelOptions.recvAllocator, value: allocator).flatMap {
-                channel.setOption(ChannelOptions.maxMessagesPerRead, value: 1)
-            }
-        }
-    }
-
-    /// Closes the connection pool, after the last request. Later calls do nothing.
-    public func shutdown() async throws {
-        guard closed.set() else { return }
-        try await client.shutdown()
-        try await mediaClient?.shutdown()
-        try await uploadClient.shutdown()
-    }
-
-    deinit {
-        // A store dropped without `shutdown()` still releases its connections (and never trips
-        // the HTTP client's debug check).
-        if closed.set() { client.shutdown { _ in }; mediaClient?.shutdown { _ in }; uploadClient.shutdown { _ in } }
-    }
+    /// Closes the connection pools, after the last request. Later calls do nothing. A store
+    /// dropped without it still releases its connections (`CloudHTTPClients`).
+    public func shutdown() async throws { try await transport.clients.shutdown() }
 
     /// The connections and TLS handshakes made so far.
     public var connections: ConnectionCounter.Snapshot { transport.settings.counter.snapshot }
@@ -151,28 +92,28 @@ public final class GCSStore: StoreBackend, ConnectionCounting {
 
     // MARK: URLs
 
-    var bucketPath: String { "\(endpoint)/storage/v1/b/\(GCSJSONAPI.segment(bucket))/o" }
-    var uploadPath: String { "\(endpoint)/upload/storage/v1/b/\(GCSJSONAPI.segment(bucket))/o" }
-    func objectURL(_ name: String) -> String { "\(bucketPath)/\(GCSJSONAPI.segment(prefix + name))" }
+    var bucketPath: String { "\(endpoint)/storage/v1/b/\(CloudURL.segment(bucket))/o" }
+    var uploadPath: String { "\(endpoint)/upload/storage/v1/b/\(CloudURL.segment(bucket))/o" }
+    func objectURL(_ name: String) -> String { "\(bucketPath)/\(CloudURL.segment(prefix + name))" }
 
     static let jsonHeaders: HTTPHeaders = ["Content-Type": "application/json; charset=UTF-8"]
 
-    func parseObject(_ r: GCSResponse) throws -> ObjectInfo {
-        try GCSJSONAPI.objectInfo(try r.json(), stripPrefix: prefix)
+    func parseObject(_ r: CloudResponse) throws -> ObjectInfo {
+        try ObjectResource.objectInfo(try r.json(), stripPrefix: prefix)
     }
 
     // MARK: ObjectStore
 
     public func list(_ request: ListRequest) async throws -> ListPage {
         let full = prefix + request.prefix
-        let url = bucketPath + GCSJSONAPI.query([
+        let url = bucketPath + CloudURL.query([
             ("prefix", full.isEmpty ? nil : full), ("delimiter", request.delimiter),
             ("maxResults", String(request.maxResults)), ("pageToken", request.pageToken),
             ("includeTrailingDelimiter", request.includeTrailingDelimiter && request.delimiter != nil ? "true" : nil),
             ("startOffset", request.startOffset.map { prefix + $0 }), ("endOffset", request.endOffset.map { prefix + $0 }),
             ("fields", GCSJSONAPI.listFields),
         ])
-        let r = try await transport.send("list", path: "", idempotent: true, GCSRequest(.GET, url))
+        let r = try await transport.send("list", path: "", idempotent: true, CloudRequest(.GET, url))
         let decoded: ListPageJSON
         do {
             decoded = try ListPageJSON.decode(r.data)
@@ -196,15 +137,15 @@ public final class GCSStore: StoreBackend, ConnectionCounting {
     }
 
     public func getMetadata(_ name: String) async throws -> ObjectInfo {
-        let url = objectURL(name) + GCSJSONAPI.query([("fields", GCSJSONAPI.objectFields)])
-        return try parseObject(try await transport.send("get", path: name, idempotent: true, GCSRequest(.GET, url)))
+        let url = objectURL(name) + CloudURL.query([("fields", GCSJSONAPI.objectFields)])
+        return try parseObject(try await transport.send("get", path: name, idempotent: true, CloudRequest(.GET, url)))
     }
 
     public func patchMetadata(_ name: String, _ patch: MetadataPatch, preconditions: Preconditions) async throws -> ObjectInfo {
-        let url = objectURL(name) + GCSJSONAPI.query(GCSJSONAPI.preconditionItems(preconditions) + [("fields", GCSJSONAPI.objectFields)])
-        let body = ByteBuffer(data: GCSJSONAPI.patchBody(patch))
+        let url = objectURL(name) + CloudURL.query(GCSJSONAPI.preconditionItems(preconditions) + [("fields", GCSJSONAPI.objectFields)])
+        let body = ByteBuffer(data: ObjectResource.patchBody(patch))
         let r = try await transport.send("patch", path: name, idempotent: RetryPolicy.isGuarded(preconditions),
-                                         GCSRequest(.PATCH, url, headers: Self.jsonHeaders, body: body))
+                                         CloudRequest(.PATCH, url, headers: Self.jsonHeaders, body: body))
         return try parseObject(r)
     }
 
@@ -213,9 +154,9 @@ public final class GCSStore: StoreBackend, ConnectionCounting {
             _ = try await getMetadata(name, generation: generation)  // still report a missing object (or generation)
             return Data()
         }
-        let url = objectURL(name) + GCSJSONAPI.query([("alt", "media"), ("generation", generation.map(String.init))])
+        let url = objectURL(name) + CloudURL.query([("alt", "media"), ("generation", generation.map(String.init))])
         let r = try await transport.send("read", path: name, idempotent: true, expect: MediaRequests.downloadExpect(range: range),
-                                         GCSRequest(.GET, url, headers: MediaRequests.downloadHeaders(range: range)))
+                                         CloudRequest(.GET, url, headers: MediaRequests.downloadHeaders(range: range)))
         return MediaRequests.bytes(of: r, range: range)
     }
 
@@ -225,8 +166,8 @@ public final class GCSStore: StoreBackend, ConnectionCounting {
     public func stream(_ name: String, generation: Int64, range: Range<Int64>,
                        deliver: @escaping @Sendable (Data) throws -> Void) async throws {
         guard !range.isEmpty else { return }
-        let url = objectURL(name) + GCSJSONAPI.query([("alt", "media"), ("generation", String(generation))])
-        try await transport.stream("read", path: name, GCSRequest(.GET, url, headers: MediaRequests.downloadHeaders(range: range)),
+        let url = objectURL(name) + CloudURL.query([("alt", "media"), ("generation", String(generation))])
+        try await transport.stream("read", path: name, CloudRequest(.GET, url, headers: MediaRequests.downloadHeaders(range: range)),
                                    length: Int(range.upperBound - range.lowerBound), check: { status, headers in
             MediaRequests.streamPlan(status: status, headers: headers, range: range)
         }, deliver: { buffer in
@@ -236,7 +177,7 @@ public final class GCSStore: StoreBackend, ConnectionCounting {
 
     public func write(_ name: String, from source: UploadSource, metadata: WritableMetadata,
                       preconditions: Preconditions) async throws -> ObjectInfo {
-        let size = try Self.sourceSize(source)
+        let size = try MediaRequests.sourceSize(source)
         if size > tuning.resumableThreshold {
             return try await resumableUpload(name, from: source, size: size, metadata: metadata, preconditions: preconditions)
         }
@@ -244,26 +185,26 @@ public final class GCSStore: StoreBackend, ConnectionCounting {
     }
 
     public func delete(_ name: String, preconditions: Preconditions) async throws {
-        let url = objectURL(name) + GCSJSONAPI.query(GCSJSONAPI.preconditionItems(preconditions))
+        let url = objectURL(name) + CloudURL.query(GCSJSONAPI.preconditionItems(preconditions))
         // A retry that finds the object gone after an attempt whose answer was lost: that attempt
         // deleted it.
         let r = try await transport.send("delete", path: name, idempotent: RetryPolicy.isGuarded(preconditions),
-                                         expect: Expect(doneAfterLostAnswer: { $0 == 404 }), GCSRequest(.DELETE, url))
+                                         expect: Expect(doneAfterLostAnswer: { $0 == 404 }), CloudRequest(.DELETE, url))
         if r.afterLostAnswer { logger.info("GCS delete \(name): an earlier attempt's answer was lost; the object is gone, so it was deleted") }
     }
 
     public func copy(from source: String, sourceGeneration: Int64?, to destination: String,
                      metadata: WritableMetadata?, preconditions: Preconditions) async throws -> ObjectInfo {
-        let base = "\(objectURL(source))/rewriteTo/b/\(GCSJSONAPI.segment(bucket))/o/\(GCSJSONAPI.segment(prefix + destination))"
-        let body = metadata.map { ByteBuffer(data: GCSJSONAPI.resourceBody(name: nil, $0)) }
+        let base = "\(objectURL(source))/rewriteTo/b/\(CloudURL.segment(bucket))/o/\(CloudURL.segment(prefix + destination))"
+        let body = metadata.map { ByteBuffer(data: ObjectResource.resourceBody(name: nil, $0)) }
         let idempotent = RetryPolicy.isGuarded(preconditions)
         var token: String? = nil
         for round in 1...10_000 {
-            let url = base + GCSJSONAPI.query([("sourceGeneration", sourceGeneration.map(String.init))]
+            let url = base + CloudURL.query([("sourceGeneration", sourceGeneration.map(String.init))]
                 + GCSJSONAPI.preconditionItems(preconditions) + [("rewriteToken", token)])
             let r = try await transport.send("copy", path: round == 1 ? source : destination, idempotent: idempotent,
                                              expect: Expect(doneAfterLostAnswer: { $0 == 412 }),
-                                             GCSRequest(.POST, url, headers: body == nil ? [:] : Self.jsonHeaders, body: body))
+                                             CloudRequest(.POST, url, headers: body == nil ? [:] : Self.jsonHeaders, body: body))
             if r.afterLostAnswer {
                 // The retry met a destination that the lost attempt may have written: ours when it
                 // holds the source's bytes.
@@ -273,8 +214,8 @@ public final class GCSStore: StoreBackend, ConnectionCounting {
             }
             let o = try r.json()
             if (o["done"] as? Bool) == true || (o["done"] == nil && o["resource"] == nil && o["name"] != nil) {
-                if let res = o["resource"] as? [String: Any] { return try GCSJSONAPI.objectInfo(res, stripPrefix: prefix) }
-                return try GCSJSONAPI.objectInfo(o, stripPrefix: prefix)
+                if let res = o["resource"] as? [String: Any] { return try ObjectResource.objectInfo(res, stripPrefix: prefix) }
+                return try ObjectResource.objectInfo(o, stripPrefix: prefix)
             }
             guard let next = o["rewriteToken"] as? String, !next.isEmpty else {
                 throw StorageError.unknown(status: r.status, message: "rewrite of \(source) not done and no rewriteToken")
@@ -297,28 +238,5 @@ public final class GCSStore: StoreBackend, ConnectionCounting {
             return there
         }
         throw StorageError.preconditionFailed(path: name)
-    }
-
-    package static func sourceSize(_ source: UploadSource) throws -> Int64 {
-        do { return try source.size() } catch {
-            if case .file(let p) = source {
-                throw StorageError.invalidArgument(message: "cannot read upload source \(p): \(error.localizedDescription)")
-            }
-            throw error
-        }
-    }
-}
-
-/// Set once, from any thread.
-package final class OnceFlag: @unchecked Sendable {
-    private let lock = NSLock()
-    private var done = false
-    package init() {}
-    /// True for the first caller only.
-    package func set() -> Bool {
-        lock.lock(); defer { lock.unlock() }
-        if done { return false }
-        done = true
-        return true
     }
 }

@@ -1,3 +1,4 @@
+import CloudHTTP
 import Foundation
 import StorageModel
 
@@ -39,7 +40,7 @@ struct ObjectJSON: Decodable, Equatable {
         for (k, v) in metadata ?? [:] { if let v { custom[s[k] ?? k] = v } }
         let created = timeCreated.flatMap(RFC3339.parse)
         let updatedDate = updated.flatMap(RFC3339.parse)
-        let p = GCSJSONAPI.property  // "" is not set (see there)
+        let p = ObjectResource.property  // "" is not set (see there)
         let writable = WritableMetadata(cacheControl: s[p(cacheControl)], contentDisposition: s[p(contentDisposition)],
                                         contentEncoding: s[p(contentEncoding)], contentLanguage: s[p(contentLanguage)],
                                         contentType: s[p(contentType)], customMetadata: s[custom])

@@ -2,7 +2,7 @@ import Foundation
 
 /// Small JSON objects written by hand, keys in UTF-8 byte order (the same text every time, as
 /// `JSONSerialization` with `.sortedKeys` gave). For what every file written through the mount
-/// costs: its upload's metadata (`GCSJSONAPI.resourceBody`) and its stage's sidecar. There,
+/// costs: its upload's metadata (`ObjectResource.resourceBody`) and its stage's sidecar. There,
 /// `JSONSerialization` sorted the keys through ICU collation and cast every value: about a
 /// tenth of the daemon's CPU in a `tar -x` of small files (docs/BENCHMARKS.md).
 public enum JSONText {

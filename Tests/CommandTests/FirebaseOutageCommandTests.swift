@@ -6,6 +6,7 @@ import StorageModel
 import TestSupport
 import Testing
 @testable import bucketfs
+@testable import CloudHTTP
 
 /// The command line's side of Firebase outages and refusals: the check names the Auth server that
 /// does not answer and what set its address, within the mount check's bound; help texts list

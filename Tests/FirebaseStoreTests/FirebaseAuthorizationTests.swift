@@ -21,7 +21,7 @@ import Testing
 
     @Test func lateFourOhOnesOfARefusedTokenCauseNoSecondRefresh() async throws {
         let source = CountingSource()
-        let auth = FirebaseAuthorization(source: source, bucket: "b")
+        let auth = FirebaseAuthorization(source: source, bucket: "b", clock: .real)
         let first = try #require(try await auth.authorization(timeout: .seconds(1)))
         #expect(first == "Firebase token-0")
         // Many requests refused with token-0 at once, and some whose answers come after the refresh.
@@ -38,6 +38,6 @@ import Testing
         await auth.unauthorized(sent: second)
         #expect(await source.refreshes == 2)
         #expect(auth.canRefresh)
-        #expect(!FirebaseAuthorization(source: FixedIDToken("t"), bucket: "b").canRefresh)
+        #expect(!FirebaseAuthorization(source: FixedIDToken("t"), bucket: "b", clock: .real).canRefresh)
     }
 }

@@ -1,3 +1,4 @@
+@testable import CloudHTTP
 @testable import FirebaseStore
 import Foundation
 import GCSStore

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import GCSTestServerKit
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -136,12 +137,8 @@ final class FirebaseTestServer: @unchecked Sendable {
     var refreshLatency: TimeAmount = .zero
     /// The next N refresh requests answer 503.
     var refreshFailNext = 0
-    enum MediaFault: Sendable {
-        /// Headers, then nothing.
-        case stallAfterHeaders
-        /// Headers without Content-Length, `keep` bytes, a clean close.
-        case truncateUnframed(keep: Int)
-    }
+    /// How the next media downloads misbehave (the writer is shared with the JSON API's test server).
+    typealias MediaFault = TestMediaFault
     var mediaFault: MediaFault?
     var mediaFaultTimes = 0
     /// The next request with this method is carried out, then the connection closes with no answer.
@@ -325,7 +322,7 @@ final class FirebaseTestServer: @unchecked Sendable {
 
     // MARK: fault hooks (called on the event loop)
 
-    enum Fault { case lose, media(MediaFault) }
+    typealias Fault = TestAnswerFault
 
     func takeFault(method: String, uri: String, status: Int) -> Fault? {
         lock.lock(); defer { lock.unlock() }

@@ -5,7 +5,7 @@ extension GCSTestServer {
     // MARK: fault hooks (called on the event loop, mid-body)
 
     /// Whether to drop the connection now, having received `received` body bytes of this request.
-    enum Fault { case lose, media(MediaFault) }
+    typealias Fault = TestAnswerFault
 
     /// The fault to apply to this answer, if any (counts it down).
     func takeFault(method: String, uri: String, status: Int) -> Fault? {

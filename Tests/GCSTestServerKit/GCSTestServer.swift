@@ -102,16 +102,7 @@ public final class GCSTestServer: @unchecked Sendable {
     /// than Cloud Storage, for the client's check of what it was told is finished.
     public var finishWhenAsked = false
     /// How the next `times` media downloads misbehave (docs/SEMANTICS.md §5 faults).
-    public enum MediaFault: Sendable {
-        /// Headers, then nothing (the socket stays open until the client gives up).
-        case stallAfterHeaders
-        /// Headers without Content-Length (close-delimited, HTTP/1.0 framing), `keep` bytes, clean close.
-        case truncateUnframed(keep: Int)
-        /// The whole body, `piece` bytes at a time, one piece every `every` (a slow link).
-        case trickle(piece: Int, every: Duration)
-        /// Headers with the whole body's Content-Length, `keep` bytes, then the connection closes.
-        case cutAfter(keep: Int)
-    }
+    public typealias MediaFault = TestMediaFault
     public var mediaFault: MediaFault?
     public var mediaFaultTimes = 0
     /// How the next `rangeAnswerTimes` ranged downloads are answered instead of a 206.

@@ -1,10 +1,11 @@
+@testable import CloudHTTP
 import Foundation
 @testable import GCSStore
 import StorageModel
 import Testing
 
 /// How object resources decode, whatever the server: an empty writable property is not set (see
-/// `GCSJSONAPI.property`). fake-gcs-server 1.54 answers a PATCH with `"cacheControl": ""`,
+/// `ObjectResource.property`). fake-gcs-server 1.54 answers a PATCH with `"cacheControl": ""`,
 /// `"contentEncoding": ""`… for every property the object does not have; shown as they are, the
 /// mount would list `user.storage.cacheControl` with an empty value where a real bucket has none.
 @Suite struct GCSDecodingTests {
@@ -19,7 +20,7 @@ import Testing
 
     @Test func emptyPropertiesAreNotSetInObjectResources() throws {
         let o = try #require(try JSONSerialization.jsonObject(with: Self.fakeGCSPatchAnswer) as? [String: Any])
-        let info = try GCSJSONAPI.objectInfo(o, stripPrefix: "p/")
+        let info = try ObjectResource.objectInfo(o, stripPrefix: "p/")
         #expect(info.name == "a.txt")
         #expect(info.writable.cacheControl == nil)
         #expect(info.writable.contentEncoding == nil)
@@ -50,7 +51,7 @@ import Testing
     @Test func setPropertiesStayAsSent() throws {
         for v in [" ", "no-cache", "public, max-age=60"] {
             let o: [String: Any] = ["name": "n", "cacheControl": v, "contentType": v]
-            let info = try GCSJSONAPI.objectInfo(o)
+            let info = try ObjectResource.objectInfo(o)
             #expect(info.writable.cacheControl == v)
             #expect(info.contentType == v)
         }
@@ -61,11 +62,11 @@ import Testing
         let odd = "a \"q\" \\ / \n é ✓"
         let w = WritableMetadata(cacheControl: "no-cache", contentDisposition: odd, contentType: "text/plain",
                                  customMetadata: ["goog-reserved-posix-mode": "644", "k": odd])
-        let o = try #require(try JSONSerialization.jsonObject(with: GCSJSONAPI.resourceBody(name: "d/" + odd, w)) as? [String: Any])
+        let o = try #require(try JSONSerialization.jsonObject(with: ObjectResource.resourceBody(name: "d/" + odd, w)) as? [String: Any])
         #expect(o["name"] as? String == "d/" + odd)
         #expect(o["cacheControl"] as? String == "no-cache" && o["contentDisposition"] as? String == odd)
         #expect(o["contentType"] as? String == "text/plain" && o["contentEncoding"] == nil && o["contentLanguage"] == nil)
         #expect(o["metadata"] as? [String: String] == ["goog-reserved-posix-mode": "644", "k": odd])
-        #expect(String(decoding: GCSJSONAPI.resourceBody(name: nil, WritableMetadata()), as: UTF8.self) == "{}")
+        #expect(String(decoding: ObjectResource.resourceBody(name: nil, WritableMetadata()), as: UTF8.self) == "{}")
     }
 }

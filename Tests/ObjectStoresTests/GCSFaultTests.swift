@@ -1,3 +1,4 @@
+import CloudHTTP
 import Foundation
 import GCSStore
 import GCSTestServerKit
@@ -238,15 +239,15 @@ import Testing
     /// connection failure of a call that is not idempotent, is not (docs/SEMANTICS.md §2).
     @Test func aCallTheServerNeverSawIsRepeated() {
         let closed: any Error = ChannelError.ioOnClosedChannel
-        let mapped = GCSTransport.map(closed)
+        let mapped = HTTPTransport.map(closed)
         #expect(mapped.isTransient)
-        #expect(GCSTransport.repeatable(closed, mapped, idempotent: false, hasBody: false))
-        #expect(!GCSTransport.repeatable(closed, mapped, idempotent: false, hasBody: true))
-        #expect(GCSTransport.repeatable(closed, mapped, idempotent: true, hasBody: true))
+        #expect(HTTPTransport.repeatable(closed, mapped, idempotent: false, hasBody: false))
+        #expect(!HTTPTransport.repeatable(closed, mapped, idempotent: false, hasBody: true))
+        #expect(HTTPTransport.repeatable(closed, mapped, idempotent: true, hasBody: true))
         let reset: any Error = IOError(errnoCode: ECONNRESET, reason: "read")
-        #expect(!GCSTransport.repeatable(reset, GCSTransport.map(reset), idempotent: false, hasBody: false))
-        #expect(GCSTransport.repeatable(reset, GCSTransport.map(reset), idempotent: true, hasBody: false))
+        #expect(!HTTPTransport.repeatable(reset, HTTPTransport.map(reset), idempotent: false, hasBody: false))
+        #expect(HTTPTransport.repeatable(reset, HTTPTransport.map(reset), idempotent: true, hasBody: false))
         let refused = StorageError.unauthenticated(message: "no")
-        #expect(!GCSTransport.repeatable(closed, refused, idempotent: true, hasBody: false))
+        #expect(!HTTPTransport.repeatable(closed, refused, idempotent: true, hasBody: false))
     }
 }

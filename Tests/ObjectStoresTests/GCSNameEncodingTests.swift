@@ -1,3 +1,4 @@
+import CloudHTTP
 import Foundation
 import GCSStore
 import GCSTestServerKit
@@ -21,10 +22,10 @@ import Testing
     }
 
     @Test func aSegmentIsNeverADotSegment() {
-        #expect(GCSJSONAPI.segment("..") == "%2E%2E")
-        #expect(GCSJSONAPI.segment(".") == "%2E")
-        #expect(GCSJSONAPI.segment("...") == "...")
-        #expect(GCSJSONAPI.segment("a/../b c#d?e%f") == "a%2F..%2Fb%20c%23d%3Fe%25f")
+        #expect(CloudURL.segment("..") == "%2E%2E")
+        #expect(CloudURL.segment(".") == "%2E")
+        #expect(CloudURL.segment("...") == "...")
+        #expect(CloudURL.segment("a/../b c#d?e%f") == "a%2F..%2Fb%20c%23d%3Fe%25f")
         #expect(DotSegments.remove("/b/B/o/..") == "/b/B/")
         #expect(DotSegments.remove("/b/B/o/%2E%2E") == "/b/B/o/%2E%2E")
     }

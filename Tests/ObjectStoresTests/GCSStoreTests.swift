@@ -1,4 +1,5 @@
 import _CryptoExtras
+import CloudHTTP
 import Foundation
 import GCSStore
 import GCSTestServerKit
@@ -335,18 +336,21 @@ func storageError(_ body: () async throws -> Void) async -> StorageError? {
         let path = dir.appendingPathComponent("key.json").path
         try JSONSerialization.data(withJSONObject: keyJSON).write(to: URL(fileURLWithPath: path))
         let logs = LogCapture()
+        // The token's lifetime is kept on the store's clock: moved by the test, never waited for.
+        let clock = ManualClock()
+        var tuning = fastTuning
+        tuning.clock = clock.clock
         let store = GCSStore(bucket: server.bucket, endpoint: server.endpoint, credentials: .serviceAccount(path: path),
-                             logger: logs.logger, deadline: .seconds(10), tuning: fastTuning, environment: [:])
+                             logger: logs.logger, deadline: .seconds(10), tuning: tuning, environment: [:])
         _ = try await store.write("a", from: .data(Data("1".utf8)), metadata: .init(), preconditions: .doesNotExist)
-        // The token arrived before this (its 8 s count from its arrival).
-        let firstToken = ContinuousClock.now
+        // The token arrived before this (its 8 s count from its arrival, on the clock).
         #expect(server.read { $0.tokenCalls } == 1)
         _ = try await store.getMetadata("a")
         #expect(server.read { $0.tokenCalls } == 1, "the token is cached")
         #expect(await store.tokenFetchCount == 1)
         // expires_in 8 s: refreshed ahead of expiry (a quarter of the lifetime for short tokens:
         // from 6 s after its arrival), so a request 6.3 s after the write gets a new one.
-        try await Task.sleep(until: firstToken + .milliseconds(6300), clock: .continuous)
+        clock.advance(by: .milliseconds(6300))
         _ = try await store.getMetadata("a")
         #expect(server.read { $0.tokenCalls } == 2, "a second token was fetched before the first expired")
         let auths = Set(server.recorded.compactMap { $0.headers["authorization"] })
@@ -633,11 +637,21 @@ func storageError(_ body: () async throws -> Void) async -> StorageError? {
     }
 
     @Test func cancellationStopsRetries() async throws {
-        try await withGCSServer(deadline: .seconds(30)) { server, store in
+        // The retries' pauses are kept on a clock the test holds: once the first attempt's bound
+        // and the first pause have begun, the call sits in that pause until it is cancelled.
+        let clock = ManualClock()
+        var tuning = fastTuning
+        tuning.clock = clock.clock
+        try await withGCSServer(deadline: .seconds(30), tuning: tuning) { server, store in
             server.configure { $0.alwaysStatus = 503 }
             let start = ContinuousClock.now
             let task = Task { try await store.getMetadata("x") }
-            try await Task.sleep(for: .milliseconds(200))
+            let ceiling = ContinuousClock.now + .seconds(60)  // how long work may take to arrive, not a product bound
+            while clock.pauses.count < 2 {
+                try #require(ContinuousClock.now < ceiling, "the call never reached its first pause")
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            #expect(clock.sleeping == 1, "in the pause before the second attempt")
             task.cancel()
             let r = await task.result
             // Well before the 30 s the retries would go on for (not a tight bound: a loaded
@@ -724,9 +738,9 @@ func storageError(_ body: () async throws -> Void) async -> StorageError? {
     }
 
     @Test func percentEncoding() {
-        #expect(GCSJSONAPI.encode("a/b c#d?e") == "a%2Fb%20c%23d%3Fe")
-        #expect(GCSJSONAPI.encode("AZaz09-._~") == "AZaz09-._~")
-        #expect(GCSJSONAPI.encode("é+%") == "%C3%A9%2B%25")
+        #expect(CloudURL.encode("a/b c#d?e") == "a%2Fb%20c%23d%3Fe")
+        #expect(CloudURL.encode("AZaz09-._~") == "AZaz09-._~")
+        #expect(CloudURL.encode("é+%") == "%C3%A9%2B%25")
     }
 
     @Test func backoffIsJitteredExponentialAndCapped() {
@@ -747,10 +761,10 @@ func storageError(_ body: () async throws -> Void) async -> StorageError? {
         var p = MetadataPatch()
         p.contentType = .remove
         p.customMetadata = ["gone": nil, "new": "v"]
-        let o = try #require(try JSONSerialization.jsonObject(with: GCSJSONAPI.patchBody(p)) as? [String: Any])
+        let o = try #require(try JSONSerialization.jsonObject(with: ObjectResource.patchBody(p)) as? [String: Any])
         #expect(Set(o.keys) == ["contentType", "metadata"])
         #expect(o["contentType"] is NSNull)
-        #expect(String(decoding: GCSJSONAPI.patchBody(MetadataPatch()), as: UTF8.self) == "{}")
+        #expect(String(decoding: ObjectResource.patchBody(MetadataPatch()), as: UTF8.self) == "{}")
     }
 }
 

@@ -1,3 +1,4 @@
+import CloudHTTP
 import Foundation
 import GCSStore
 import GCSTestServerKit

@@ -1,3 +1,4 @@
+import CloudHTTP
 import Crypto
 import Foundation
 import GCSStore

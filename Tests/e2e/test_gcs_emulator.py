@@ -104,7 +104,7 @@ def test_setfattr_through_mount_is_object_metadata(emulator, mounts, prefix):
 def test_unset_properties_stay_unset_after_a_patch(emulator, mounts, prefix):
     """A setfattr is a PATCH whose answer the mount keeps; an object with no cacheControl,
     contentDisposition, contentEncoding or contentLanguage shows none of them after it, as on a
-    real bucket (fake-gcs-server answers a PATCH with each unset property as "": GCSJSONAPI.property)."""
+    real bucket (fake-gcs-server answers a PATCH with each unset property as "": ObjectResource.property)."""
     b = emulator.bucket()
     b.blob(f"{prefix}/plain.txt").upload_from_string(b"plain\n", content_type="text/plain")
     mnt = mount_gs(mounts, emulator, "--metadata-ttl", "60")

@@ -118,7 +118,7 @@ package struct ExecutableSubjectSource: SubjectTokenSource {
             chunks.continuation.yield(pipe.fileHandleForReading.readDataToEndOfFile())
             chunks.continuation.finish()
         }
-        let limit = timeout
+        let limit = timeout, clock = self.clock
         // The answer is the program's exit and its whole output, both within the timeout (a
         // child it leaves holding the output open counts as no answer).
         let answer: (status: Int32, data: Data)? = await withTaskGroup(of: (status: Int32, data: Data)?.self) { group in
@@ -130,7 +130,7 @@ package struct ExecutableSubjectSource: SubjectTokenSource {
                 if Task.isCancelled { return nil }
                 return (status, data)
             }
-            group.addTask { try? await Task.sleep(for: limit); return nil }
+            group.addTask { try? await clock.sleep(for: limit); return nil }
             let first = await group.next() ?? nil
             if first == nil, process.isRunning {
                 // Killed now, so that its output ends and the group can end with it.

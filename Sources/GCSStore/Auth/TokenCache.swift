@@ -10,7 +10,7 @@ import StorageModel
 package actor TokenCache {
     private struct Cached {
         var value: String
-        var refreshAt: ContinuousClock.Instant
+        var refreshAt: BucketClock.Instant
     }
 
     private let source: any AccessTokenSource
@@ -27,7 +27,7 @@ package actor TokenCache {
     }
 
     /// When a token that lives `lifetime` from `arrival` is refreshed.
-    package static func refreshAt(arrival: ContinuousClock.Instant, lifetime: Duration) -> ContinuousClock.Instant {
+    package static func refreshAt(arrival: BucketClock.Instant, lifetime: Duration) -> BucketClock.Instant {
         arrival + lifetime - min(.seconds(300), lifetime / 4)
     }
 

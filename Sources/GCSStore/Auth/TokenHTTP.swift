@@ -1,5 +1,6 @@
 import Foundation
 import AsyncHTTPClient
+import CloudHTTP
 import NIOCore
 import NIOHTTP1
 import NIOFoundationCompat
@@ -72,11 +73,11 @@ package struct HTTPTokenTransport: TokenTransport {
         for (name, value) in request.headers { req.headers.add(name: name, value: value) }
         if let body = request.body { req.body = .bytes(ByteBuffer(data: body)) }
         do {
-            let resp = try await client.execute(req, timeout: .nanoseconds(GCSTransport.nanos(timeout)))
+            let resp = try await client.execute(req, timeout: .nanoseconds(HTTPTransport.nanos(timeout)))
             let body = try await resp.body.collect(upTo: 1 << 20)
             return TokenResponse(status: Int(resp.status.code), body: Data(buffer: body))
         } catch {
-            throw GCSTransport.map(error)
+            throw HTTPTransport.map(error)
         }
     }
 }

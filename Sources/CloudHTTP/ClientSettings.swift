@@ -99,13 +99,13 @@ package struct ClientSettings: Sendable {
         var config = HTTPClient.Configuration()
         config.tlsConfiguration = tls
         config.httpVersion = httpVersion == .http1_1 ? .http1Only : .automatic
-        config.timeout = .init(connect: .seconds(10), read: .nanoseconds(GCSTransport.nanos(idleTimeout)))
+        config.timeout = .init(connect: .seconds(10), read: .nanoseconds(HTTPTransport.nanos(idleTimeout)))
         config.connectionPool = .init(idleTimeout: .seconds(30),
                                       concurrentHTTP1ConnectionsPerHostSoftLimit: max(1, maxConnections))
         config.connectionPool.retryConnectionEstablishment = false
         config.decompression = .disabled
         config.redirectConfiguration = .disallow
-        let reads = GCSStore.socketReads(upTo: receiveBuffer)
+        let reads = Self.socketReads(upTo: receiveBuffer)
         // `--http-version 2` asks for HTTP/2 only: an https server that answers the handshake
         // without choosing h2 (ALPN) would otherwise be spoken to in HTTP/1.1 without a word, so
         // such a connection is closed and its requests fail at once, naming the protocol
@@ -114,6 +114,22 @@ package struct ClientSettings: Sendable {
         config.http1_1ConnectionDebugInitializer = counter.counting(http2: false, then: h1)
         config.http2ConnectionDebugInitializer = counter.counting(http2: true, then: reads)
         return config
+    }
+
+    /// How each connection reads its socket: one read of up to `upTo` bytes each time the socket is
+    /// readable, passed on at once. NIO's defaults (reads of at most 64 KiB, four in a row before
+    /// the batch is passed on) cost a trip through the HTTP decoder and the response delegate per
+    /// 64 KiB: 4,000+ for a 256 MiB download. An adaptive size that shrinks after short reads did
+    /// worse than a fixed one: loopback reads often come short of the buffer.
+    /// Scripts/bench-reads.sh's CPU row (a cold sequential read from the emulator) is the measure
+    /// to watch when changing this.
+    package static func socketReads(upTo bytes: Int) -> @Sendable (Channel) -> EventLoopFuture<Void> {
+        let allocator = FixedSizeRecvByteBufferAllocator(capacity: max(1 << 12, bytes))
+        return { channel in
+            channel.setOption(ChannelOptions.recvAllocator, value: allocator).flatMap {
+                channel.setOption(ChannelOptions.maxMessagesPerRead, value: 1)
+            }
+        }
     }
 
     /// An HTTP/1.1 connection initializer that refuses TLS connections (`HTTP2NotOffered`) and

@@ -8,7 +8,7 @@ import NIOFoundationCompat
 import StorageModel
 
 /// One HTTP exchange as the backend describes it; the transport adds authorization.
-package struct GCSRequest: Sendable {
+package struct CloudRequest: Sendable {
     package var method: HTTPMethod
     package var url: String
     package var headers: HTTPHeaders = [:]
@@ -32,7 +32,7 @@ package struct GCSRequest: Sendable {
     }
 }
 
-package struct GCSResponse: Sendable {
+package struct CloudResponse: Sendable {
     package var status: Int
     package var headers: HTTPHeaders
     package var body: ByteBuffer
@@ -52,7 +52,7 @@ package struct GCSResponse: Sendable {
 
 /// What happened to one attempt, so the retry loop can decide.
 private enum Outcome: Sendable {
-    case done(GCSResponse)
+    case done(CloudResponse)
     /// `status` is the HTTP status when the server answered; `retryAfter` its Retry-After.
     /// `sentAuthorization` is the header the attempt carried (for the refresh after a 401).
     case failed(StorageError, retryable: Bool, status: Int?, retryAfter: Duration?, sentAuthorization: String? = nil)
@@ -64,7 +64,7 @@ package struct Expect: Sendable {
     package var accept: @Sendable (Int) -> Bool = { _ in false }
     /// Checks a returned answer (its framing, its length); an error is a transport fault, retried
     /// like a reset, never data.
-    package var validate: (@Sendable (GCSResponse) -> StorageError?)? = nil
+    package var validate: (@Sendable (CloudResponse) -> StorageError?)? = nil
     /// Statuses that mean "an earlier attempt of this very call did it", once an attempt may have
     /// reached the server and its answer was lost (a DELETE that then finds 404, an insert guarded
     /// by `ifGenerationMatch` that then finds 412). They are returned as answers, with
@@ -72,7 +72,7 @@ package struct Expect: Sendable {
     package var doneAfterLostAnswer: @Sendable (Int) -> Bool = { _ in false }
 
     package init(accept: @escaping @Sendable (Int) -> Bool = { _ in false },
-                 validate: (@Sendable (GCSResponse) -> StorageError?)? = nil,
+                 validate: (@Sendable (CloudResponse) -> StorageError?)? = nil,
                  doneAfterLostAnswer: @escaping @Sendable (Int) -> Bool = { _ in false }) {
         self.accept = accept
         self.validate = validate
@@ -84,37 +84,35 @@ package struct Expect: Sendable {
 
 /// The shared HTTP client, authorization and the retry loop (for the JSON API and, with its own
 /// dialect and authorization, Firebase's v0 API).
-package final class GCSTransport: Sendable {
-    package let client: HTTPClient
-    /// The client for object data (downloads and streamed uploads): `client` unless the settings
-    /// split them (`--http-version auto`: HTTP/1.1 for data, HTTP/2 for the rest).
-    package let mediaClient: HTTPClient
-    /// The client for streamed uploads: `mediaClient` unless the store gives them one of their
-    /// own, without the read timeout (`ClientSettings.uploadConfiguration`; `watch` bounds them).
-    package let uploadClient: HTTPClient
+package final class HTTPTransport: Sendable {
+    /// The store's clients (`CloudHTTPClients`): the API's, object data's, streamed uploads'.
+    package let clients: CloudHTTPClients
+    package var client: HTTPClient { clients.client }
+    /// The client for object data (downloads): `client` unless the settings split them
+    /// (`--http-version auto`: HTTP/1.1 for data, HTTP/2 for the rest).
+    package var mediaClient: HTTPClient { clients.media ?? clients.client }
+    /// The client for streamed uploads, without the read timeout (`watch` bounds them).
+    package var uploadClient: HTTPClient { clients.upload }
     package let auth: any TransportAuthorization
     package let policy: RetryPolicy
+    /// The clock of every "now", pause and deadline here: the policy's (`.real` outside tests).
+    package var clock: BucketClock { policy.clock }
     package let logger: Logger
     package let bucket: String
     package let dialect: HTTPDialect
     /// The trust in effect, to explain a refused certificate.
-    package let settings: ClientSettings
+    package var settings: ClientSettings { clients.settings }
     /// Largest response body accepted in memory (downloads are ranged by callers).
     let maxResponseBytes = 1 << 31
 
-    package init(client: HTTPClient, auth: any TransportAuthorization, policy: RetryPolicy,
-                 logger: Logger, bucket: String, dialect: HTTPDialect? = nil,
-                 settings: ClientSettings = ClientSettings(trust: .system), mediaClient: HTTPClient? = nil,
-                 uploadClient: HTTPClient? = nil) {
-        self.settings = settings
-        self.mediaClient = mediaClient ?? client
-        self.uploadClient = uploadClient ?? mediaClient ?? client
-        self.client = client
+    package init(clients: CloudHTTPClients, auth: any TransportAuthorization, policy: RetryPolicy,
+                 logger: Logger, bucket: String, dialect: HTTPDialect) {
+        self.clients = clients
         self.auth = auth
         self.policy = policy
         self.logger = logger
         self.bucket = bucket
-        self.dialect = dialect ?? .gcs(bucket: bucket)
+        self.dialect = dialect
     }
 
     /// Sends `request` with retries when `idempotent`, until `deadline` (default: now + policy
@@ -122,9 +120,9 @@ package final class GCSTransport: Sendable {
     /// the exception: it goes on for as long as its bytes move (each byte taken restarts the
     /// operation's deadline, docs/SEMANTICS.md §5.2) and fails when none moves for its stall
     /// timeout. Statuses in 200..<300 and those `expect` admits are returned; others become typed errors.
-    package func send(_ what: String, path: String, idempotent: Bool, deadline: ContinuousClock.Instant? = nil,
-              expect: Expect = .plain, _ request: GCSRequest) async throws -> GCSResponse {
-        let own = deadline ?? ContinuousClock.now + policy.deadline
+    package func send(_ what: String, path: String, idempotent: Bool, deadline: BucketClock.Instant? = nil,
+              expect: Expect = .plain, _ request: CloudRequest) async throws -> CloudResponse {
+        let own = deadline ?? clock.now + policy.deadline
         let end = request.streamed == nil ? OperationContext.deadline(capping: own) : own
         var attempts = 0
         var refreshedAfter401 = false
@@ -133,7 +131,7 @@ package final class GCSTransport: Sendable {
         var mayHaveActed = false       // an attempt may have reached the server and lost its answer
         while true {
             if Task.isCancelled { throw StorageError.cancelled }
-            let remaining = end - ContinuousClock.now
+            let remaining = end - clock.now
             if remaining <= .zero { throw giveUp(what, path: path, attempts: attempts, last: lastError, answer: lastAnswer) }
             attempts += 1
             let limit = request.streamed == nil ? min(policy.requestTimeout, remaining) : remaining
@@ -149,7 +147,7 @@ package final class GCSTransport: Sendable {
             case .failed(.unauthenticated(let m), _, 401?, _, let sent) where auth.canRefresh && !refreshedAfter401:
                 // A 401 means the request did nothing: fetch a fresh token and try once more.
                 refreshedAfter401 = true
-                await auth.unauthorized(sent: sent, within: end - ContinuousClock.now)
+                await auth.unauthorized(sent: sent, within: end - clock.now)
                 logger.debug("\(dialect.label) \(what) \(path): 401 (\(m)); refreshing the access token")
                 continue
             case .failed(.unauthenticated(let m), _, _, _, _):
@@ -163,7 +161,7 @@ package final class GCSTransport: Sendable {
             }
             var pause = policy.delay(beforeRetry: attempts, random: Double.random(in: 0...1))
             if let retryAfter, retryAfter > pause { pause = retryAfter }
-            if ContinuousClock.now + pause >= end {
+            if clock.now + pause >= end {
                 throw giveUp(what, path: path, attempts: attempts, last: lastError, answer: lastAnswer,
                              note: retryAfter.map { "the server asked to wait \($0)" })
             }
@@ -195,20 +193,20 @@ package final class GCSTransport: Sendable {
     /// for the idle timeout fails sooner, through the client's read timeout, or for a streamed
     /// upload through `watch`). Cancelling the
     /// calling Task cancels the HTTP request.
-    private func attempt(_ r: GCSRequest, limit: Duration, path: String, idempotent: Bool,
+    private func attempt(_ r: CloudRequest, limit: Duration, path: String, idempotent: Bool,
                          expect: Expect, afterLostAnswer: Bool) async -> Outcome {
         await withTaskGroup(of: Outcome?.self) { group in
             group.addTask {
                 await self.exchange(r, limit: limit, path: path, idempotent: idempotent, expect: expect,
                                     afterLostAnswer: afterLostAnswer)
             }
-            let timer = ContinuousClock.now
+            let timer = clock.now
             group.addTask {
                 if let body = r.streamed {
                     await self.watch(body, answerWithin: self.policy.requestTimeout, until: timer + limit,
                                      queue: SendQueue(url: r.url))
                 } else {
-                    try? await Task.sleep(for: limit)
+                    try? await self.clock.sleep(for: limit)
                 }
                 return nil
             }
@@ -220,7 +218,7 @@ package final class GCSTransport: Sendable {
             if let body = r.streamed, body.progress.bytes < body.length {
                 e = .timeout(message: "the upload stalled: no byte taken for \(body.stallTimeout) at byte \(body.offset + body.progress.bytes) of the request's \(body.offset + body.length)")
             } else {
-                e = .timeout(message: "no complete answer within \(ContinuousClock.now - timer)")
+                e = .timeout(message: "no complete answer within \(clock.now - timer)")
             }
             logger.debug("\(dialect.label) \(r.method) \(Self.shortURL(r.url)): \(e)")
             return .failed(e, retryable: idempotent, status: nil, retryAfter: nil)
@@ -235,22 +233,22 @@ package final class GCSTransport: Sendable {
     /// neither happens for its stall timeout, and the answer is due `answerWithin` after the
     /// queue last shrank. Where it cannot be seen, the time the link needs for what the buffers
     /// took is estimated instead (`SendBacklog`) and allowed for on top of both.
-    private func watch(_ body: StreamedBody, answerWithin: Duration, until end: ContinuousClock.Instant,
+    private func watch(_ body: StreamedBody, answerWithin: Duration, until end: BucketClock.Instant,
                        queue: SendQueue?) async {
         var seen: Int64 = -1
-        var moved = ContinuousClock.now
+        var moved = clock.now
         // The slowest pace that still counts as moving: one piece per stall timeout.
         let slowest = Double(StreamedBody.pieceSize) / max(SendBacklog.seconds(body.stallTimeout), 0.001)
         // Once every byte is taken: when, and the estimate's bound on the answer (the time the
         // link needs for what the buffers still hold, then `answerWithin`).
-        var allTaken: ContinuousClock.Instant? = nil
-        var estimatedBy: ContinuousClock.Instant? = nil
+        var allTaken: BucketClock.Instant? = nil
+        var estimatedBy: BucketClock.Instant? = nil
         // The send queues as last seen since the body last took a byte (nil: not seen), and
         // when one last shrank.
         var queued: [UInt64: Int64]? = nil
-        var drained = ContinuousClock.now
+        var drained = clock.now
         while !Task.isCancelled {
-            let now = ContinuousClock.now
+            let now = clock.now
             if now >= end { return }
             let taken = body.progress.bytes
             if taken != seen {
@@ -302,12 +300,12 @@ package final class GCSTransport: Sendable {
             // for `--op-timeout`, or at the unmount's bound.
             if let operationEnd = OperationContext.deadline, now >= operationEnd { return }
             let tick = min(body.stallTimeout / 4, end - now, .milliseconds(250))
-            do { try await Task.sleep(for: max(tick, .milliseconds(5))) } catch { return }
+            do { try await clock.sleep(for: max(tick, .milliseconds(5))) } catch { return }
         }
     }
 
     /// The client's request for `r`, with the current access token.
-    func clientRequest(_ r: GCSRequest, limit: Duration) async throws -> HTTPClientRequest {
+    func clientRequest(_ r: CloudRequest, limit: Duration) async throws -> HTTPClientRequest {
         var req = HTTPClientRequest(url: r.url)
         req.method = r.method
         req.headers = r.headers
@@ -318,7 +316,7 @@ package final class GCSTransport: Sendable {
         return req
     }
 
-    private func exchange(_ r: GCSRequest, limit: Duration, path: String, idempotent: Bool,
+    private func exchange(_ r: CloudRequest, limit: Duration, path: String, idempotent: Bool,
                           expect: Expect, afterLostAnswer: Bool) async -> Outcome {
         var req: HTTPClientRequest
         do {
@@ -335,15 +333,15 @@ package final class GCSTransport: Sendable {
         } else if r.method == .POST || r.method == .PUT || r.method == .PATCH {
             req.body = .bytes(ByteBuffer())
         }
-        let started = ContinuousClock.now
+        let started = clock.now
         logger.trace("\(dialect.label) → \(r.method) \(Self.shortURL(r.url)) \(Self.redacted(req.headers))")
         do {
             let carrier = r.streamed != nil ? uploadClient : Self.isMedia(r.url) ? mediaClient : client
             let resp = try await carrier.execute(req, timeout: TimeAmount.nanoseconds(Self.nanos(limit)), logger: nil)
             let body = try await resp.body.collect(upTo: maxResponseBytes)
             let status = Int(resp.status.code)
-            logger.debug("\(dialect.label) \(r.method) \(Self.shortURL(r.url)) → \(status) (\(ContinuousClock.now - started))")
-            var answer = GCSResponse(status: status, headers: resp.headers, body: body)
+            logger.debug("\(dialect.label) \(r.method) \(Self.shortURL(r.url)) → \(status) (\(clock.now - started))")
+            var answer = CloudResponse(status: status, headers: resp.headers, body: body)
             if let declared = resp.headers.first(name: "Content-Length").flatMap(Int.init), declared != body.readableBytes {
                 let e = StorageError.unknown(status: 0, message: "the body has \(body.readableBytes) bytes; Content-Length said \(declared)")
                 return .failed(e, retryable: idempotent, status: nil, retryAfter: nil)

@@ -6,7 +6,7 @@ import StorageModel
 /// cut body is a transport fault, retried like a reset, never data.
 package enum DownloadCheck {
     /// nil when `r` is a whole, well-framed answer for `range` (nil range: the whole object).
-    package static func problem(with r: GCSResponse, range: Range<Int64>?) -> StorageError? {
+    package static func problem(with r: CloudResponse, range: Range<Int64>?) -> StorageError? {
         let count = Int64(r.body.readableBytes)
         func bad(_ why: String) -> StorageError { .unknown(status: 0, message: "download answer rejected: \(why)") }
         switch r.status {

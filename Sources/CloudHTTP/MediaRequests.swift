@@ -19,6 +19,16 @@ package enum MediaRequests {
         }
     }
 
+    /// The size of an upload's source; an unreadable file is `invalidArgument`.
+    package static func sourceSize(_ source: UploadSource) throws -> Int64 {
+        do { return try source.size() } catch {
+            if case .file(let p) = source {
+                throw StorageError.invalidArgument(message: "cannot read upload source \(p): \(error.localizedDescription)")
+            }
+            throw error
+        }
+    }
+
     /// A `multipart/related` body with `boundary`: the object's resource (JSON), then its bytes.
     /// `jsonCharset` and `closingLineBreak` are how the two APIs' own clients write it (the JSON
     /// API's: `UTF-8` and a line break after the closing boundary; the Firebase SDKs': `utf-8`, none).
@@ -55,7 +65,7 @@ package enum MediaRequests {
     /// The bytes of `range` (nil: the whole object) in a checked download answer: none for a 416
     /// (the range starts at or past the end), and the range cut out locally from a 200 (the server
     /// ignored the range).
-    package static func bytes(of r: GCSResponse, range: Range<Int64>?) -> Data {
+    package static func bytes(of r: CloudResponse, range: Range<Int64>?) -> Data {
         if r.status == 416 { return Data() }
         var data = r.data
         if let range, r.status == 200, !DownloadCheck.isRangeUnder200(r.headers, count: Int64(data.count), range: range) {

@@ -7,7 +7,7 @@ import StorageModel
 package struct ResumableProgress {
     package let policy: RetryPolicy
     /// Until when the upload may go on without progress.
-    package private(set) var end: ContinuousClock.Instant
+    package private(set) var end: BucketClock.Instant
     /// Bytes the server holds (as far as this side knows).
     package private(set) var offset: Int64 = 0
     private var retries = 0
@@ -18,14 +18,14 @@ package struct ResumableProgress {
 
     package init(policy: RetryPolicy) {
         self.policy = policy
-        end = ContinuousClock.now + policy.deadline
+        end = policy.clock.now + policy.deadline
     }
 
     /// The server holds `persisted` bytes: more than before restarts the deadline, the retries
     /// and the operation's deadline (docs/SEMANTICS.md §5.2).
     package mutating func persisted(_ persisted: Int64) {
         if persisted > offset {
-            end = ContinuousClock.now + policy.deadline
+            end = policy.clock.now + policy.deadline
             retries = 0
             OperationContext.moved()
         }
@@ -35,7 +35,7 @@ package struct ResumableProgress {
     /// A request that failed had sent `bytes` of its body: the link moves, so the wait for the
     /// server restarts (the retries do not: only bytes the server holds reset them).
     package mutating func sent(_ bytes: Int64) {
-        if bytes > 0 { end = ContinuousClock.now + policy.deadline }
+        if bytes > 0 { end = policy.clock.now + policy.deadline }
     }
 
     /// An answer that moved nothing counts as a retry.
@@ -53,7 +53,7 @@ package struct ResumableProgress {
     package mutating func pause(after e: StorageError, name: String, size: Int64) throws -> Duration {
         retries += 1
         let pause = policy.delay(beforeRetry: retries, random: Double.random(in: 0...1))
-        if ContinuousClock.now + pause >= end || retries > Self.retriesWithoutProgress {
+        if policy.clock.now + pause >= end || retries > Self.retriesWithoutProgress {
             throw StorageError.retryLimitExceeded(message: "upload of \(name) stuck at byte \(offset) of \(size): \(e)")
         }
         return pause

@@ -21,12 +21,4 @@ package struct HTTPDialect: Sendable {
         self.retryable = retryable
         self.error = error
     }
-
-    /// The Cloud Storage JSON API.
-    static func gcs(bucket: String) -> HTTPDialect {
-        HTTPDialect(label: "GCS", bucketURL: "gs://\(bucket)", retryable: RetryPolicy.isRetryable(status:),
-                    error: { status, message, path, bucket in
-                        StorageError.fromHTTP(status: status, message: message, path: path, bucket: bucket)
-                    })
-    }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import StorageModel
 
 /// What a streamed upload's connection has taken but the link has not carried yet (docs/SEMANTICS.md
 /// §5.2). The socket buffers hold several MiB (11.5 MB measured through a local proxy): a request
@@ -16,19 +17,19 @@ package struct SendBacklog {
     static let longest: Duration = .seconds(600)
     private var burst: Int64 = 0
     private var burstOver = false
-    private var last: ContinuousClock.Instant
+    private var last: BucketClock.Instant
     /// When the last piece of the burst was taken.
-    private var burstEnd: ContinuousClock.Instant
+    private var burstEnd: BucketClock.Instant
     /// The latest piece taken after the burst.
-    private var latest: (at: ContinuousClock.Instant, taken: Int64)?
+    private var latest: (at: BucketClock.Instant, taken: Int64)?
 
-    package init(start: ContinuousClock.Instant) {
+    package init(start: BucketClock.Instant) {
         last = start
         burstEnd = start
     }
 
     /// The body had `taken` bytes taken at `now`.
-    package mutating func record(_ taken: Int64, at now: ContinuousClock.Instant) {
+    package mutating func record(_ taken: Int64, at now: BucketClock.Instant) {
         defer { last = now }
         if !burstOver {
             // The first piece starts the burst, however long the connection took to open.

@@ -11,7 +11,7 @@ package struct StreamedBody: Sendable {
     package let offset: Int64
     package let length: Int64
     package let sums: UploadChecksums
-    package let progress = BodyProgress()
+    package let progress: BodyProgress
     /// A body that takes no byte for this long while the connection is open is a stall.
     package let stallTimeout: Duration
     /// What one read from the source takes in at most. Also the grain at which progress is seen
@@ -20,7 +20,10 @@ package struct StreamedBody: Sendable {
     /// the socket buffers hold has drained (`SendQueue`, or where it is not seen `SendBacklog`).
     static let pieceSize = 1 << 18
 
-    package init(source: UploadSource, offset: Int64, length: Int64, sums: UploadChecksums, stallTimeout: Duration) {
+    /// `clock`: the one the pieces' times are read on (the transport's).
+    package init(source: UploadSource, offset: Int64, length: Int64, sums: UploadChecksums, stallTimeout: Duration,
+                 clock: BucketClock) {
+        self.progress = BodyProgress(clock: clock)
         self.source = source
         self.offset = offset
         self.length = length
@@ -68,12 +71,16 @@ package struct StreamedBody: Sendable {
 package final class BodyProgress: @unchecked Sendable {
     private let lock = NSLock()
     private var taken: Int64 = 0
-    private var pieces = SendBacklog(start: .now)
-    package init() {}
+    private let clock: BucketClock
+    private var pieces: SendBacklog
+    package init(clock: BucketClock) {
+        self.clock = clock
+        pieces = SendBacklog(start: clock.now)
+    }
     func advance(by n: Int64) {
         lock.lock()
         taken += n
-        pieces.record(taken, at: .now)
+        pieces.record(taken, at: clock.now)
         lock.unlock()
     }
     package var bytes: Int64 { lock.lock(); defer { lock.unlock() }; return taken }

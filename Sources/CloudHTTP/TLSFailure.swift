@@ -73,7 +73,7 @@ package enum TLSFailure {
         let promise = group.next().makePromise(of: NIOSSLCertificate?.self)
         let sni = isIPAddress(host) ? nil : host
         let bootstrap = ClientBootstrap(group: group)
-            .connectTimeout(.nanoseconds(GCSTransport.nanos(within)))
+            .connectTimeout(.nanoseconds(HTTPTransport.nanos(within)))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let callback: NIOSSLCustomVerificationCallback = { certs, verdict in
@@ -85,7 +85,7 @@ package enum TLSFailure {
                     try channel.pipeline.syncOperations.addHandler(handler)
                 }
             }
-        let timer = promise.futureResult.eventLoop.scheduleTask(in: .nanoseconds(GCSTransport.nanos(within))) {
+        let timer = promise.futureResult.eventLoop.scheduleTask(in: .nanoseconds(HTTPTransport.nanos(within))) {
             promise.succeed(nil)
         }
         var channel: Channel?

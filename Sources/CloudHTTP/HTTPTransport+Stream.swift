@@ -7,20 +7,21 @@ import NIOHTTP1
 import StorageModel
 
 /// Streamed reads: a GET whose body goes to the caller as it comes off the socket.
-extension GCSTransport {
+extension HTTPTransport {
     /// A GET whose body is handed to `deliver` as it arrives, never gathered, on the connection's
     /// event loop (so `deliver` must not block). Retried like any idempotent call until its first
     /// byte is delivered; after that a fault is thrown (sending the bytes again would repeat them)
     /// for the caller to read the rest another way. `check` sees status and headers before any
     /// byte is delivered; a body shorter than its Content-Length fails after its last byte.
-    package func stream(_ what: String, path: String, _ r: GCSRequest, length: Int,
+    package func stream(_ what: String, path: String, _ r: CloudRequest, length: Int,
                 check: @escaping @Sendable (Int, HTTPHeaders) -> StreamPlan,
                 deliver: @escaping @Sendable (ByteBuffer) throws -> Void) async throws {
         // Both the call's own deadline and the operation's restart with each byte that arrives
         // (docs/SEMANTICS.md §5.2): a body that keeps coming is never cut by them.
+        let clock = self.clock
         let own = OperationClock(timeout: policy.deadline)
         let operation = OperationContext.clock
-        let end: @Sendable () -> ContinuousClock.Instant = { min(own.end, operation?.end ?? own.end) }
+        let end: @Sendable () -> BucketClock.Instant = { min(own.end, operation?.end ?? own.end) }
         let deliver: @Sendable (ByteBuffer) throws -> Void = { piece in
             own.moved()
             operation?.moved()
@@ -40,14 +41,14 @@ extension GCSTransport {
                     // As `send` does: one fresh token, once, before any byte came.
                     guard auth.canRefresh, !refreshedAfter401, !started.value else { throw auth.unauthenticated(m) }
                     refreshedAfter401 = true
-                    await auth.unauthorized(sent: f.sentAuthorization, within: end() - ContinuousClock.now)
+                    await auth.unauthorized(sent: f.sentAuthorization, within: end() - clock.now)
                     logger.debug("\(dialect.label) \(what) \(path): 401 (\(m)); refreshing the access token")
                     continue
                 }
                 guard !started.value, e.isTransient else { throw e }
                 var pause = policy.delay(beforeRetry: attempts, random: Double.random(in: 0...1))
                 if let after = f.retryAfter, after > pause { pause = after }
-                if ContinuousClock.now + pause >= end() { throw e }
+                if clock.now + pause >= end() { throw e }
                 Counter(label: "bucketfs_store_retries_total", dimensions: [("operation", what)]).increment()
                 try await policy.pause(pause)
             }
@@ -57,12 +58,13 @@ extension GCSTransport {
     /// One attempt: the first byte must come within the request timeout, and after it the body
     /// goes on until `end()` (which moves with the bytes); a body that stops for the idle timeout
     /// fails through the client's read timeout.
-    private func streamOnce(_ what: String, path: String, _ r: GCSRequest, length: Int,
-                            end: @escaping @Sendable () -> ContinuousClock.Instant,
+    private func streamOnce(_ what: String, path: String, _ r: CloudRequest, length: Int,
+                            end: @escaping @Sendable () -> BucketClock.Instant,
                             started: StreamProgress,
                             check: @escaping @Sendable (Int, HTTPHeaders) -> StreamPlan,
                             deliver: @escaping @Sendable (ByteBuffer) throws -> Void) async throws {
-        let limit = min(policy.requestTimeout, end() - ContinuousClock.now)
+        let clock = self.clock
+        let limit = min(policy.requestTimeout, end() - clock.now)
         guard limit > .zero else {
             throw StreamFailure(error: .timeout(message: "\(what) \(path): the operation's deadline passed"))
         }
@@ -81,17 +83,17 @@ extension GCSTransport {
                                      retryAfter: headers.first(name: "Retry-After").flatMap(Self.retryAfter), status: status)
             }, deliver: deliver)
             let task = mediaClient.execute(request: req, delegate: receiver, deadline: .now() + .hours(24))
-            let firstBy = ContinuousClock.now + limit
+            let firstBy = clock.now + limit
             let watcher = Task {
                 while !Task.isCancelled {
-                    let now = ContinuousClock.now
+                    let now = clock.now
                     let bound = started.value ? end() : min(firstBy, end())
                     if now >= bound {
                         expired.mark()
                         task.cancel()
                         return
                     }
-                    try? await Task.sleep(for: min(.milliseconds(250), bound - now))
+                    try? await clock.sleep(for: min(.milliseconds(250), bound - now))
                 }
             }
             defer { watcher.cancel() }
