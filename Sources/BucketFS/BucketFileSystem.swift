@@ -22,7 +22,7 @@ import StorageModel
 ///
 /// The metadata side:
 /// - `Superblock.lock` (NSLock, private to the superblock) guards its parts (`table`, `cache`,
-///   `pending`, `handles`, `negative`, `listingBuilds`, `shuttingDown`); every field of every `Node` (including its
+///   `pending`, `handles`, `negative`, `listingBuilds`, `lastListingSerial`, `shuttingDown`); every field of every `Node` (including its
 ///   `listing`); every field of every `StagedFile` but `fd`'s bytes and `recorded`;
 ///   `DirHandle.entries`; `Handle.keepCache` and `directIO`. It is held for short, synchronous
 ///   stretches only (one superblock method each): never across an `await`, and no store
@@ -51,14 +51,20 @@ import StorageModel
 ///   are resumed after it is released; a fill reports to its `ReadStream` outside it).
 /// - `ReadBudget.lock`, `BufferPool.lock`: leaves. A buffer given back asks the budget for room
 ///   before it takes the pool's lock, not under it.
+/// - `WalkOrder.lock`: the files by inode number of the listings walked lately. A leaf (the
+///   order is made outside it); the superblock's listing comes to it as a value (`ListedFiles`),
+///   so it is never taken with the superblock's lock.
+/// - `Hedge.lock` (the walk-ahead's download times and hedges sent) and its `Flag`'s: leaves.
 ///
 /// Leaves everywhere else, under which nothing is taken: the private NSLocks of `CacheCounters`,
-/// `RecentFailures`, `CreateAnswers` and `WarnOnce` (the hidden-name log). The superblock's lock takes
+/// `RecentFailures`, `CreateAnswers`, `WarnOnce` (the hidden-name log), `LinkTargets`,
+/// `RangeListing`, `UploadCounters`, `CrashLeftovers`, `StagedFile.closeLock` and `PastStore`. The superblock's lock takes
 /// `CacheCounters` under it. `StagingArea` has no lock of its own: its `.lock`
 /// flock only keeps other mounts out of the cache directory.
 ///
 /// So the order is: `uploadLock` → `sidecarLock` → the superblock's lock → a leaf; and `ReadStream.lock` or
-/// `WalkAhead.lock` → `PartBuffer.lock` / `BufferPool.lock` / `ReadBudget.lock`. No
+/// `WalkAhead.lock` → `PartBuffer.lock` / `BufferPool.lock` / `ReadBudget.lock`; `WalkOrder.lock`
+/// and `Hedge.lock` alone. No
 /// thread-blocking lock is held across an `await`.
 ///
 /// Immutable after `init` (no lock): every stored property of `BucketFileSystem`, and
@@ -113,16 +119,17 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         self.store = store
         self.config = config
         self.logger = logger
-        self.mountTime = config.now()
+        self.mountTime = config.clock.seconds
         names = NameRules(logger: logger, hiddenLog: WarnOnce())
         let posixWarnings = WarnOnce()
         posixWarnings.handler = { [logger] message in logger.warning("\(message)") }
         stat = StatMapper(config: config, mountTime: mountTime, warnings: posixWarnings)
         refusalLog.handler = { [logger] message in logger.warning("\(message)") }
-        staging = try StagingArea(directory: config.cacheDirectory, bucket: store.bucket, logger: logger, now: config.now,
+        let clock = config.clock
+        staging = try StagingArea(directory: config.cacheDirectory, bucket: store.bucket, logger: logger, now: { clock.seconds },
                                   counters: uploadCounters)
-        failures = RecentFailures(ttl: config.failureTTL, now: config.now)
-        createAnswers = CreateAnswers(ttl: config.createAnswerTTL, now: config.now)
+        failures = RecentFailures(ttl: config.failureTTL, clock: config.clock)
+        createAnswers = CreateAnswers(ttl: config.createAnswerTTL, clock: config.clock)
         readPath = ReadPath(store: store, config: config, logger: logger)
         rangeListing = RangeListing(concurrency: config.listConcurrency)
         leftovers = staging.findLeftovers()
@@ -132,7 +139,8 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         uploads.start { [weak self] n, s in await self?.uploadQueued(n, s) ?? false }
     }
 
-    var now: Double { config.now() }
+    /// Now, in seconds since 1970, on the mount's one clock (`MountConfig.clock`).
+    var now: Double { config.clock.seconds }
 
     /// A fresh deadline of `--op-timeout` that restarts with each byte moved, never past the
     /// shutdown's bound once it is set.

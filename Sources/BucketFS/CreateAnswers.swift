@@ -23,12 +23,15 @@ final class CreateAnswers: @unchecked Sendable {
     private let lock = NSLock()
     private var answers: [Key: (answer: CreateAnswer, until: Double)] = [:]  // GUARDED_BY(lock)
     let ttl: Double
-    private let now: @Sendable () -> Double
+    /// The mount's one clock: its calendar seconds.
+    private let clock: BucketClock
 
-    init(ttl: Double, now: @escaping @Sendable () -> Double) {
+    init(ttl: Double, clock: BucketClock) {
         self.ttl = ttl
-        self.now = now
+        self.clock = clock
     }
+
+    private func now() -> Double { clock.seconds }
 
     /// The answer kept for `key`, if it was learnt within the last `ttl` seconds.
     func answer(_ key: Key) -> CreateAnswer? {

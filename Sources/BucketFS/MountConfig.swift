@@ -97,8 +97,6 @@ public struct MountConfig: Sendable {
     /// The type an object created here gets when nobody gives one, at its upload and again at a
     /// rename when that type was inferred here (docs/SEMANTICS.md §4.1).
     public var contentTypes = ContentTypePolicy()
-    /// Now, in seconds since the epoch, on `clock`.
-    public var now: @Sendable () -> Double { let c = clock; return { c.seconds } }
 
     public init() {}
 

@@ -1,5 +1,6 @@
 import Foundation
 import FuseKit
+import StorageModel
 
 /// Objects and listings whose last request just failed after all its retries (EIO), remembered
 /// for a few seconds: the kernel and tools repeat a failed read or listing at once, and each
@@ -18,12 +19,15 @@ final class RecentFailures: @unchecked Sendable {
     private let lock = NSLock()
     private var failures: [Key: (errno: Errno, until: Double)] = [:]
     private let ttl: Double
-    private let now: @Sendable () -> Double
+    /// The mount's one clock: its calendar seconds.
+    private let clock: BucketClock
 
-    init(ttl: Double, now: @escaping @Sendable () -> Double) {
+    init(ttl: Double, clock: BucketClock) {
         self.ttl = ttl
-        self.now = now
+        self.clock = clock
     }
+
+    private func now() -> Double { clock.seconds }
 
     /// The error to answer at once for `key`, if it failed within the last `ttl` seconds.
     func check(_ key: Key) -> Errno? {

@@ -2,6 +2,7 @@
 import Foundation
 import StorageModel
 import Testing
+import TestSupport
 
 /// Read buffers kept for reuse: memory is handed out again only once nothing points into it, the
 /// pool never holds more than its limit, and what waits too long is freed.
@@ -55,12 +56,28 @@ import Testing
     }
 
     @Test func buffersLeftWaitingAreFreed() {
-        let pool = BufferPool(limit: 8 << 20, idle: .seconds(5))
+        let clock = ManualClock()
+        let pool = BufferPool(limit: 8 << 20, idle: .seconds(5), clock: clock.clock)
         pool.give(pool.take(1 << 20))
-        pool.sweep(now: .now + .seconds(1))
+        clock.advance(by: .seconds(1))
+        pool.sweep()
         #expect(pool.heldBytes == 1 << 20)
-        pool.sweep(now: .now + .seconds(6))
+        clock.advance(by: .seconds(5))
+        pool.sweep()
         #expect(pool.heldBytes == 0)
+    }
+
+    /// The pool frees what waited by itself: its sweep waits on the clock (here a manual one,
+    /// moved past the idle time), not on real time.
+    @Test func thePoolSweepsByItselfOnItsClock() async throws {
+        let clock = ManualClock()
+        let pool = BufferPool(limit: 8 << 20, idle: .seconds(5), clock: clock.clock)
+        pool.give(pool.take(1 << 20))
+        try await clock.waitForSleepers(1)
+        #expect(pool.heldBytes == 1 << 20)
+        #expect(clock.pauses == [.seconds(5) + .milliseconds(100)])
+        clock.advance(by: .seconds(6))
+        #expect(await eventually { pool.heldBytes == 0 })
     }
 
     /// The reply handed to the kernel points into a part's buffer: the buffer must not be reused

@@ -240,7 +240,8 @@ import TestSupport
         #expect(await eventually { h.fs.walkAhead.pending.count == 2 })
         #expect(h.fs.readBudget.inUse > 0)
         // Nobody opens them: the sweep (which the walk-ahead runs by itself once the TTL has
-        // passed, on real time) drops them and frees their memory; not before the TTL.
+        // passed, on the mount's clock: theWalkAheadSweepsByItselfOnTheClock) drops them and
+        // frees their memory; not before the TTL.
         h.fs.walkAhead.sweep()
         #expect(h.fs.walkAhead.pending.count == 2)
         h.clock.advance(11)
@@ -250,6 +251,19 @@ import TestSupport
         h.fs.walkAhead.sweep()
         #expect(h.fs.walkAhead.pending.isEmpty)
         #expect(h.fs.readBudget.inUse == 0)
+    }
+
+    /// The walk-ahead's own sweep waits on the mount's clock: a manual one moved past the TTL
+    /// drops the files nobody opened, with no real time waited.
+    @Test func theWalkAheadSweepsByItselfOnTheClock() async throws {
+        let clock = ManualClock()
+        let (h, contents) = try await walkHarness { $0.walkAheadTTL = 10; $0.clock = clock.clock }
+        for i in 0..<3 { #expect(try await h.readAll(String(format: "d/f%02d", i)) == contents[i]) }
+        #expect(await eventually { h.fs.walkAhead.pending.count == 2 })
+        try await clock.waitForSleepers(1)
+        #expect(h.fs.walkAhead.pending.count == 2)
+        clock.advance(by: .seconds(11))
+        #expect(await eventually { h.fs.walkAhead.pending.isEmpty && h.fs.readBudget.inUse == 0 })
     }
 
     @Test func aWalkThatSkipsAheadDropsWhatItPassedOver() async throws {

@@ -28,23 +28,34 @@ extension BucketFileSystem {
             // Known to be gone (a stat saw 404, or unlinked) and not being written here.
             if superblock.isGoneAndNotStaged(n) { throw .ENOENT }
         }
-        // A local store's file of the generation opened: reads go straight to it.
-        var localFile: Int32? = nil
-        if !flags.isWrite, store.isLocal, let (path, info) = superblock.readTarget(n, seen: seen) {
-            do {
-                localFile = try await store.openLocal(path, generation: info.generation)
-            } catch {
-                throw fail(error, "open", path)
+        // The stream of the generation opened, made outside the superblock's lock; made again
+        // if the file moved on to another generation before the open was made (a local store's
+        // file of that generation: reads go straight to it).
+        var target = flags.isWrite ? nil : superblock.readTarget(n, seen: seen)
+        var opened: (fh: UInt64, handle: Handle, listed: ListedFiles?)? = nil
+        while opened == nil {
+            var stream: ReadStream? = nil
+            if let (path, info) = target {
+                var localFile: Int32? = nil
+                if store.isLocal {
+                    do {
+                        localFile = try await store.openLocal(path, generation: info.generation)
+                    } catch {
+                        throw fail(error, "open", path)
+                    }
+                }
+                stream = readPath.stream(path, info, localFile: localFile)
+            }
+            switch superblock.openFile(n, writable: flags.isWrite, writeOnly: flags.isWriteOnly, seen: seen, pinned: pinned,
+                                        stream: stream, walks: readPath.walks) {
+            case let .opened(fh, handle, listed): opened = (fh, handle, listed)
+            case let .retarget(path, info): target = (path, info)
             }
         }
-        let (fh, h) = superblock.openFile(n, writable: flags.isWrite, writeOnly: flags.isWriteOnly,
-                                               seen: seen, pinned: pinned) { path, info in
-            readPath.stream(path, info, localFile: localFile)
-        }
-        if h.stream == nil, let fd = localFile { Glibc.close(fd) }
+        let (fh, h, listed) = opened!
         if let stream = h.stream, readPath.walks {
             // Noted; handed the bytes fetched ahead of this walk (or kept from the last open).
-            readPath.opened(stream, path: h.path, generation: h.generation, at: superblock.walkPosition(of: n))
+            readPath.opened(stream, path: h.path, generation: h.generation, in: listed)
         }
         return fh
     }
@@ -79,16 +90,13 @@ extension BucketFileSystem {
         }
     }
 
-    /// `path` (node `n`) was read whole: noted, and the next small files of its directory
-    /// fetched in the order its reads have been following, once they show a walk
-    /// (`WalkAhead.plan`, docs/SEMANTICS.md §3.6).
+    /// `path` (node `n`) was read whole: the read path's walk is handed its directory's listing
+    /// (one superblock call), and asks the superblock again only for a new window's small files
+    /// (`ReadPath.readWhole`, docs/SEMANTICS.md §3.6).
     func walkOn(from n: Node, read path: String) {
-        guard readPath.walks, let at = superblock.walkPosition(of: n) else { return }
-        readPath.readWhole(path, at: at)
-        guard let (order, width, reach) = readPath.walkPlan(at: at) else { return }
-        // Room for the files other readers opened already (`WalkAhead.prefetch`).
-        let window = superblock.walkWindow(after: n, order: order, limit: reach + WalkAhead.readers,
-                                           maxSize: Int64(config.walkAheadMaxSize))
-        readPath.walk(window, in: at.directory, order: order, width: width, reach: reach)
+        guard readPath.walks, let listed = superblock.listedFiles(around: n) else { return }
+        readPath.readWhole(path, in: listed) { names, limit, maxSize in
+            superblock.smallFiles(besides: n, named: names, limit: limit, maxSize: maxSize)
+        }
     }
 }

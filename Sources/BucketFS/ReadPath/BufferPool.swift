@@ -1,4 +1,5 @@
 import Foundation
+import StorageModel
 
 /// Memory for read buffers, kept for reuse. A fresh buffer of a few MiB is a new mapping, and its
 /// first touch costs a page fault per 4 KiB page: more CPU than copying the bytes into it (a
@@ -22,15 +23,18 @@ final class BufferPool: @unchecked Sendable {
     let limit: Int
     private let room: @Sendable () -> Int
     private let idle: Duration
+    /// The mount's one clock: when a buffer was given back, and the sweep's wait.
+    private let clock: BucketClock
     private let lock = NSLock()
     /// Free buffers by size, most recently given back last.
-    private var free: [Int: [(base: UnsafeMutableRawPointer, since: ContinuousClock.Instant)]] = [:]
+    private var free: [Int: [(base: UnsafeMutableRawPointer, since: BucketClock.Instant)]] = [:]
     private var held = 0
     private var sweeping = false
 
-    init(limit: Int, idle: Duration = .seconds(10), room: @escaping @Sendable () -> Int = { .max }) {
+    init(limit: Int, idle: Duration = .seconds(10), clock: BucketClock = .real, room: @escaping @Sendable () -> Int = { .max }) {
         self.limit = max(0, limit)
         self.idle = idle
+        self.clock = clock
         self.room = room
     }
 
@@ -70,7 +74,7 @@ final class BufferPool: @unchecked Sendable {
         let bound = min(limit, room())
         let kept: Bool = lock.withLock {
             guard b.capacity >= Self.minPooled, held + b.capacity <= bound else { return false }
-            free[b.capacity, default: []].append((b.base, ContinuousClock.now))
+            free[b.capacity, default: []].append((b.base, clock.now))
             held += b.capacity
             return true
         }
@@ -88,8 +92,9 @@ final class BufferPool: @unchecked Sendable {
         }
     }
 
-    /// Frees the buffers that waited longer than `idle`.
-    func sweep(now: ContinuousClock.Instant = .now) {
+    /// Frees the buffers that waited longer than `idle` by `now` (the clock's now by default).
+    func sweep(now: BucketClock.Instant? = nil) {
+        let now = now ?? clock.now
         let old: [UnsafeMutableRawPointer] = lock.withLock {
             var old: [UnsafeMutableRawPointer] = []
             for (size, list) in free {
@@ -110,8 +115,8 @@ final class BufferPool: @unchecked Sendable {
             return true
         }
         guard start else { return }
-        Task.detached { [weak self, idle] in
-            try? await Task.sleep(for: idle + .milliseconds(100))
+        Task.detached { [weak self, idle, clock] in
+            try? await clock.sleep(for: idle + .milliseconds(100))
             guard let self else { return }
             self.sweep()
             let again: Bool = self.lock.withLock {

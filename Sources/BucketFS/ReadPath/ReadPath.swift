@@ -24,6 +24,8 @@ final class ReadPath: @unchecked Sendable {
     let walkAhead: WalkAhead
     /// The walk-ahead's fetches, hedged when one runs long (`--walk-hedge`).
     let hedge: Hedge
+    /// Where a file stands in its directory's walk orders, and what follows it.
+    private let walkOrder: WalkOrder
 
     init(store: any ObjectStore, config: MountConfig, logger: Logger) {
         self.store = store
@@ -31,9 +33,10 @@ final class ReadPath: @unchecked Sendable {
         self.logger = logger
         budget = ReadBudget(capacity: config.readAheadBudget)
         let budget = self.budget
-        pool = BufferPool(limit: (config.readStreams + 2) * config.readPartMax,
+        pool = BufferPool(limit: (config.readStreams + 2) * config.readPartMax, clock: config.clock,
                           room: { budget.capacity - budget.inUse })
-        walkAhead = WalkAhead(budget: budget, pool: pool, ttl: config.walkAheadTTL, limit: config.walkAheadFiles, now: config.now)
+        walkAhead = WalkAhead(budget: budget, pool: pool, ttl: config.walkAheadTTL, limit: config.walkAheadFiles, clock: config.clock)
+        walkOrder = WalkOrder(capacity: config.maxCachedEntries)
         hedge = Hedge(factor: config.walkHedge, floor: config.walkHedgeFloor, clock: config.clock)
     }
 
@@ -65,34 +68,42 @@ final class ReadPath: @unchecked Sendable {
     /// Whether small files are fetched ahead and kept (`--walk-ahead`, never for a local store).
     var walks: Bool { config.walkAheadFiles > 0 && !store.isLocal }
 
-    /// An open of `path` at `generation`, at `position` in its directory: noted (not fetched
-    /// ahead again; guesses it passed went unread), and handed the bytes fetched ahead (or kept)
-    /// for that generation if there are any.
-    func opened(_ stream: ReadStream, path: String, generation: Int64, at position: WalkAhead.Position?) {
+    /// An open of `path` at `generation` (in `listed`, its directory's listing): noted (not
+    /// fetched ahead again; guesses it passed went unread), and handed the bytes fetched ahead
+    /// (or kept) for that generation if there are any.
+    func opened(_ stream: ReadStream, path: String, generation: Int64, in listed: ListedFiles?) {
         guard walks else { return }
-        if let position { walkAhead.noteOpen(path, generation: generation, at: position) }
+        if let listed, let position = walkOrder.position(in: listed) {
+            walkAhead.noteOpen(path, generation: generation, at: position)
+        }
         guard let bytes = walkAhead.take(path, generation: generation) else { return }
         let walkAhead = self.walkAhead
         stream.seed(bytes) { walkAhead.giveBack(path, bytes) }
     }
 
-    /// `path`, at `position` in its directory, was read whole: what it shows of the order the
-    /// directory is read in (`WalkAhead.noteRead`).
-    func readWhole(_ path: String, at position: WalkAhead.Position) {
-        if walks { walkAhead.noteRead(path, at: position) }
-    }
-
-    /// What to fetch ahead next in the directory of a file read whole at `position`: the order,
-    /// how many at once, how far ahead; nil when nothing is to be fetched or the last window
-    /// stands (`WalkAhead.plan`).
-    func walkPlan(at position: WalkAhead.Position) -> (order: WalkAhead.Order, width: Int, reach: Int)? {
-        walks ? walkAhead.plan(at: position) : nil
+    /// `path` (in `listed`, its directory's listing) was read whole: what it shows of the order
+    /// the directory is read in (`WalkAhead.noteRead`), and, once that shows a walk, the next
+    /// small files in that order fetched ahead (`WalkAhead.plan`, docs/SEMANTICS.md §3.6).
+    /// `smallFiles` says which of the names that follow are small files to fetch (it asks the
+    /// superblock): called only when a window is made, not while the last one stands.
+    func readWhole(_ path: String, in listed: ListedFiles,
+                   smallFiles: (_ names: ArraySlice<String>, _ limit: Int, _ maxSize: Int64) -> [SmallFile]) {
+        guard walks, let at = walkOrder.position(in: listed) else { return }
+        walkAhead.noteRead(path, at: at)
+        guard let (order, width, reach) = walkAhead.plan(at: at) else { return }
+        // Room for the files other readers opened already (`WalkAhead.prefetch`).
+        let limit = reach + WalkAhead.readers
+        let (start, names) = walkOrder.names(after: at, in: listed, order: order, limit: limit)
+        let window = smallFiles(names, limit, Int64(config.walkAheadMaxSize)).map {
+            WalkAhead.Candidate(path: $0.path, info: $0.info, position: start + $0.index)
+        }
+        walk(window, in: at.directory, order: order, width: width, reach: reach)
     }
 
     /// Fetches the files of `window` (the next small files of `directory` after the reader in
     /// `order`; the first `reach` not opened yet) ahead of the walk, `width` at once, each
     /// checked whole before anyone can be handed it.
-    func walk(_ window: [WalkAhead.Candidate], in directory: String, order: WalkAhead.Order, width: Int, reach: Int) {
+    private func walk(_ window: [WalkAhead.Candidate], in directory: String, order: WalkAhead.Order, width: Int, reach: Int) {
         walkAhead.prefetch(window, in: directory, order: order, width: width, reach: reach) { [weak self] c in
             guard let self else { throw StorageError.cancelled }
             let data = try await self.hedge.run { try await self.fetch(c.path, generation: c.info.generation, 0..<c.info.size) }

@@ -135,7 +135,9 @@ final class WalkAhead: @unchecked Sendable {
     private let budget: ReadBudget
     private let pool: BufferPool
     private let ttl: Double
-    private let now: @Sendable () -> Double
+    /// The mount's one clock: entries and opens are timed in its calendar seconds, and the sweep
+    /// waits on it.
+    private let clock: BucketClock
     /// The most files fetched ahead of one walk (`--walk-ahead`), and the most kept for a reopen
     /// that no handle reads.
     private let limit: Int
@@ -181,14 +183,16 @@ final class WalkAhead: @unchecked Sendable {
     static let rememberedOpens = 4096
     static let rememberedDirectories = 256
 
-    init(budget: ReadBudget, pool: BufferPool, ttl: Double, limit: Int = 8, now: @escaping @Sendable () -> Double) {
+    init(budget: ReadBudget, pool: BufferPool, ttl: Double, limit: Int = 8, clock: BucketClock) {
         self.budget = budget
         self.pool = pool
         self.ttl = ttl
         self.limit = limit
         keepIdle = max(2 * limit, 4)
-        self.now = now
+        self.clock = clock
     }
+
+    private func now() -> Double { clock.seconds }
 
     /// Paths fetched ahead and not yet opened (tests, statistics).
     var pending: [String] { lock.withLock { entries.filter { !$0.value.taken }.map(\.key) } }
@@ -431,8 +435,8 @@ final class WalkAhead: @unchecked Sendable {
             return true
         }
         guard start else { return }
-        Task.detached { [weak self, ttl] in
-            try? await Task.sleep(for: .milliseconds(Int64(ttl * 1000) + 100))
+        Task.detached { [weak self, ttl, clock] in
+            try? await clock.sleep(for: .milliseconds(Int64(ttl * 1000) + 100))
             guard let self else { return }
             self.sweep()
             self.lock.withLock { self.sweeping = false }

@@ -25,11 +25,9 @@ struct Listing {
     /// (nil: listed by name only, its metadata not read).
     var hiddenFiles: [String: ObjectInfo?] = [:]
     /// The files' names in the order listed (the bucket's UTF-8 byte order), as of the listing:
-    /// the order a tree walk reads them in, for the walk-ahead (a hint; `children` is the truth).
+    /// the order a tree walk reads them in, for the read path's walk (`ListedFiles`; a hint,
+    /// `children` is the truth).
     var fileOrder: [String] = []
-    /// The listed files by inode number (the order `borg` reads a directory in), made from
-    /// `fileOrder` when a walk first asks for it.
-    var inodeOrder: [(ino: UInt64, name: String)]?
 
     /// How many of the next files listed by name only a stat of one such file reads the metadata
     /// of along with its own (`Superblock.statAhead`): 0 at first, then 15, 75 and

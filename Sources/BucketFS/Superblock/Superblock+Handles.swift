@@ -3,8 +3,8 @@ import FuseKit
 import StorageModel
 
 /// The superblock's open files: handles made and closed, what the kernel's page cache may keep
-/// for each (`PageCachePolicy`), and where an open file stands in its directory's walk orders
-/// (`WalkOrder`).
+/// for each (`PageCachePolicy`), and what the read path's walk reads of an open file's directory
+/// (`ListedFiles`, `smallFiles`).
 extension Superblock {
     func handle(_ fh: UInt64) -> Handle? { locked { handles.files[fh] } }
 
@@ -20,31 +20,44 @@ extension Superblock {
         locked { n.staged == nil ? (n.info ?? seen).map { (n.path, $0) } : nil }
     }
 
+    /// What `openFile` did: opened (the handle's number, the handle, and for a walk its
+    /// directory's listing as of the open), or found that a handle
+    /// opened now reads another generation (or path) than `stream` was made for, or needs a
+    /// stream where none was given: the open is not made, and the caller makes one for
+    /// `target` and asks again.
+    enum Opening {
+        case opened(fh: UInt64, handle: Handle, listed: ListedFiles?)
+        case retarget(path: String, info: ObjectInfo)
+    }
+
     /// Opens `n`: a handle on the metadata it has now (or `seen`), keeping its stage if it has
-    /// one, with reads of the generation opened made by `makeStream` (a file not staged, opened
-    /// for reading). Returns the handle's number.
+    /// one, reading through `stream` (made outside the lock, by the caller, for what `readTarget`
+    /// said) when it is opened for reading and not staged. A stream not wanted is the caller's to
+    /// drop. `walks`: a handle with a stream comes with its directory's listing (`listedFiles`).
     func openFile(_ n: Node, writable: Bool, writeOnly: Bool = false, seen: ObjectInfo?, pinned: StagedFile? = nil,
-                  makeStream: (_ path: String, _ info: ObjectInfo) -> ReadStream) -> (fh: UInt64, handle: Handle) {
+                  stream: ReadStream?, walks: Bool = false) -> Opening {
         locked {
+            let stage: StagedFile? = pinned ?? n.staged
+            let info = n.info ?? (stage == nil ? seen : nil)
+            var reads: ReadStream? = nil
+            if !writable, stage == nil, let info {
+                // The generation (and path) the stream was made for must be the one opened now.
+                guard let stream, stream.path == n.path, stream.generation == info.generation, stream.size == info.size else {
+                    return .retarget(path: n.path, info: info)
+                }
+                reads = stream
+            }
             // A handle keeps the file's local content while it is open (read through it too): the
             // pin its open took (for writing), else the one it takes now.
-            let stage: StagedFile?
-            if let pinned {
-                pinned.pins -= 1
-                stage = pinned
-            } else {
-                stage = n.staged
-            }
+            pinned?.pins -= 1
             stage?.openHandles += 1
-            let info = n.info ?? (stage == nil ? seen : nil)
-            let stream = writable || stage != nil ? nil : info.map { makeStream(n.path, $0) }
-            let h = Handle(ino: n.ino, writable: writable, info: info, path: n.path, stream: stream, stage: stage)
+            let h = Handle(ino: n.ino, writable: writable, info: info, path: n.path, stream: reads, stage: stage)
             let pages = PageCachePolicy.keepCache(cached: n.cachedGeneration,
                                                   opening: !writable && stage == nil ? info?.generation : nil)
             h.keepCache = pages.keep
             n.cachedGeneration = pages.cachedAfter
             h.directIO = PageCachePolicy.directIO(writeOnly: writeOnly, others: handles.fileHandles(on: n.ino))
-            return (handles.add(h), h)
+            return .opened(fh: handles.add(h), handle: h, listed: walks && reads != nil ? listedFilesLocked(around: n) : nil)
         }
     }
 
@@ -81,17 +94,29 @@ extension Superblock {
     /// The streams of the open handles (invariant checks of the read side).
     func openStreams() -> [ReadStream] { locked { handles.streams } }
 
-    /// Where `n` stands in its directory's walk orders; nil when the directory has no listing or
-    /// the listing does not name `n`.
-    func walkPosition(of n: Node) -> WalkAhead.Position? {
-        locked { table.parent(of: n).flatMap { WalkOrder.position(of: n, in: $0) } }
+    /// The listing of `n`'s directory as of now, with `n` in it, for the read path's walk; nil
+    /// when the directory has no listing.
+    func listedFiles(around n: Node) -> ListedFiles? { locked { listedFilesLocked(around: n) } }
+
+    private func listedFilesLocked(around n: Node) -> ListedFiles? {
+        guard let d = table.parent(of: n), let l = d.listing else { return nil }
+        return ListedFiles(directory: StoragePath.parent(n.path) ?? "", serial: l.serial, name: n.name, ino: n.ino,
+                           files: l.fileOrder, children: l.children)
     }
 
-    /// The next small files after `n` in its directory's `order` (`WalkOrder.window`).
-    func walkWindow(after n: Node, order: WalkAhead.Order, limit: Int, maxSize: Int64) -> [WalkAhead.Candidate] {
+    /// Of `names` (files of `n`'s directory), the first `limit` that a walk may fetch ahead:
+    /// regular, listed, not written here, of 1 byte to `maxSize`; each with its index in `names`.
+    func smallFiles(besides n: Node, named names: ArraySlice<String>, limit: Int, maxSize: Int64) -> [SmallFile] {
         locked {
-            guard let d = table.parent(of: n) else { return [] }
-            return WalkOrder.window(after: n, in: d, order: order, limit: limit, maxSize: maxSize) { l, name in childLocked(l, name) }
+            guard limit > 0, let l = table.parent(of: n)?.listing else { return [] }
+            var out: [SmallFile] = []
+            for (k, name) in names.enumerated() {
+                guard let c = childLocked(l, name), c.type == .regular, c.staged == nil, let info = c.info,
+                      info.size > 0, info.size <= maxSize else { continue }
+                out.append((k, c.path, info))
+                if out.count == limit { break }
+            }
+            return out
         }
     }
 }

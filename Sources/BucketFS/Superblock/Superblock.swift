@@ -57,7 +57,8 @@ final class Superblock: @unchecked Sendable {
         self.counters = counters
     }
 
-    var now: Double { config.now() }
+    /// Now, in seconds since 1970, on the mount's one clock (`MountConfig.clock`).
+    var now: Double { config.clock.seconds }
     var ttl: Double { config.metadataTTL }
 
     @inline(__always)
