@@ -259,6 +259,25 @@ func expectMatchesModel(_ ops: [RefOp], sourceLocation: SourceLocation = #_sourc
             .rmdir(dir: 0),
         ])
     }
+    /// Found by a random run (seed imnHVDKlPPktioLLlOW/Kqq4pQKavA8XsC6bCeRLapY=), shrunk to 4
+    /// steps: the bucket holds a file `a` and a directory `a/` (the directory wins, the file is
+    /// hidden); `mkdir c`, `mv c a` (a directory over the empty directory), a file in it, then
+    /// `mv a c`: the file `a` should show again once no directory `a` is left, and never did.
+    /// The rmdir of the replaced directory showed the file, and the directory renamed over it
+    /// then took its place in the listing without hiding it again.
+    @Test func regression_fileHiddenByADirectoryRenamedOverItsDirectoryShowsWhenThatGoes() async {
+        await expectMatchesModel(RefCase(tree: [
+            .init(path: [0], placeholder: false, bytes: .init(size: 0, seed: 0)),
+            .init(path: [0], placeholder: true, bytes: .init(size: 0, seed: 0)),
+            .init(path: [1], placeholder: false, bytes: .init(size: 0, seed: 0)),
+        ], ops: [
+            .mkdir(dir: 0, name: 2),
+            .rename(node: 2, toDir: 0, name: 0),
+            .writeFile(dir: 7, name: 0, .init(size: 0, seed: 0)),
+            .rename(node: 2, toDir: 0, name: 2),
+        ], buffer: 4096))
+    }
+
     /// Found by the runs (memory store, TTL 0 and 5 s) while changing truncate(2): a truncate of
     /// a path while a handle open for writing keeps the file must leave the upload to that
     /// handle's close (the bucket keeps the old bytes until then, as for any write through a

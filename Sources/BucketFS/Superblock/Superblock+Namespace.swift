@@ -154,6 +154,12 @@ extension Superblock {
             cache.removeChild(p, name)
             if isDirectory { uncoverLocked(p, name) }
             if let n = table.bound(dstPath, isDirectory: isDirectory) {
+                // A directory renamed over a directory that hid a file (the rmdir of the one it
+                // replaced showed that file): the file is hidden again, the directory wins.
+                if isDirectory, let shown = np.listing?.children[newName], shown != n.ino,
+                   let f = table[shown], f.type == .regular {
+                    np.listing?.hiddenFiles[newName] = .some(f.info)
+                }
                 cache.addChild(np, newName, n.ino)
             }
             trimCacheLocked()
