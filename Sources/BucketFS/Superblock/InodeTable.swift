@@ -15,9 +15,9 @@ import StorageModel
 /// The path index costs nothing for most nodes: a node whose number is its path's first probe
 /// (`home`), the number nearly every path gets, is found by computing that number and checking
 /// the node there (its path, type, and that it is not unlinked). Only the others (a path that
-/// collided, a node renamed, the root) are kept in `moved`, path → number; an entry there wins
-/// over the node at the path's home. This saves a dictionary entry (about 67 bytes at a million
-/// nodes) per node the kernel holds (docs/OPERATING.md#memory).
+/// collided, a node renamed) are kept in `moved`, path → number, and an entry there wins over the
+/// node at the path's home; the root is inode 1. This saves a dictionary entry (about 67 bytes at
+/// a million nodes) per node the kernel holds (docs/OPERATING.md#memory).
 ///
 /// INVARIANT: the root is inode 1, a directory at "", in the table and the path index.
 /// INVARIANT: the table is keyed by each node's own number; every node in it that is not
@@ -37,15 +37,11 @@ struct InodeTable {
         let root = Node(ino: Self.rootIno, path: "", type: .directory)
         root.lookups = 1
         nodes[Self.rootIno] = root
-        moved[PathKey(path: "", isDirectory: true)] = Self.rootIno
     }
 
     subscript(ino: UInt64) -> Node? { nodes[ino] }
 
     var count: Int { nodes.count }
-
-    /// How many paths the index keeps apart (`moved`): the ones not found at their home number.
-    var movedCount: Int { moved.count }
 
     /// The node bound to `path` (a directory or a file), removed or not.
     func bound(_ path: String, isDirectory: Bool) -> Node? {
@@ -53,6 +49,8 @@ struct InodeTable {
     }
 
     private func bound(_ key: PathKey) -> Node? {
+        // The root, inode 1, is nobody's home.
+        if key.path.isEmpty { return key.isDirectory ? nodes[Self.rootIno] : nil }
         if !moved.isEmpty, let ino = moved[key] { return nodes[ino] }
         guard let n = nodes[Self.home(key)], n.presence != .unlinked,
               (n.type == .directory) == key.isDirectory, n.path == key.path else { return nil }
