@@ -3,6 +3,7 @@ import Foundation
 import FuseKit
 import StorageModel
 import Testing
+import TestSupport
 
 /// Memory bounded by an option, not by the bucket: cached metadata stays within
 /// `maxCachedEntries`, evicted metadata is read again when needed, numbers the kernel holds stay
@@ -46,6 +47,54 @@ import Testing
         fill(h, "e", 120)
         _ = try await readdirPlus(h, try await h.ino("e"))
         #expect(h.fs.statistics().cachedEntries <= 50)
+    }
+
+    /// The store, watched: at each list request, what the mount's cache holds then (the pages
+    /// before it were applied).
+    final class PageWatch: ForwardingStore, @unchecked Sendable {
+        let inner: MemoryStore
+        private let lock = NSLock()
+        private var held: (@Sendable () -> Int)?
+        private(set) var highest = 0
+        private(set) var pages = 0
+        init(_ inner: MemoryStore) { self.inner = inner }
+        func watch(_ cached: @escaping @Sendable () -> Int) { lock.withLock { held = cached } }
+        func list(_ request: ListRequest) async throws -> ListPage {
+            let now = lock.withLock { held }?() ?? 0
+            lock.withLock {
+                highest = max(highest, now)
+                if request.maxResults > 2 { pages += 1 }
+            }
+            return try await inner.list(request)
+        }
+    }
+
+    @Test func theBoundHoldsWhileAListingIsReadAndEveryEntryKeepsItsAttributes() async throws {
+        let store = MemoryStore()
+        let watch = PageWatch(store)
+        let h = Harness(store: store, checkEvery: 50, { $0.maxCachedEntries = 40; $0.listPageSize = 25 }, through: { _ in watch })
+        let core = h.core
+        watch.watch { core.statistics().cachedEntries }
+        fill(h, "d", 400)
+        let d = try await h.ino("d")
+        store.resetCounts()
+        let listed = try await readdirPlus(h, d, chunk: 33)
+        // Every name, in order, each with its own size, though the cache held at most 40 of
+        // their metadata at any time.
+        #expect(listed.map(\.name) == (0..<400).map { String(format: "f%03d", $0) })
+        #expect(listed.allSatisfy { $0.attributesKnown && $0.entry.attributes.size == UInt64(Int($0.name.dropFirst())!) })
+        #expect(Set(listed.map(\.entry.attributes.ino)).count == 400)
+        #expect(watch.pages >= 16, "\(watch.pages) pages")
+        #expect(watch.highest <= 40, "the cache held \(watch.highest) entries between two pages, bound 40")
+        #expect(h.fs.statistics().cachedEntries <= 40)
+        // The attributes came with the pages: no request per file.
+        #expect(store.count("get") == 0, "\(store.counts)")
+        #expect(store.count("list") < 100, "the list pages only, far fewer than a request a file: \(store.counts)")
+        // The kernel holds every entry (readdirplus): their nodes stay, with their numbers.
+        #expect(h.fs.statistics().inodes == 402)
+        let again = try await h.fs.lookup(parent: d, name: "f123")
+        #expect(again.attributes.ino == listed[123].entry.attributes.ino)
+        #expect(again.attributes.size == 123)
     }
 
     @Test func anEvictedFileIsReadAgainWithTheRightData() async throws {

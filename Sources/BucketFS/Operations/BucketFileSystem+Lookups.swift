@@ -89,7 +89,7 @@ extension BucketFileSystem {
         }
         let listing = superblock.finishListing(build, placeholder: placeholderUnread ? .unread : .read(placeholder),
                                                at: now, into: handle)
-        if listing.children.count + listing.hiddenFiles.count >= largeListingNames {
+        if build.shown + listing.hiddenFiles.count >= largeListingNames {
             // The pages of a large listing were parsed into many short-lived objects, and the
             // metadata it brought may have evicted as much again: give the freed memory back
             // now rather than keep it as the process's high-water mark.

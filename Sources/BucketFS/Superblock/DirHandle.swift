@@ -1,8 +1,9 @@
 import Foundation
+import FuseKit
 
 /// An open directory: a snapshot of names so offsets stay stable across readdir calls. The
-/// snapshot holds its nodes (pinned in the table until `releasedir`) and the metadata they had
-/// when it was taken, so it keeps answering while the cache evicts.
+/// snapshot holds its nodes (pinned in the table until `releasedir`) and the attributes they had
+/// when their metadata came (`ShownAttributes`), so it keeps answering while the cache evicts.
 final class DirHandle: @unchecked Sendable {
     let ino: UInt64
     /// GUARDED_BY(Superblock.lock)
@@ -23,8 +24,39 @@ struct ReaddirPass {
     let start: Double
 }
 
+/// One entry of a directory snapshot (and of a listing being applied, `ListingBuild`): the node,
+/// pinned, and what its attributes were when its metadata came, kept apart from the metadata
+/// cache, whose bound may evict the node's own before readdir reaches it. 48 bytes: no name (the
+/// node's path has it) and no metadata object.
 struct SnapshotEntry {
-    let name: String
     let node: Node
-    let box: InfoBox?
+    /// nil: none known then (a file listed by name only, a directory's placeholder not read).
+    var shown: ShownAttributes?
+}
+
+/// The attributes `StatMapper` derived from an object's metadata (the number and the link count
+/// aside), in 37 bytes: what a readdirplus entry needs once the metadata itself is gone.
+struct ShownAttributes {
+    let size: UInt64
+    let mtime: Double
+    let ctime: Double
+    let permissions: UInt32
+    let uid: UInt32
+    let gid: UInt32
+    let type: FileType
+
+    init(_ a: FileAttributes) {
+        size = a.size
+        mtime = a.mtime
+        ctime = a.ctime
+        permissions = a.permissions
+        uid = a.uid
+        gid = a.gid
+        type = a.type
+    }
+
+    func attributes(ino: UInt64) -> FileAttributes {
+        FileAttributes(ino: ino, type: type, size: size, permissions: permissions, nlink: 1,
+                       uid: uid, gid: gid, atime: mtime, mtime: mtime, ctime: ctime)
+    }
 }

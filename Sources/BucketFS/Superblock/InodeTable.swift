@@ -12,6 +12,13 @@ import StorageModel
 /// path ever seen. Only a collision with a live number (a path unlinked or renamed while the
 /// kernel still holds its node) moves a path to another number.
 ///
+/// The path index costs nothing for most nodes: a node whose number is its path's first probe
+/// (`home`), the number nearly every path gets, is found by computing that number and checking
+/// the node there (its path, type, and that it is not unlinked). Only the others (a path that
+/// collided, a node renamed) are kept in `moved`, path → number, and an entry there wins over the
+/// node at the path's home; the root is inode 1. This saves a dictionary entry (about 67 bytes at
+/// a million nodes) per node the kernel holds (docs/OPERATING.md#memory).
+///
 /// INVARIANT: the root is inode 1, a directory at "", in the table and the path index.
 /// INVARIANT: the table is keyed by each node's own number; every node in it that is not
 /// unlinked is indexed under its path, and every indexed path names a node in the table with that
@@ -21,15 +28,15 @@ struct InodeTable {
 
     /// GUARDED_BY(Superblock.lock)
     private(set) var nodes: [UInt64: Node] = [:]
-    /// (path, is a directory) → inode, so a path keeps its number while the kernel holds it. The
-    /// key shares the node's path string (no second copy). GUARDED_BY(Superblock.lock)
-    private var byPath: [PathKey: UInt64] = [:]
+    /// (path, is a directory) → inode for the paths whose node is not at the path's `home`
+    /// number (or whose home holds another node of that path, unlinked). The key shares the
+    /// node's path string (no second copy). GUARDED_BY(Superblock.lock)
+    private var moved: [PathKey: UInt64] = [:]
 
     init() {
         let root = Node(ino: Self.rootIno, path: "", type: .directory)
         root.lookups = 1
         nodes[Self.rootIno] = root
-        byPath[PathKey(path: "", isDirectory: true)] = Self.rootIno
     }
 
     subscript(ino: UInt64) -> Node? { nodes[ino] }
@@ -38,31 +45,49 @@ struct InodeTable {
 
     /// The node bound to `path` (a directory or a file), removed or not.
     func bound(_ path: String, isDirectory: Bool) -> Node? {
-        byPath[PathKey(path: path, isDirectory: isDirectory)].flatMap { nodes[$0] }
+        bound(PathKey(path: path, isDirectory: isDirectory))
+    }
+
+    private func bound(_ key: PathKey) -> Node? {
+        // The root, inode 1, is nobody's home.
+        if key.path.isEmpty { return key.isDirectory ? nodes[Self.rootIno] : nil }
+        if !moved.isEmpty, let ino = moved[key] { return nodes[ino] }
+        guard let n = nodes[Self.home(key)], n.presence != .unlinked,
+              (n.type == .directory) == key.isDirectory, n.path == key.path else { return nil }
+        return n
     }
 
     /// The node for a path and type, made (and bound) if there is none. Pass a path string that
     /// lives on anyway (a listed object's name) so the node shares it.
     mutating func node(path: String, type: FileType) -> Node {
         let key = PathKey(path: path, isDirectory: type == .directory)
-        if let ino = byPath[key], let n = nodes[ino] { return n }
+        if let n = bound(key) { return n }
         let n = Node(ino: inodeNumber(for: key), path: path, type: type)
         nodes[n.ino] = n
-        byPath[key] = n.ino
+        if n.ino != Self.home(key) { moved[key] = n.ino }
         return n
     }
 
-    private func inodeNumber(for key: PathKey) -> UInt64 {
+    /// The first number a path's probe tries: a 64-bit hash of type and path (FNV-1a, spread by
+    /// SplitMix64's finalizer), past the root's.
+    static func home(_ key: PathKey) -> UInt64 {
         var h: UInt64 = key.isDirectory ? 0x84222325_cbf29ce4 : 0xcbf29ce4_84222325
         for b in key.path.utf8 { h = (h ^ UInt64(b)) &* 0x0000_0100_0000_01b3 }  // FNV-1a
-        func mix(_ x: UInt64) -> UInt64 {  // SplitMix64's finalizer: spreads the bits
-            var z = x &+ 0x9e37_79b9_7f4a_7c15
-            z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-            z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-            return (z ^ (z >> 31)) & 0x7fff_ffff_ffff_ffff
-        }
         var ino = mix(h)
-        while ino <= Self.rootIno || nodes[ino] != nil { ino = mix(ino) }
+        while ino <= rootIno { ino = mix(ino) }
+        return ino
+    }
+
+    private static func mix(_ x: UInt64) -> UInt64 {  // SplitMix64's finalizer: spreads the bits
+        var z = x &+ 0x9e37_79b9_7f4a_7c15
+        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
+        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
+        return (z ^ (z >> 31)) & 0x7fff_ffff_ffff_ffff
+    }
+
+    private func inodeNumber(for key: PathKey) -> UInt64 {
+        var ino = Self.home(key)
+        while ino <= Self.rootIno || nodes[ino] != nil { ino = Self.mix(ino) }
         return ino
     }
 
@@ -71,19 +96,21 @@ struct InodeTable {
     /// node.
     mutating func bind(_ n: Node) -> Node? {
         let k = PathKey(n)
-        let old = byPath[k].flatMap { $0 != n.ino ? nodes[$0] : nil }
-        byPath[k] = n.ino
+        let before = bound(k)
+        let old = before.flatMap { $0.ino != n.ino ? $0 : nil }
+        if n.ino == Self.home(k) { moved.removeValue(forKey: k) } else { moved[k] = n.ino }
         return old
     }
 
-    /// `n` leaves the path index (when its path is bound to it).
+    /// `n` leaves the path index (when its path is bound to it). The caller unlinks it or gives
+    /// it another path at once: a node at its path's home number is indexed by being there.
     mutating func unindex(_ n: Node) {
         let k = PathKey(n)
-        if byPath[k] == n.ino { byPath.removeValue(forKey: k) }
+        if moved[k] == n.ino { moved.removeValue(forKey: k) }
     }
 
     /// Whether `n`'s path is bound to `n`.
-    func isIndexed(_ n: Node) -> Bool { byPath[PathKey(n)] == n.ino }
+    func isIndexed(_ n: Node) -> Bool { bound(PathKey(n))?.ino == n.ino }
 
     /// Whether `n` is the node the table holds for its number (dropped nodes may still be held by
     /// an operation under way; they count for nothing).
@@ -107,7 +134,8 @@ struct InodeTable {
         if isTabled(n) { return (n, false) }
         if n.presence != .unlinked {
             if let bound = bound(n.path, isDirectory: n.type == .directory) { return (bound, false) }
-            byPath[PathKey(n)] = n.ino
+            let k = PathKey(n)
+            if n.ino != Self.home(k) { moved[k] = n.ino }
         }
         nodes[n.ino] = n
         return (n, true)
@@ -125,28 +153,23 @@ struct InodeTable {
         var bad: [String] = []
         let root = nodes[Self.rootIno]
         if !(root != nil && root!.type == .directory && root!.path.isEmpty && root!.presence == .present
-             && root!.lookups >= 1 && byPath[PathKey(path: "", isDirectory: true)] == Self.rootIno) {
+             && root!.lookups >= 1 && bound("", isDirectory: true) === root) {
             bad.append("the root is not inode 1 at \"\", indexed and present")
         }
-        var unlinked = 0
         for (ino, n) in nodes {
             if n.ino != ino { bad.append("nodes[\(ino)] holds inode \(n.ino) ('\(n.path)')") }
-            if n.presence == .unlinked {
-                unlinked += 1
-            } else if !isIndexed(n) {
-                bad.append("inode \(n.ino) '\(n.path)' (\(n.presence)) is not indexed under its path (the index has \(byPath[PathKey(n)].map(String.init) ?? "nothing"))")
+            if n.presence != .unlinked, !isIndexed(n) {
+                bad.append("inode \(n.ino) '\(n.path)' (\(n.presence)) is not indexed under its path (the index has \(bound(PathKey(n)).map { String($0.ino) } ?? "nothing"))")
             }
         }
-        // When the index has as many paths as the table has nodes not unlinked, the pass above,
-        // which found each of them under its own path, has seen every path.
-        if byPath.count != nodes.count - unlinked {
-            for (k, ino) in byPath {
-                guard let n = nodes[ino] else { bad.append("path '\(k.path)' names inode \(ino), which is not in the table"); continue }
-                if !(n.path == k.path && (n.type == .directory) == k.isDirectory) {
-                    bad.append("path '\(k.path)' (directory: \(k.isDirectory)) names inode \(ino), which is '\(n.path)' (\(n.type))")
-                }
-                if n.presence == .unlinked { bad.append("path '\(k.path)' names inode \(ino), which was unlinked") }
+        // The paths kept apart; a path found at its home number names the node there by
+        // construction (its path, type, not unlinked).
+        for (k, ino) in moved {
+            guard let n = nodes[ino] else { bad.append("path '\(k.path)' names inode \(ino), which is not in the table"); continue }
+            if !(n.path == k.path && (n.type == .directory) == k.isDirectory) {
+                bad.append("path '\(k.path)' (directory: \(k.isDirectory)) names inode \(ino), which is '\(n.path)' (\(n.type))")
             }
+            if n.presence == .unlinked { bad.append("path '\(k.path)' names inode \(ino), which was unlinked") }
         }
         return bad
     }

@@ -9,9 +9,14 @@ import StorageModel
 /// before the listing began.
 ///
 /// Pages come in the order their answers arrive, not the bucket's, and may repeat a name (at a
-/// range's edge): each name is kept once, where it first came, and `fileOrder` is put in the
+/// range's edge): each name is kept once, where it first came, and the entries are put in the
 /// bucket's order at the end. The nodes it made are pinned (`Node.snapshotPins`, counted by the
 /// invariants as this build's) so that no eviction drops them before the listing names them.
+///
+/// Memory: per file, its entry (the node and the attributes its page showed, 48 bytes) and its
+/// number in `given`; no name (the node's path has it) and no copy of its metadata, which the
+/// cache holds within its bound and may evict while the pages still come. The entries become
+/// the snapshot of the directory handle that asked (`Superblock.finishListing`).
 /// Every field is GUARDED_BY(Superblock.lock) and changed only by the superblock.
 final class ListingBuild: @unchecked Sendable {
     let dir: Node
@@ -26,20 +31,20 @@ final class ListingBuild: @unchecked Sendable {
     /// What changed in the directory since the listing began, by path, made by other operations
     /// (`RecentChanges`); nil once more changed than it keeps (the listing shows what it read).
     var changed: [String: RecentChanges.Kind]? = [:]
-    /// The files so far, name → inode (the directories are added at the end).
-    var children: [String: UInt64] = [:]
+    /// The files so far as they came, each once, pinned (some may have been hidden or have left
+    /// since: `given` says which still count).
+    var files: [SnapshotEntry] = []
+    /// The numbers of the files in `files` that the listing shows (a file hidden by a directory
+    /// of its name leaves it).
+    var given: Set<UInt64> = []
     /// The subdirectories' names, in the order they came, and as a set.
     var dirs: [String] = []
     var dirNames: Set<String> = []
     var subdirectoryPlaceholders: [String: ObjectInfo] = [:]
     /// Files hidden by a directory of the same name (`Listing.hiddenFiles`).
     var hidden: [String: ObjectInfo?] = [:]
-    /// The files' names as they came (`Listing.fileOrder` once sorted).
-    var fileOrder: [String] = []
-    /// Whether `fileOrder` is still in the bucket's order.
-    var inOrder = true
-    /// The nodes this build pinned (each once), unpinned when it ends.
-    var pinned: [Node] = []
+    /// How many names the listing showed (set when it ends).
+    var shown = 0
     /// The listing's place in the eviction order, taken when it began: before the metadata its
     /// pages bring, so that under pressure it goes first (`CacheOrder.reserve`).
     let place: UInt64
@@ -53,9 +58,8 @@ final class ListingBuild: @unchecked Sendable {
         mark = since
     }
 
-    /// A file name from a page, in `fileOrder`.
-    func noteFile(_ name: String) {
-        if inOrder, let last = fileOrder.last, !last.utf8.lexicographicallyPrecedes(name.utf8) { inOrder = false }
-        fileOrder.append(name)
+    /// The file `path` (in this directory) when it is one of the listing's files.
+    func givenFile(_ path: String, in table: InodeTable) -> Node? {
+        table.bound(path, isDirectory: false).flatMap { given.contains($0.ino) ? $0 : nil }
     }
 }

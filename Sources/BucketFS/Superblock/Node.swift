@@ -8,7 +8,6 @@ final class Node: @unchecked Sendable {
     let ino: UInt64
     /// Object path without a trailing slash; "" for the root.
     var path: String
-    let type: FileType
     /// For a file: the object. For a directory: its `dir/` placeholder, nil when prefix-only (or
     /// not cached: evicted, `infoExpiry` 0). Boxed, so a node without it costs one pointer and a
     /// readdir snapshot can share it. Set only through `setInfoLocked` / `evictInfoLocked`, which
@@ -50,6 +49,9 @@ final class Node: @unchecked Sendable {
     var snapshotPins: UInt32 = 0
     /// Whether the object is there, found missing, or removed through this mount.
     var presence = Presence.present
+    /// (Next to `snapshotPins` and `presence`, so that the three share one word: a node is 104
+    /// bytes, a 112-byte block of the allocator's.)
+    let type: FileType
     /// The object is gone: found missing, or removed through this mount.
     var removed: Bool { presence != .present }
     /// The generation the kernel's page cache holds for this file: the one last opened for

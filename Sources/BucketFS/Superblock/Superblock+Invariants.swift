@@ -28,7 +28,7 @@ extension Superblock {
             }
             // A listing being applied pins the nodes it made until it ends (`ListingBuild`).
             for b in listingBuilds.values {
-                for n in b.pinned { pins[ObjectIdentifier(n), default: (n, 0)].count += 1 }
+                for e in b.files { pins[ObjectIdentifier(e.node), default: (e.node, 0)].count += 1 }
             }
             var infos = 0, listings = 0, names = 0
             for n in table.nodes.values {

@@ -17,7 +17,9 @@ extension Superblock {
     /// Applies one page of `b`'s listing: every new file's node is made (pinned) and its metadata
     /// cached, unless it left through this mount since the listing began; a name already given
     /// (an edge of two ranges) is kept as it first came; a file whose name a directory has is
-    /// hidden (the directory wins). Nothing shows the listing yet.
+    /// hidden (the directory wins). Nothing shows the listing yet. The cache's bound holds after
+    /// each page: what the pages brought may be evicted at once (the entry keeps the attributes
+    /// its page showed, `SnapshotEntry.shown`).
     func applyListedPage(_ b: ListingBuild, dirs: [String], files: [(name: String, info: ObjectInfo?)],
                          subdirectoryPlaceholders: [String: ObjectInfo], at t: Double) {
         locked {
@@ -26,12 +28,14 @@ extension Superblock {
                 b.dirs.append(name)
                 // A file of that name came first: hidden now (its node goes when the build ends,
                 // unless something else holds it).
-                if let ino = b.children.removeValue(forKey: name) { b.hidden[name] = .some(table[ino]?.info) }
+                if let f = b.givenFile(b.prefix + name, in: table) {
+                    b.given.remove(f.ino)
+                    b.hidden[name] = .some(f.info)
+                }
             }
             for (name, ph) in subdirectoryPlaceholders { b.subdirectoryPlaceholders[name] = ph }
             for (name, info) in files {
-                guard b.children[name] == nil, b.hidden[name] == nil else { continue }
-                b.noteFile(name)
+                guard b.hidden[name] == nil else { continue }
                 if b.dirNames.contains(name) {
                     b.hidden[name] = .some(info)
                     continue
@@ -39,67 +43,124 @@ extension Superblock {
                 if leftHereLocked(b, name) { continue }
                 // The object's name is the node's path: a new node shares that string.
                 let n = nodeLocked(path: info?.name ?? b.prefix + name, type: .regular)
+                guard b.given.insert(n.ino).inserted else { continue }
                 n.presence = .present
                 n.snapshotPins += 1
-                b.pinned.append(n)
-                b.children[name] = n.ino
                 // Listed by name only: what is cached of it stays, within its own TTL.
                 if let info { keepListedInfoLocked(n, info, expiry: t + ttl, since: b.since) }
+                b.files.append(SnapshotEntry(node: n, shown: shownLocked(n, at: t)))
             }
+            trimCacheLocked()
             // The changes made by this page are the listing's own.
             b.mark = cache.changes
         }
     }
 
+    /// What a snapshot shows of `n` once its metadata may be evicted: its attributes now, if
+    /// its metadata is known (nil for a file listed by name only, a placeholder not read).
+    func shownLocked(_ n: Node, at t: Double) -> ShownAttributes? {
+        n.box.map { ShownAttributes(stat.attributes(n, info: $0.info, now: t)) }
+    }
+
     /// Ends `b`: binds its directories (and those that hold files created here and not uploaded
     /// yet), adds the files created here and not uploaded yet, corrects it by what changed here
-    /// since it began (a name that left through this mount is not shown, a node made or uploaded
-    /// here is), caches it (unless it is larger than the whole cache) and the directory's
-    /// placeholder. With `handle`, that directory handle's snapshot is taken from it at once,
-    /// before anything can be evicted, and its readdir pass begins (`startPassLocked`). Returns
-    /// the listing (fresh even with a TTL of 0, for the caller that asked).
+    /// since it began (a file that left through this mount is not shown, one renamed within the
+    /// directory shows under its new name, a node made or uploaded here is), caches it (unless it
+    /// is larger than the whole cache) and the directory's placeholder. With `handle`, that
+    /// directory handle's snapshot is made of the build's entries at once (the attributes their
+    /// pages showed: the cache may have evicted their metadata already), and its readdir pass
+    /// begins (`startPassLocked`). Returns the listing (fresh even with a TTL of 0, for the caller
+    /// that asked); with `handle` and larger than the cache, without its names (only the
+    /// snapshot needed them, and it has them: `b.shown` counts them).
     func finishListing(_ b: ListingBuild, placeholder: ListedPlaceholder, at t: Double, into handle: DirHandle?) -> Listing {
         locked {
             absorbChangesLocked(b)
             let dir = b.dir, prefix = b.prefix
-            var children = b.children
-            b.children = [:]
-            // Names that left here after their page was applied.
-            for (path, kind) in b.changed ?? [:] where kind == .left {
-                let name = StoragePath.lastSegment(path)
-                if children[name] != nil, leftHereLocked(b, name) { children[name] = nil }
-            }
             // Directories that hold files created here and not uploaded yet exist before the
             // bucket has anything under them.
             let pendingDirs = pending.directories(in: dir.path, table: table).subtracting(b.dirNames)
             let dirs = b.dirs + pendingDirs.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
             var hidden = b.hidden
+            var extras: [SnapshotEntry] = []
+            var extraNames = Set<String>()
             for name in dirs where !leftHereLocked(b, name) {
-                if let ino = children[name] { hidden[name] = .some(table[ino]?.info) }
+                if let f = b.givenFile(prefix + name, in: table) {
+                    hidden[name] = .some(f.info)
+                    b.given.remove(f.ino)
+                }
                 let n = nodeLocked(path: prefix + name, type: .directory)
-                children[name] = n.ino
                 // Its placeholder, when the listing brought it (a hint: none proves nothing).
                 if let ph = b.subdirectoryPlaceholders[name], n.infoSeq <= b.since {
                     setInfoLocked(n, ph, expiry: t + ttl)
                 }
+                extras.append(SnapshotEntry(node: n, shown: shownLocked(n, at: t)))
+                extraNames.insert(name)
+            }
+            // A file that left through this mount since its page came (removed, renamed away,
+            // found missing) is not shown; one renamed within the directory is, by its new name.
+            var files = b.files
+            b.files = []
+            var dropped: [SnapshotEntry] = []
+            let prefixBytes = prefix.utf8.count
+            // (Without changes here since the listing began, none of them can have moved.)
+            let mayHaveMoved = b.changed.map { !$0.isEmpty } ?? true
+            files.removeAll { e in
+                let n = e.node
+                var keep = b.given.contains(n.ino) && !n.removed
+                if keep, mayHaveMoved {
+                    let p = n.path.utf8
+                    keep = p.count > prefixBytes && p.starts(with: prefix.utf8)
+                        && !p.dropFirst(prefixBytes).contains(UInt8(ascii: "/"))
+                        && (extraNames.isEmpty || !extraNames.contains(n.name))
+                }
+                if !keep {
+                    b.given.remove(n.ino)
+                    dropped.append(e)
+                }
+                return !keep
+            }
+            // Whether the listing shows `name` already.
+            func listed(_ name: String) -> Bool {
+                extraNames.contains(name) || b.givenFile(prefix + name, in: table) != nil
             }
             // Files created here and not yet uploaded stay visible (even when this directory had
             // no listing yet when they were created).
-            for n in pending.files(in: dir.path, table: table) where children[n.name] == nil {
-                children[n.name] = n.ino
+            for n in pending.files(in: dir.path, table: table) where !listed(n.name) {
+                extras.append(SnapshotEntry(node: n, shown: shownLocked(n, at: t)))
+                extraNames.insert(n.name)
             }
             for (path, kind) in b.changed ?? [:] where kind == .changed {
                 let name = StoragePath.lastSegment(path)
-                if children[name] == nil, let n = liveBoundLocked(path) { children[name] = n.ino }
+                if !listed(name), let n = liveBoundLocked(path) {
+                    extras.append(SnapshotEntry(node: n, shown: shownLocked(n, at: t)))
+                    extraNames.insert(name)
+                }
             }
-            var listing = Listing(children: children, expiry: t + ttl)
+            b.given = []
+            for e in extras { e.node.snapshotPins += 1 }
+            var entries = files
+            files = []
+            entries.append(contentsOf: extras)
+            Self.sortByPath(&entries)
+            b.shown = entries.count
+            let keep = entries.count <= config.maxCachedEntries && table.isTabled(dir)
+            var listing = Listing(children: [:], expiry: t + ttl)
             if case .unread = placeholder { listing.namesOnly = true }
             listing.hiddenFiles = hidden
-            if !b.inOrder { b.fileOrder.sort { $0.utf8.lexicographicallyPrecedes($1.utf8) } }
-            listing.fileOrder = b.fileOrder
-            b.fileOrder = []
+            if keep || handle == nil {
+                var children: [String: UInt64] = [:]
+                children.reserveCapacity(entries.count)
+                var fileOrder: [String] = []
+                for e in entries {
+                    let name = e.node.name
+                    children[name] = e.node.ino
+                    if e.node.type == .regular { fileOrder.append(name) }
+                }
+                listing.children = children
+                listing.fileOrder = fileOrder
+            }
             // One larger than the whole cache is answered from but not kept.
-            if children.count <= config.maxCachedEntries, table.isTabled(dir) {
+            if keep {
                 // Queued before the metadata it brought, so under pressure it goes first: the
                 // files' metadata answers stat and getxattr without it, not it without them.
                 setListingLocked(dir, listing, place: b.place)
@@ -110,12 +171,43 @@ extension Superblock {
                 setInfoLocked(dir, ph, expiry: t + ttl)
             }
             if let handle {
-                snapshotLocked(handle, listing)
+                // The build's pins are the snapshot's now.
+                installSnapshotLocked(handle, entries, namesOnly: listing.namesOnly)
+                entries = []
                 startPassLocked(handle, dir, start: b.began)
             }
+            // What the build still pins: what it dropped, and its entries when no snapshot
+            // took them.
+            entries.append(contentsOf: dropped)
+            b.files = entries
             trimCacheLocked()
             endBuildLocked(b)
             return listing
+        }
+    }
+
+    /// Puts entries of one directory in the bucket's order (the paths' UTF-8 byte order, so the
+    /// names'). Sorts 4-byte indices and moves the entries in place, so that a million entries
+    /// cost no second copy of them.
+    static func sortByPath(_ all: inout [SnapshotEntry]) {
+        func precedes(_ a: SnapshotEntry, _ b: SnapshotEntry) -> Bool { a.node.path.utf8.lexicographicallyPrecedes(b.node.path.utf8) }
+        if all.count < 2 || zip(all, all.dropFirst()).allSatisfy({ precedes($0, $1) }) { return }
+        var order = [UInt32](unsafeUninitializedCapacity: all.count) { buf, n in
+            for i in 0..<all.count { buf[i] = UInt32(i) }
+            n = all.count
+        }
+        order.sort { precedes(all[Int($0)], all[Int($1)]) }
+        // all[k] = old all[order[k]], cycle by cycle (a visited slot's order becomes .max).
+        for start in 0..<all.count where order[start] != .max {
+            let held = all[start]
+            var k = start
+            while true {
+                let from = Int(order[k])
+                order[k] = .max
+                if from == start { all[k] = held; break }
+                all[k] = all[from]
+                k = from
+            }
         }
     }
 
@@ -141,9 +233,11 @@ extension Superblock {
 
     private func endBuildLocked(_ b: ListingBuild) {
         listingBuilds[ObjectIdentifier(b)] = nil
-        let pinned = b.pinned
-        b.pinned = []
-        for n in pinned {
+        let pinned = b.files
+        b.files = []
+        b.given = []
+        for e in pinned {
+            let n = e.node
             n.snapshotPins -= 1
             if n.snapshotPins == 0, n.lookups == 0 { dropIfUnusedLocked(n) }
         }

@@ -151,7 +151,8 @@ extension Superblock {
     }
 
     /// Entries of `h`'s snapshot after `offset`, at most `limit`. The answer that says the end
-    /// (no entries) ends the readdir pass.
+    /// (no entries) ends the readdir pass. Each shows the node's metadata when it has it (or its
+    /// local content), else the attributes its listing showed.
     func entries(_ h: DirHandle, after offset: UInt64, limit: Int) -> [DirectoryEntry] {
         locked {
             let entries = h.entries ?? []
@@ -159,17 +160,23 @@ extension Superblock {
             var i = Int(offset)
             let t = now
             while i < entries.count, out.count < limit {
-                let e = entries[i]
+                let e = entries[i], n = e.node
                 // A directory whose placeholder is not known yet: its name only, and the kernel's
                 // lookup reads the placeholder before its attributes are shown.
                 // Likewise a file listed by name only, or whose metadata expired in a listing of
                 // names only (listing it again did not refresh it): the kernel's lookup reads it.
-                var expired = h.namesOnly && e.node.type == .regular && e.node.staged == nil && e.node.infoExpiry <= t
+                var expired = h.namesOnly && n.type == .regular && n.staged == nil && n.infoExpiry <= t
                 // (What arrived during this pass lives until it ends.)
-                if expired, let p = h.pass, e.node.infoExpiry >= p.start + ttl { expired = false }
-                let known = !expired && (e.box != nil || !(placeholderUnknownLocked(e.node) || lacksFileInfoLocked(e.node)))
-                out.append(DirectoryEntry(name: e.name, offset: UInt64(i + 1),
-                                          entry: stat.entry(e.node, info: e.node.info ?? e.box?.info, now: t),
+                if expired, let p = h.pass, n.infoExpiry >= p.start + ttl { expired = false }
+                let known = !expired && (e.shown != nil || !(placeholderUnknownLocked(n) || lacksFileInfoLocked(n)))
+                let attributes: FileAttributes
+                if let shown = e.shown, n.box == nil, n.staged == nil {
+                    attributes = shown.attributes(ino: n.ino)
+                } else {
+                    attributes = stat.attributes(n, info: n.info, now: t)
+                }
+                out.append(DirectoryEntry(name: n.name, offset: UInt64(i + 1),
+                                          entry: FuseEntry(attributes: attributes, entryTimeout: ttl, attrTimeout: ttl),
                                           attributesKnown: known))
                 i += 1
             }
@@ -189,19 +196,26 @@ extension Superblock {
     }
 
     /// Takes a directory handle's snapshot of `l`: each child node (pinned in the table, so the
-    /// numbers it hands out stay valid) with the metadata it has now (evictions do not change it).
-    /// A pass of the handle under way ends (rewinddir).
+    /// numbers it hands out stay valid) with the attributes its metadata shows now (evictions do
+    /// not change them). A pass of the handle under way ends (rewinddir).
     func snapshotLocked(_ h: DirHandle, _ l: Listing) {
         var entries: [SnapshotEntry] = []
         entries.reserveCapacity(l.children.count)
+        let t = now
         for name in l.sortedNames {
             guard let n = table[l.children[name]!] else { continue }
             n.snapshotPins += 1
-            entries.append(SnapshotEntry(name: name, node: n, box: n.box))
+            entries.append(SnapshotEntry(node: n, shown: shownLocked(n, at: t)))
         }
+        installSnapshotLocked(h, entries, namesOnly: l.namesOnly)
+    }
+
+    /// Makes `entries`, in the bucket's order, whose nodes are pinned for it, `h`'s snapshot; the
+    /// one it had goes (its pass ends).
+    func installSnapshotLocked(_ h: DirHandle, _ entries: [SnapshotEntry], namesOnly: Bool) {
         unpinLocked(h)
         h.entries = entries
-        h.namesOnly = l.namesOnly
+        h.namesOnly = namesOnly
     }
 
     /// Begins `h`'s readdir pass over `dir`'s cached listing, whose reading began at `start`
