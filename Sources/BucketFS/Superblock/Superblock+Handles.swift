@@ -30,12 +30,12 @@ extension Superblock {
             // pin its open took (for writing), else the one it takes now.
             let stage: StagedFile?
             if let pinned {
-                pinned.pins -= 1
+                pinned.unpinned()
                 stage = pinned
             } else {
                 stage = n.staged
             }
-            stage?.openHandles += 1
+            stage?.opened()
             let info = n.info ?? (stage == nil ? seen : nil)
             let stream = writable || stage != nil ? nil : info.map { makeStream(n.path, $0) }
             let h = Handle(ino: n.ino, writable: writable, info: info, path: n.path, stream: stream, stage: stage)
@@ -67,7 +67,7 @@ extension Superblock {
             clearInfoLocked(n)
             let replaced = n.staged
             n.staged = staged
-            staged.openHandles = 1
+            staged.opened()
             n.lookups += 1
             cache.addChild(p, name, n.ino)
             pending.note(n)
