@@ -23,13 +23,14 @@ import StorageModel
 /// The metadata side:
 /// - `Superblock.lock` (NSLock, private to the superblock) guards its parts (`table`, `cache`,
 ///   `pending`, `handles`, `negative`, `listingBuilds`, `lastListingSerial`, `shuttingDown`); every field of every `Node` (including its
-///   `listing`); every field of every `StagedFile` but `fd`'s bytes and `recorded`;
+///   `listing`); every field of every `StagedFile` but `fd`'s bytes and its sidecar's;
 ///   `DirHandle.entries`; `Handle.keepCache` and `directIO`. It is held for short, synchronous
 ///   stretches only (one superblock method each): never across an `await`, and no store
 ///   request, disk I/O or logging is done under it.
-/// - `StagedFile.sidecarLock` (NSLock): one stage's sidecar file and its `recorded` flag. Taken
-///   with no other NSLock held (a file's `uploadLock` may be); it takes the superblock's lock under it, briefly, to read the
-///   object's current path.
+/// - `StagedFile.sidecarLock` (NSLock): one stage's sidecar file and what the stage knows of it
+///   (`recorded`, `recordedClosed`, the newest target). Taken with no other NSLock held (a file's
+///   `uploadLock` may be), and none under it: the caller reads what the sidecar says under the
+///   superblock's lock first (`StagedFile.sidecarTarget`) and hands it over.
 /// - `StagedFile.uploadLock` (AsyncLock) serialises the uploads of one file, and what must not
 ///   overlap one (unlink, giving up, the last attempt at unmount). Taken before the superblock's
 ///   lock, never while holding it; the upload itself runs with only `uploadLock` held. It is the
@@ -62,7 +63,7 @@ import StorageModel
 /// `CacheCounters` under it. `StagingArea` has no lock of its own: its `.lock`
 /// flock only keeps other mounts out of the cache directory.
 ///
-/// So the order is: `uploadLock` → `sidecarLock` → the superblock's lock → a leaf; and `ReadStream.lock` or
+/// So the order is: `uploadLock` → `sidecarLock`, or `uploadLock` → the superblock's lock → a leaf; and `ReadStream.lock` or
 /// `WalkAhead.lock` → `PartBuffer.lock` / `BufferPool.lock` / `ReadBudget.lock`; `WalkOrder.lock`
 /// and `Hedge.lock` alone. No
 /// thread-blocking lock is held across an `await`.
@@ -125,8 +126,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         posixWarnings.handler = { [logger] message in logger.warning("\(message)") }
         stat = StatMapper(config: config, mountTime: mountTime, warnings: posixWarnings)
         refusalLog.handler = { [logger] message in logger.warning("\(message)") }
-        let clock = config.clock
-        staging = try StagingArea(directory: config.cacheDirectory, bucket: store.bucket, logger: logger, now: { clock.seconds },
+        staging = try StagingArea(directory: config.cacheDirectory, bucket: store.bucket, logger: logger, clock: config.clock,
                                   counters: uploadCounters)
         failures = RecentFailures(ttl: config.failureTTL, clock: config.clock)
         createAnswers = CreateAnswers(ttl: config.createAnswerTTL, clock: config.clock)

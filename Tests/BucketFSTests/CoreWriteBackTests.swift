@@ -102,6 +102,33 @@ import Testing
         #expect(h.store.writes.map(\.name).sorted() == (0..<5).map { "f\($0)" })
     }
 
+    /// A close waiting for room is woken, not polling: cancelled (an interrupted close), it returns
+    /// at once, though no upload started; and an upload's start wakes the others.
+    @Test func anInterruptedCloseStopsWaitingForRoom() async throws {
+        let h = Harness { c in
+            c.writeBack = true
+            c.uploadConcurrency = 1
+            c.writeBackMaxFiles = 1
+        }
+        let hold = h.store.holdNextWrites(times: 10)
+        for i in 0..<2 { _ = try await Self.write(h, "f\(i)", Data("\(i)".utf8)) }
+        _ = await eventually { hold.waiting >= 1 }
+        let closed = Flag()
+        let third = Task {
+            _ = try await Self.write(h, "f2", Data("2".utf8))
+            closed.set()
+        }
+        #expect(await eventually { h.core.statistics().queuedUploads >= 2 })
+        #expect(!closed.value, "the close past the bound waits")
+        third.cancel()
+        #expect(await eventually { closed.value }, "an interrupted close stops waiting")
+        #expect(hold.waiting == 1, "no upload started meanwhile")
+        #expect(h.core.uploads.invariantViolations().isEmpty)
+        hold.release()
+        await h.core.uploads.drained()
+        #expect(h.store.writes.map(\.name).sorted() == ["f0", "f1", "f2"])
+    }
+
     /// Bytes waiting count too (`--write-back-max-mb`).
     @Test func bytesWaitingPastTheBoundHoldTheClose() async throws {
         let h = Harness { c in

@@ -160,7 +160,7 @@ extension BucketFileSystem {
         }
         let (discarded, moved) = superblock.movedFile(src, to: dstPath, replacing: dst)
         if let (s, path) = discarded { discardStaged(s, path: path, because: "another file was renamed over it") }
-        if let s = moved { staging.rerecord(s) { sidecarTarget(src, s) } }
+        if let s = moved { staging.rerecord(s, sidecarTarget(src, s)) }
         if let dst, dst !== src { dropStageIfIdle(dst) }
         if info != nil {
             // The copy has a new generation: read it before the next write or stat.
@@ -169,11 +169,7 @@ extension BucketFileSystem {
             // Content still staged here (write-back) shows and uploads the copy's metadata: the new
             // type, and no default disposition naming the old name (docs/SEMANTICS.md §4.1).
             superblock.withStage(of: src) { s, _ in
-                if s.state == .clean, let c = copiedInfo { s.metadata = c.writable; return }
-                if let type = retyped?.contentType { s.metadata.contentType = type }
-                if let d = s.metadata.contentDisposition, ContentDisposition.isDefault(d, forObject: srcPath) {
-                    s.metadata.contentDisposition = nil
-                }
+                s.followedRename(copy: copiedInfo, newType: retyped?.contentType, from: srcPath)
             }
         }
     }
@@ -203,7 +199,7 @@ extension BucketFileSystem {
             guard superblock.withStage(of: src, stage: s, { s, _ in s.renamedBeforeUpload(over: dstGen) }) == true else { return false }
             let (discarded, moved) = superblock.movedFile(src, to: dstPath, replacing: dst)
             if let (d, path) = discarded { discardStaged(d, path: path, because: "another file was renamed over it") }
-            if let m = moved { staging.rerecord(m) { sidecarTarget(src, m) } }
+            if let m = moved { staging.rerecord(m, sidecarTarget(src, m)) }
             if let dst, dst !== src { dropStageIfIdle(dst) }
             return true
         }
@@ -262,7 +258,7 @@ extension BucketFileSystem {
             _ = try? await store.write(dstPrefix, from: .data(Data()), metadata: WritableMetadata(), preconditions: .doesNotExist)
         }
         for (n, s) in superblock.movedDirectory(from: srcPath, to: dstPath, copied: copied) {
-            staging.rerecord(s) { sidecarTarget(n, s) }
+            staging.rerecord(s, sidecarTarget(n, s))
         }
     }
 }

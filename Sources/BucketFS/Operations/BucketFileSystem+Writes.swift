@@ -14,10 +14,7 @@ extension BucketFileSystem {
             if truncate {
                 markDirty(n, s)
                 ftruncate(s.fd, 0)
-                superblock.withStage(of: n, stage: s) { s, _ in
-                    s.markDirty()
-                    s.size = 0
-                }
+                superblock.withStage(s) { $0.resized(to: 0, at: nil) }
             }
             return s
         }
@@ -67,26 +64,25 @@ extension BucketFileSystem {
                                                        expected: "crc32c \(expected)", got: "crc32c \(back)")
             }
         }
-        staged.size = off
+        staged.copiedIn(off)
     }
 
     /// Marks `n`'s staged content `s` as differing from the bucket (`StagedFile.markDirty`) and
     /// writes its sidecar when it has none, naming the file's object, so that a crash from here on
-    /// leaves data that names its object. Called before a change (for the sidecar) and again after
-    /// it (so that an upload which started in between is known to have missed it). Takes the
-    /// superblock's lock; the sidecar is written after it is released.
+    /// leaves data that names its object. Called before a change (for the sidecar); the change's
+    /// own step after it marks it dirty again (`StagedFile.resized`), so that an upload which
+    /// started in between is known to have missed it. One critical section reads what the sidecar
+    /// says; the sidecar is written after it is released.
     func markDirty(_ n: Node, _ s: StagedFile) {
         // Deleted content (an unlinked file still open) goes nowhere: no sidecar.
-        guard superblock.withStage(of: n, stage: s, { s, _ in s.markDirty() }) == true else { return }
-        staging.recordIfNeeded(s) { sidecarTarget(n, s) }
+        let target = superblock.withStage(of: n, stage: s) { s, file in s.markDirty() ? s.sidecarTarget(object: file.path) : nil }
+        if let target = target ?? nil { staging.recordIfNeeded(s, target) }
     }
 
     /// What `s`'s sidecar records: `n`'s path, the generation the content is based on, its size
-    /// and metadata, now.
+    /// and metadata, now (read for the staging area, which never calls back).
     func sidecarTarget(_ n: Node, _ s: StagedFile) -> SidecarTarget {
-        superblock.withStage(of: n, stage: s) { s, file in
-            SidecarTarget(object: file.path, baseGeneration: s.origin.ifGenerationMatch, size: s.size, metadata: s.metadata)
-        }!
+        superblock.withStage(of: n, stage: s) { s, file in s.sidecarTarget(object: file.path) }!
     }
 
     public func write(ino: UInt64, fh: UInt64, offset: UInt64, data: Data) async throws(Errno) -> Int {
@@ -104,27 +100,29 @@ extension BucketFileSystem {
         }
     }
 
+    /// One write(2): two critical sections of the superblock's lock, with the sidecar and the
+    /// bytes between them (docs/ARCHITECTURE.md, "A write"). The first (`beginWrite`) finds the
+    /// handle's content, refuses a refused create's writes, marks the content dirty and reads what
+    /// its sidecar says, all before the bytes land; the second (`StagedFile.wrote`) publishes them:
+    /// the size, the mtime, and dirty again. They cannot be one: the stage file is found through
+    /// the handle table (under the lock) before the bytes are written, and the size may be
+    /// published only after they land, when an attempt that started in between must also be
+    /// told it missed them (`uploading(rewritten: true)`).
     private func writeLocally(ino: UInt64, fh: UInt64, offset: UInt64, bytes: UnsafeRawBufferPointer) throws(Errno) -> Int {
         // The handle's own content (pinned by its open): a close of another handle cannot take
         // it away meanwhile.
-        guard let h = superblock.handle(fh), h.writable, let n = superblock.node(ino),
-              let s = h.stage else { throw .EBADF }
-        // Refused (rules, IAM): every later write of this open file says so, as its flush and
-        // close do (docs/SEMANTICS.md §3.3, "Refused creates").
-        if case .givenUp(.EACCES)? = superblock.withStage(of: n, stage: s, { s, _ in s.state }) { throw .EACCES }
-        markDirty(n, s)
-        let w = pwrite(s.fd, bytes.baseAddress, bytes.count, off_t(offset))
-        if w < 0 {
+        let w = try superblock.beginWrite(fh: fh, ino: ino)
+        let s = w.stage
+        if let target = w.sidecar { staging.recordIfNeeded(s, target) }
+        let written = pwrite(s.fd, bytes.baseAddress, bytes.count, off_t(offset))
+        if written < 0 {
             let e = Errno(Glibc.errno)
-            stageWriteFailed(n, s, e, at: offset)
+            stageWriteFailed(w.node, s, e, at: offset)
             throw e
         }
-        superblock.withStage(of: n, stage: s) { s, _ in
-            s.markDirty()
-            s.size = max(s.size, Int64(offset) + Int64(w))
-            touchMtime(s)
-        }
-        return w
+        let now = config.clock.seconds
+        superblock.withStage(s) { $0.wrote(upTo: Int64(offset) + Int64(written), at: now) }
+        return written
     }
 
     /// A write to a stage file failed (ENOSPC, EDQUOT, EIO: the cache directory's disk): counted,
@@ -134,20 +132,9 @@ extension BucketFileSystem {
     /// the last close, giving its room back (docs/SEMANTICS.md §5).
     func stageWriteFailed(_ n: Node, _ s: StagedFile, _ e: Errno, at offset: UInt64) {
         uploadCounters.cacheError(e)
-        guard superblock.withStage(s, { $0.cut(e) }) else { return }
+        guard let path = superblock.cutOff(n, s, e) else { return }
         staging.forgetRecord(s)
-        superblock.expire(n, parentListing: true)
-        let path = superblock.path(of: n)
         logger.error("cannot write '\(path)' at offset \(offset) to its stage file \(s.path) in the cache directory \(staging.directory) (--cache-dir): \(e); its content is cut off and will not be uploaded: '\(path)' keeps what the bucket has (a new file is not created); make room in the cache directory, then write the file again")
-    }
-
-    /// New content means a new mtime: an mtime key carried over from the object read (gsutil's
-    /// convention, or an earlier utimens) would otherwise pin the old time. Runs in
-    /// `superblock.withStage`.
-    func touchMtime(_ s: StagedFile) {
-        if s.metadata.customMetadata[XattrName.mtimeKey] != nil {
-            s.metadata.customMetadata[XattrName.mtimeKey] = String(Int64(now.rounded(.down)))
-        }
     }
 
     public func create(parent: UInt64, name: String, mode: UInt32, flags: OpenFlags) async throws(Errno) -> (FuseEntry, UInt64) {
@@ -224,11 +211,8 @@ extension BucketFileSystem {
             let s = try await stage(n, truncate: size == 0)
             markDirty(n, s)
             ftruncate(s.fd, off_t(size))
-            superblock.withStage(of: n, stage: s) { s, _ in
-                s.markDirty()
-                s.size = Int64(size)
-                touchMtime(s)
-            }
+            let now = config.clock.seconds
+            superblock.withStage(s) { $0.resized(to: Int64(size), at: now) }
             superblock.unpin(s)
             // A handle open for writing keeps this content: its close uploads. Otherwise
             // (truncate(2) on a path, with no writer, or only readers, keeping it) no close

@@ -134,16 +134,15 @@ extension BucketFileSystem {
     /// request of its own; true when it did. A file that is merely open for writing gets a PATCH
     /// like any other (and its stage follows it). No I/O but the stage's sidecar.
     func rideAlong(_ n: Node, _ edit: (inout WritableMetadata) throws(Errno) -> Void) throws(Errno) -> Bool {
-        let rode = try superblock.withStage(of: n) { (s, _) throws(Errno) -> (StagedFile, sidecar: Bool)? in
+        let rode = try superblock.withStage(of: n) { (s, file) throws(Errno) -> (StagedFile, sidecar: SidecarTarget?)? in
             guard s.state.unsaved || s.createdHere else { return nil }
             var m = s.metadata
             try edit(&m)
             try checkTotal(m)
-            s.metadata = m
-            return (s, s.markDirty())
+            return (s, s.rodeAlong(m) ? s.sidecarTarget(object: file.path) : nil)
         }
         guard let (s, sidecar) = rode ?? nil else { return false }
-        if sidecar { staging.recordIfNeeded(s, content: false) { sidecarTarget(n, s) } }
+        if let sidecar { staging.recordIfNeeded(s, content: false, sidecar) }
         return true
     }
 
@@ -197,7 +196,7 @@ extension BucketFileSystem {
                 let updated = try await store.patchMetadata(objectName, patch,
                                                             preconditions: Preconditions(ifMetagenerationMatch: info.metageneration))
                 superblock.setInfo(n, updated)
-                superblock.withStage(of: n) { s, _ in s.metadata = updated.writable }
+                superblock.withStage(of: n) { s, _ in s.patched(updated.writable) }
                 return
             } catch StorageError.preconditionFailed where attempt < RetryBudget.metadataPatchAttempts {
                 // Changed elsewhere: re-read and apply our edit to what is there now.

@@ -49,8 +49,8 @@ extension Superblock {
             }
             // A handle keeps the file's local content while it is open (read through it too): the
             // pin its open took (for writing), else the one it takes now.
-            pinned?.pins -= 1
-            stage?.openHandles += 1
+            pinned?.unpinned()
+            stage?.opened()
             let h = Handle(ino: n.ino, writable: writable, info: info, path: n.path, stream: reads, stage: stage)
             let pages = PageCachePolicy.keepCache(cached: n.cachedGeneration,
                                                   opening: !writable && stage == nil ? info?.generation : nil)
@@ -80,7 +80,7 @@ extension Superblock {
             clearInfoLocked(n)
             let replaced = n.staged
             n.staged = staged
-            staged.openHandles = 1
+            staged.opened()
             n.lookups += 1
             cache.addChild(p, name, n.ino)
             pending.note(n)

@@ -15,11 +15,11 @@ import StorageModel
 ///
 /// The superblock's methods are the only code that changes the parts, every field of every
 /// `Node` (its listing included), `DirHandle.entries` and the superblock-guarded fields of
-/// `StagedFile` (its upload state, through the transitions of StagedFile.swift, inside
-/// `withStage`). They are spread over the files of this folder by concern: this one (nodes,
+/// `StagedFile` (through the stage's own methods, StagedFile.swift, inside `withStage` or a
+/// method here). They are spread over the files of this folder by concern: this one (nodes,
 /// stages, attributes, the metadata cache and the coordination between parts),
 /// `Superblock+Listings.swift`, `Superblock+ListingBuild.swift`, `Superblock+Handles.swift`,
-/// `Superblock+Namespace.swift` and `Superblock+Invariants.swift`.
+/// `Superblock+Namespace.swift`, `Superblock+Writes.swift` and `Superblock+Invariants.swift`.
 ///
 /// Everything here is synchronous and short: no `await`, no store request, no disk I/O and no
 /// logging under the lock. What must be written, removed or logged because of a change is handed
@@ -89,8 +89,8 @@ final class Superblock: @unchecked Sendable {
     }
 
     /// Runs `body` with `n`'s stage (or `stage`, one the caller holds) under the lock (nil,
-    /// without running it, when there is none). `body` may change the stage's fields only, and
-    /// its upload state only through the stage's transitions; it does no I/O.
+    /// without running it, when there is none). `body` changes the stage only through its own
+    /// methods (its fields are `private(set)`), and nothing else; it does no I/O.
     func withStage<T, E: Error>(of n: Node, stage: StagedFile? = nil,
                                 _ body: (StagedFile, StageContext) throws(E) -> T) throws(E) -> T? {
         try locked { () throws(E) -> T? in
@@ -112,7 +112,7 @@ final class Superblock: @unchecked Sendable {
         locked {
             let kept = n.staged ?? s
             n.staged = kept
-            kept.pins += 1
+            kept.pinned()
             return kept
         }
     }
@@ -120,14 +120,14 @@ final class Superblock: @unchecked Sendable {
     /// `n`'s local content, pinned as `installStage` pins it; nil when it has none.
     func pinStage(of n: Node) -> StagedFile? {
         locked {
-            n.staged?.pins += 1
+            n.staged?.pinned()
             return n.staged
         }
     }
 
     /// Gives back a pin taken by `installStage` or `pinStage` (the caller then drops the stage if
     /// it is idle).
-    func unpin(_ s: StagedFile) { locked { s.pins -= 1 } }
+    func unpin(_ s: StagedFile) { locked { s.unpinned() } }
 
     /// Takes `n`'s stage away when `idle` says so (nobody keeps it, its content is saved); the
     /// node may then leave the table. Returns the stage taken (the caller discards its file).
@@ -263,10 +263,12 @@ final class Superblock: @unchecked Sendable {
     /// `n`'s metadata is read again at its next use; with `parentListing`, its directory is
     /// listed again too (the file shows the bucket's state again).
     func expire(_ n: Node, parentListing: Bool) {
-        locked {
-            n.infoExpiry = 0
-            if parentListing, let parent = table.parent(of: n) { dropListingLocked(parent) }
-        }
+        locked { expireLocked(n, parentListing: parentListing) }
+    }
+
+    func expireLocked(_ n: Node, parentListing: Bool) {
+        n.infoExpiry = 0
+        if parentListing, let parent = table.parent(of: n) { dropListingLocked(parent) }
     }
 
     /// A stat or a listing that began at `since` found `n`'s object missing. False (and nothing

@@ -127,7 +127,7 @@ extension StagingArea {
     /// For `bucketfs recover`: takes the directory (its lock, held while the result lives; refused
     /// when a mount holds it) and moves the stage files an earlier run left into lost+found.
     public static func openForRecovery(_ directory: String, logger: Logger) throws(CacheDirectoryError) -> StagingArea {
-        let s = try StagingArea(directory: directory, bucket: "", logger: logger, now: { Date().timeIntervalSince1970 })
+        let s = try StagingArea(directory: directory, bucket: "", logger: logger, clock: .real)
         _ = s.recoverOrphans()
         return s
     }

@@ -42,7 +42,7 @@ extension BucketFileSystem {
         // complete (a write after this marks it not closed again, before its bytes land).
         if let h = superblock.handle(fh), h.writable, let s = h.stage, superblock.writers(of: s) == 1,
            let n = superblock.node(ino) {
-            staging.recordClosed(s) { sidecarTarget(n, s) }
+            staging.recordClosed(s, sidecarTarget(n, s))
         }
         if config.writeBack {
             // What the bucket said last about this content still reaches every close.
@@ -115,7 +115,7 @@ extension BucketFileSystem {
         h.stream?.close()
         guard let n = superblock.node(ino) else { return nil }
         if h.writable, let kept = h.stage, !superblock.isOpenForWriting(kept) {
-            staging.recordClosed(kept) { sidecarTarget(n, kept) }
+            staging.recordClosed(kept, sidecarTarget(n, kept))
         }
         return (h, n)
     }
@@ -124,7 +124,7 @@ extension BucketFileSystem {
     /// before the file had local content, or whose content was replaced since, keeps none), and
     /// the stage goes if nobody needs it.
     private func endRelease(_ h: Handle, _ n: Node) {
-        if let kept = h.stage { superblock.withStage(kept) { $0.openHandles -= 1 } }
+        if let kept = h.stage { superblock.withStage(kept) { $0.handleReleased() } }
         dropStageIfIdle(n)
     }
 
@@ -137,7 +137,7 @@ extension BucketFileSystem {
 
     /// Uploads a staged file's unsaved content now (flush, fsync, close, truncate, rename).
     func upload(ino: UInt64) async throws(Errno) {
-        guard let n = superblock.node(ino), let s = superblock.stage(of: n) else { return }
+        guard let (n, s) = superblock.stagedNode(ino) else { return }
         do {
             try await s.uploadLock.withLock { () async throws -> Void in try await self.uploadOnce(n, s) }
         } catch {
@@ -151,10 +151,10 @@ extension BucketFileSystem {
     /// retries have it already); content given up reports its error, as in the default mode.
     func queueUpload(_ n: Node) throws(Errno) {
         guard let s = superblock.stage(of: n) else { return }
-        let (state, retrying) = superblock.withStage(of: n, stage: s) { s, _ in (s.state, s.retryTask != nil) }!
+        let (state, retrying, size) = superblock.withStage(s) { s in (s.state, s.retryTask != nil, s.size) }
         switch state {
         case .givenUp(let e): throw e
-        case .dirty, .uploading(rewritten: true): if !retrying { uploads.enqueue(n, s, bytes: superblock.withStage(s) { $0.size }) }
+        case .dirty, .uploading(rewritten: true): if !retrying { uploads.enqueue(n, s, bytes: size) }
         case .clean, .deleted, .uploading(rewritten: false), .waitingToRetry: return
         }
     }
@@ -204,22 +204,17 @@ extension BucketFileSystem {
     /// One attempt; the caller holds `s.uploadLock`. Logs what happened: at info level, one line
     /// per finished upload with its object, bytes, generation, attempt and time (docs/OPERATING.md,
     /// "Logs"). `attempt`: 1 for close's (or the write-back queue's), 1 + N for background
-    /// attempt N, nil for the last one at unmount.
+    /// attempt N, nil for the last one at unmount. Two critical sections of the superblock's
+    /// lock: its inputs and its start (`beginUpload`), then its result (`uploaded` or
+    /// `attemptFailed`); giving the content up takes a third, after the copy into lost+found.
     private func uploadOnce(_ n: Node, _ s: StagedFile, attempt: Int? = 1) async throws(Errno) {
-        let (before, origin, path, removed) = superblock.withStage(of: n, stage: s) { s, file in (s.state, s.origin, file.path, file.removed) }!
-        switch before {
-        case .dirty, .waitingToRetry:
-            if removed { return }
-        case .givenUp(let e):
-            if removed { return }
-            throw e
-        case .clean, .deleted, .uploading:
-            return  // nothing to upload (`uploading` cannot be seen under `uploadLock`)
+        let (start, path, wasInferred) = superblock.beginUpload(n, s)
+        guard case .started(let started, let origin, var meta) = start else {
+            if case .givenUp(let e) = start { throw e }
+            return
         }
-        var meta = superblock.withStage(s) { $0.metadata }
         // No type given: the name's (docs/SEMANTICS.md §4.1), remembered as inferred so that a
         // rename infers it again; a type given (or one this mount did not infer) is kept as is.
-        let wasInferred = superblock.inferredType(of: n)
         let inferred: String?
         if meta.contentType == nil {
             meta.contentType = config.contentTypes.type(for: path)
@@ -227,7 +222,6 @@ extension BucketFileSystem {
         } else {
             inferred = meta.contentType == wasInferred ? wasInferred : nil
         }
-        let started = superblock.withStage(s) { $0.beginAttempt() }
         let began = config.clock.now
         let attemptText = attempt.map(String.init) ?? "final"
         // No fsync first: the upload reads the page cache, and syncing a large file costs disk
@@ -236,8 +230,7 @@ extension BucketFileSystem {
         do {
             let info = try await store.write(path, from: .file(path: s.path), metadata: meta,
                                              preconditions: Preconditions(ifGenerationMatch: origin.ifGenerationMatch))
-            superblock.setInfo(n, info, alongWith: { s.succeeded(info) })
-            superblock.setInferredType(n, info.contentType == inferred ? inferred : nil)
+            superblock.uploaded(n, s, info, inferred: inferred)
             failures.clear(.metadata(path: path))
             uploadCounters.uploaded(bytes: info.size)
             let took = (config.clock.now - began).components
@@ -247,23 +240,28 @@ extension BucketFileSystem {
                                    "generation": "\(info.generation)", "attempts": "\(attemptText)", "seconds": "\(seconds)"])
         } catch {
             let e = errno(for: error)
-            superblock.withStage(s) { $0.failed(restoring: started, cause: "\(error)\(storageNote(error)) → \(e)") }
+            let lostRace: Bool
+            if case StorageError.preconditionFailed = error { lostRace = true } else { lostRace = false }
+            let givesUp = e != .EINTR && (lostRace || Self.isRefusal(e))
+            let result = superblock.attemptFailed(n, s, restoring: started, cause: "\(error)\(storageNote(error)) → \(e)",
+                                                  keeping: givesUp)
             Glibc.fsync(s.fd)
             if e != .EINTR { uploadCounters.attemptFailed() }
             let failed: Logger.Metadata = ["object": "\(path)", "attempts": "\(attemptText)", "error": "\(error)"]
             if e == .EINTR {
                 // Its caller was interrupted (a signal): nothing went wrong, and the data stays.
                 logger.debug("upload of '\(path)' interrupted by its caller (\(error)); the data stays staged (\(s.path))")
-            } else if case StorageError.preconditionFailed = error {
-                let kept = giveUp(n, s, e, reason: "lost a race: the object changed since it was opened (generation \(origin.ifGenerationMatch))")
+            } else if lostRace {
+                let kept = giveUp(n, s, e, reason: "lost a race: the object changed since it was opened (generation \(origin.ifGenerationMatch))",
+                                  keeping: result.keep)
                 logger.error("upload of '\(path)' lost a race: the object changed since it was opened (generation \(origin.ifGenerationMatch)); your data: \(kept)",
                              metadata: failed.merging(["event": "upload_given_up", "kept": "\(kept)"]) { $1 })
             } else if Self.isRefusal(e) {
-                let kept = giveUp(n, s, e, reason: "\(LostEntry.refusedReason): \(error)")
+                let kept = giveUp(n, s, e, reason: "\(LostEntry.refusedReason): \(error)", keeping: result.keep)
                 logger.error("upload of '\(path)' refused: \(error) → \(e); not retried; your data: \(kept)",
                              metadata: failed.merging(["event": "upload_given_up", "kept": "\(kept)"]) { $1 })
-                if e == .EACCES, superblock.withStage(s, { $0.createdHere }) { rememberRefusedCreate(path, contentType: meta.contentType ?? "", error) }
-            } else if superblock.withStage(of: n, stage: s, { _, file in file.shuttingDown }) == true {
+                if e == .EACCES, result.createdHere { rememberRefusedCreate(path, contentType: meta.contentType ?? "", error) }
+            } else if result.shuttingDown {
                 logger.error("upload of '\(path)' failed: \(error) → \(e)", metadata: failed.merging(["event": "upload_failed"]) { $1 })
             } else {
                 logger.error("upload of '\(path)' failed: \(error) → \(e); the data stays staged (\(s.path)) and is retried in the background up to \(config.uploadRetries) times, then kept in \(staging.lostAndFound)",
@@ -293,20 +291,20 @@ extension BucketFileSystem {
     /// earlier refusal, as a shell's `>` does: its first close, of the empty file, comes before
     /// the write) replaces the entry of the earlier version. Returns where the data is; when not
     /// even a copy could be made, the stage file itself stays (unsaved, found again at the next
-    /// mount).
+    /// mount). `keeping`: what to keep, read by the caller with its attempt's result (else read here).
     @discardableResult
-    private func giveUp(_ n: Node, _ s: StagedFile, _ e: Errno, reason: String) -> String {
-        let target = sidecarTarget(n, s)
+    private func giveUp(_ n: Node, _ s: StagedFile, _ e: Errno, reason: String, keeping: Superblock.KeepInputs? = nil) -> String {
+        let inputs = keeping ?? superblock.keepInputs(n, s)
+        let target = inputs.target
         // Complete: the writer closed the file, or handed this content over with a flush or an
         // fsync and wrote nothing since; whatever ended the upload after that (a refusal, a lost
         // race, retries given up) does not make it a cut-off file (docs/SEMANTICS.md §5).
-        let handedOver = superblock.withStage(s) { $0.handedOver }
         let record = StageRecord(bucket: store.bucket, object: target.object, baseGeneration: target.baseGeneration,
-                                 closed: handedOver || !superblock.isOpenForWriting(s), size: target.size, metadata: target.metadata)
-        let (size, previous) = superblock.withStage(s) { ($0.size, $0.keptAs) }
+                                 closed: inputs.complete, size: target.size, metadata: target.metadata)
+        let (size, previous) = (target.size, inputs.previous)
         var kept: String? = nil
         if size > 0 {
-            guard let k = staging.keepLost(s, record: record, reason: reason) else {
+            guard let k = staging.keepLost(s, size: size, record: record, reason: reason) else {
                 return "kept in \(s.path) (the stage file: copying it to lost+found failed)"
             }
             kept = k
@@ -314,9 +312,8 @@ extension BucketFileSystem {
         }
         // The data is safe in lost+found: a crash from here on must not keep it twice.
         staging.forgetRecord(s)
-        superblock.withStage(s) { $0.giveUp(e, keptAs: kept) }
+        superblock.gaveUp(n, s, e, keptAs: kept)
         uploadCounters.gaveUp()
-        superblock.expire(n, parentListing: true)
         return kept.map { "kept in \($0)" } ?? previous.map { "kept in \($0) (an earlier version; this one is empty)" }
             ?? "none to keep: the file is empty, nothing is lost"
     }
@@ -360,11 +357,11 @@ extension BucketFileSystem {
         // The last attempt failed: keep the data, unless the mount is ending (shutdown's own
         // last attempt decides) or it was saved, given up or deleted meanwhile.
         guard await s.uploadLock.lock() else { return }
-        let (unsaved, path) = superblock.withStage(of: n, stage: s) { s, file in
-            (s.state.unsaved && !file.removed && !file.shuttingDown, file.path)
+        let (unsaved, path, lastFailure) = superblock.withStage(of: n, stage: s) { s, file in
+            (s.state.unsaved && !file.removed && !file.shuttingDown, file.path, s.lastFailure)
         }!
         if unsaved {
-            let last = superblock.withStage(s, { $0.lastFailure }) ?? "\(lastError)"
+            let last = lastFailure ?? "\(lastError)"
             let kept = giveUp(n, s, lastError, reason: "the upload failed \(config.uploadRetries + 1) times (last: \(last))")
             logger.error("upload of '\(path)' failed for good after \(config.uploadRetries) background attempts (\(last)); your data: \(kept)",
                          metadata: ["event": "upload_given_up", "object": "\(path)", "attempts": "\(config.uploadRetries + 1)",
@@ -378,9 +375,9 @@ extension BucketFileSystem {
     /// change (unlink, rename) that handed it the stage, with no lock held; the stage file goes
     /// at its last close (`dropStageIfIdle`).
     func discardStaged(_ s: StagedFile, path: String, because why: String) {
-        let unsaved = superblock.withStage(s) { $0.delete() }
+        let (unsaved, size) = superblock.withStage(s) { s in (s.delete(), s.size) }
         if unsaved {
-            logger.notice("unsaved changes of '\(path)' (\(s.size) bytes) discarded: \(why)")
+            logger.notice("unsaved changes of '\(path)' (\(size) bytes) discarded: \(why)")
         }
         // Nothing to recover after a crash either.
         staging.forgetRecord(s)

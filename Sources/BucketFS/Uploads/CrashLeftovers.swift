@@ -137,7 +137,7 @@ extension StagingArea {
         o["md5"] = digest
         o["complete"] = whole
         o["reason"] = reason(l, bytes)
-        o["kept"] = RFC3339.format(Date(timeIntervalSince1970: now()))
+        o["kept"] = RFC3339.format(clock.date)
         o["lostAs"] = (dest as NSString).lastPathComponent
         guard let side = try? JSONSerialization.data(withJSONObject: o, options: [.sortedKeys, .prettyPrinted]),
               Self.replace(sidecar, with: side) else {
@@ -184,7 +184,7 @@ extension StagingArea {
     /// milliseconds, one later while that is taken (two files of one object kept within a
     /// millisecond stay two entries).
     func freeLostName(_ object: String, complete: Bool) -> String {
-        var ms = Int64(now() * 1000)
+        var ms = Int64(clock.seconds * 1000)
         while true {
             let dest = "\(lostAndFound)/\(Self.escape(object)).\(ms)" + (complete ? "" : LostEntry.cutOffSuffix)
             if access(dest, F_OK) != 0 && access(dest + ".json", F_OK) != 0 { return dest }

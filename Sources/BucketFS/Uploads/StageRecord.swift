@@ -148,12 +148,15 @@ struct MD5Sum {
     }
 }
 
-/// What a stage's sidecar is written from, read under the superblock's lock.
+/// What a stage's sidecar is written from, read under the superblock's lock
+/// (`StagedFile.sidecarTarget`) by the caller, which hands it to the `StagingArea`.
 struct SidecarTarget {
     var object: String
     var baseGeneration: Int64
     var size: Int64
     var metadata: WritableMetadata
+    /// Read after every target with a lower serial (`StagedFile.newest`).
+    var serial: UInt64
 }
 
 /// The first 8 bytes of a SHA-256 in hex: a short, stable file name for a path or a source.

@@ -3,9 +3,11 @@ import FuseKit
 import StorageModel
 
 /// A file's local content while it is open for writing (or created and not yet uploaded), and the
-/// owner of its upload life: its `UploadState` and `origin` change only through the transitions
-/// below (this file), which the upload part (BucketFileSystem+Uploads.swift) and the write
-/// operations call inside `Superblock.withStage`, under the superblock's lock.
+/// owner of its upload life. Every field changes only through the methods below (this file), named
+/// after what happened (`wrote`, `opened`, `succeeded`…): each is `private(set)`, so the compiler
+/// refuses an assignment from anywhere else. The upload part (BucketFileSystem+Uploads.swift), the
+/// write operations and the superblock call them inside the superblock's lock (`withStage` and the
+/// write path's steps, Superblock+Writes.swift).
 ///
 ///     clean ──markDirty──▶ dirty ──beginAttempt──▶ uploading ──succeeded──▶ clean (dirty if rewritten)
 ///                            ▲                         │ failed(restoring)
@@ -16,10 +18,11 @@ import StorageModel
 /// A rename before the first upload (`renamedBeforeUpload`) changes no state: the pending upload
 /// goes to the new name, with the generation it replaces there as its `origin`.
 ///
-/// Guarded by the superblock's lock (GUARDED_BY(Superblock.lock)): `origin`, `state`, `size`,
-/// `metadata`, `handedOver`, `openHandles`, `pins`, `retryTask`, `keptAs`, `lastFailure`. The sidecar's `recorded` has a lock of its own
-/// (`sidecarLock`, StagingArea.swift), taken with no other NSLock held. `fd`'s bytes are written
-/// with no lock (a handle's own content).
+/// Guarded by the superblock's lock (GUARDED_BY(Superblock.lock)): `origin`, `state`, `cutOff`,
+/// `size`, `metadata`, `handedOver`, `openHandles`, `pins`, `retryTask`, `keptAs`, `lastFailure`,
+/// `sidecarSerial`. The sidecar's `recorded`, `recordedClosed` and `newestTarget` have a lock of
+/// their own (`sidecarLock`, StagingArea.swift), taken with no other NSLock held. `fd`'s bytes are
+/// written with no lock (a handle's own content).
 ///
 /// INVARIANT: background attempts are scheduled (`waitingToRetry`) only while their task exists
 /// (`retryTask`); `uploadViolations` checks it with the superblock's invariants.
@@ -32,28 +35,33 @@ final class StagedFile: @unchecked Sendable {
     /// A write to the stage file failed (the cache directory's disk is full, or failed): the
     /// content is incomplete and never uploaded (`cut`).
     private(set) var cutOff: Errno?
-    var size: Int64
+    private(set) var size: Int64
     /// Writable metadata the upload carries (xattrs and mtime set before close go here).
-    var metadata: WritableMetadata
+    private(set) var metadata: WritableMetadata
     /// The writer handed this content over (a flush, an fsync) and wrote nothing since: if its
     /// upload ends without it in the bucket (refused, a lost race, retries given up), the entry
     /// kept in lost+found is complete, not cut off (docs/SEMANTICS.md §5, "lost+found").
     private(set) var handedOver = false
-    var openHandles = 0
+    private(set) var openHandles = 0
     /// The lost+found entry holding this content's last version given up (nil: none). A later
     /// version given up replaces it: one entry per file (docs/SEMANTICS.md §5).
     private(set) var keptAs: String?
     /// Operations between handing this content out and giving it to a handle (an open for
     /// writing) or back (a truncate): it stays meanwhile (`Superblock.installStage`).
-    var pins = 0
+    private(set) var pins = 0
+    /// How many sidecar targets have been read (`sidecarTarget`): each read's serial tells a
+    /// newer one from an older.
+    private(set) var sidecarSerial: UInt64 = 0
     /// A sidecar names this stage's object (written before it first became dirty).
     /// GUARDED_BY(sidecarLock)
-    var recorded = false
+    private(set) var recorded = false
     /// That sidecar says the writer closed the file (`StageRecord.closed`). GUARDED_BY(sidecarLock)
-    var recordedClosed = false
-    /// Orders the writes of this stage's sidecar (StagingArea.swift): the last one names the
-    /// object's current path. Taken with no other NSLock held (the `uploadLock` may be), and
-    /// only the superblock's lock (to read the path) under it.
+    private(set) var recordedClosed = false
+    /// The newest target any caller handed the sidecar (the highest serial). GUARDED_BY(sidecarLock)
+    private var newestTarget: SidecarTarget?
+    /// Orders the writes of this stage's sidecar (StagingArea.swift): each is written from the
+    /// newest target handed to it, so the last names the object's current path. Taken with no
+    /// other NSLock held (the `uploadLock` may be), and none under it.
     let sidecarLock = NSLock()
     /// The background attempts after a failed upload (until they end). Cancelling it stops the
     /// pauses between attempts, never an attempt under way.
@@ -111,12 +119,31 @@ final class StagedFile: @unchecked Sendable {
         return true
     }
 
-    /// An attempt starts (the caller holds `uploadLock`); returns the state it started from, for
-    /// `failed(restoring:)`.
-    func beginAttempt() -> UploadState {
+    /// What an attempt found when it came to start.
+    enum AttemptStart {
+        /// Nothing to upload: saved, deleted, or its object removed.
+        case nothing
+        /// Given up earlier: the attempt reports `error`.
+        case givenUp(Errno)
+        /// Started from `before` (for `failed(restoring:)`), of this content's `origin` and
+        /// `metadata`.
+        case started(before: UploadState, origin: StageOrigin, metadata: WritableMetadata)
+    }
+
+    /// An attempt comes to start (the caller holds `uploadLock`; `removed`: the object's name was
+    /// removed meanwhile): it starts only from dirty content or a background attempt's turn.
+    func beginAttempt(removed: Bool) -> AttemptStart {
+        switch state {
+        case .dirty, .waitingToRetry:
+            if removed { return .nothing }
+        case .givenUp(let e):
+            return removed ? .nothing : .givenUp(e)
+        case .clean, .deleted, .uploading:
+            return .nothing  // `uploading` cannot be seen under `uploadLock`
+        }
         let before = state
         state = .uploading(rewritten: false)
-        return before
+        return .started(before: before, origin: origin, metadata: metadata)
     }
 
     /// The attempt put generation `info` in the bucket: the content is clean unless it was
@@ -217,6 +244,103 @@ final class StagedFile: @unchecked Sendable {
         case .createdOver(let g) where g == from: origin = .createdOver(to)
         default: break
         }
+    }
+
+    // MARK: - the content and its metadata (under the superblock's lock)
+
+    /// Bytes up to `end` landed in the stage file (a write): dirty again (an attempt that started
+    /// since the write began missed them), the size grows to `end`, and a new mtime (`touch`).
+    func wrote(upTo end: Int64, at now: Double) {
+        markDirty()
+        size = max(size, end)
+        touchMtime(now)
+    }
+
+    /// The stage file was truncated or extended to `newSize` (setattr, an open with O_TRUNC):
+    /// dirty again, and a new mtime when `now` is given.
+    func resized(to newSize: Int64, at now: Double?) {
+        markDirty()
+        size = newSize
+        if let now { touchMtime(now) }
+    }
+
+    /// The copy of the generation read filled the stage file with `bytes` (before it is handed
+    /// out: nobody else sees it yet).
+    func copiedIn(_ bytes: Int64) {
+        size = bytes
+    }
+
+    /// New content means a new mtime: an mtime key carried over from the object read (gsutil's
+    /// convention, or an earlier utimens) would otherwise pin the old time.
+    private func touchMtime(_ now: Double) {
+        if metadata.customMetadata[XattrName.mtimeKey] != nil {
+            metadata.customMetadata[XattrName.mtimeKey] = String(Int64(now.rounded(.down)))
+        }
+    }
+
+    /// A metadata change (chmod, chown, utimens, an xattr) rides along with the pending upload:
+    /// `m` is what it uploads. Returns `markDirty`'s answer (false: deleted content).
+    func rodeAlong(_ m: WritableMetadata) -> Bool {
+        metadata = m
+        return markDirty()
+    }
+
+    /// A PATCH put `writable` on the object: the content carries it too.
+    func patched(_ writable: WritableMetadata) {
+        metadata = writable
+    }
+
+    /// A rename copied the object from `oldPath` (`copy`: the copy's metadata): saved content takes
+    /// the copy's metadata; unsaved content the type the new name means (`newType`, when the
+    /// type was inferred), and no default disposition naming the old name (docs/SEMANTICS.md §4.1).
+    func followedRename(copy: ObjectInfo?, newType: String?, from oldPath: String) {
+        if state == .clean, let copy { metadata = copy.writable; return }
+        if let newType { metadata.contentType = newType }
+        if let d = metadata.contentDisposition, ContentDisposition.isDefault(d, forObject: oldPath) {
+            metadata.contentDisposition = nil
+        }
+    }
+
+    // MARK: - who holds it (under the superblock's lock)
+
+    /// An operation took a pin (`Superblock.installStage`, `pinStage`).
+    func pinned() { pins += 1 }
+    /// The pin went back, or to the handle the operation opened.
+    func unpinned() { pins -= 1 }
+    /// A handle now keeps this content.
+    func opened() { openHandles += 1 }
+    /// A handle that kept it was released.
+    func handleReleased() { openHandles -= 1 }
+
+    // MARK: - the sidecar
+
+    /// What the sidecar would say now, for the object at `object` (under the superblock's lock, or
+    /// before the stage is handed out): the generation the content is based on, its size and
+    /// metadata, with a serial newer than every earlier one.
+    func sidecarTarget(object: String) -> SidecarTarget {
+        sidecarSerial += 1
+        return SidecarTarget(object: object, baseGeneration: origin.ifGenerationMatch, size: size, metadata: metadata,
+                             serial: sidecarSerial)
+    }
+
+    /// The newest of `target` and those handed before it (LOCKS_REQUIRED(sidecarLock)): a caller
+    /// that read its target before a rename may write after the rename's caller did.
+    func newest(_ target: SidecarTarget) -> SidecarTarget {
+        if let kept = newestTarget, kept.serial > target.serial { return kept }
+        newestTarget = target
+        return target
+    }
+
+    /// The sidecar now says `closed` or not (LOCKS_REQUIRED(sidecarLock)).
+    func sidecarWritten(closed: Bool) {
+        recorded = true
+        recordedClosed = closed
+    }
+
+    /// The sidecar was deleted (LOCKS_REQUIRED(sidecarLock)).
+    func sidecarDeleted() {
+        recorded = false
+        recordedClosed = false
     }
 
     /// The upload life's invariants that do not hold now (under the superblock's lock).

@@ -18,7 +18,8 @@ public final class StagingArea: @unchecked Sendable {
     let directory: String
     let bucket: String
     let logger: Logger
-    let now: @Sendable () -> Double
+    /// The core's clock: the times a sidecar and a lost+found entry carry.
+    let clock: BucketClock
     private var lockFD: Int32 = -1
     let counters: UploadCounters
     /// Stage files an earlier run left, until each is moved into lost+found (CrashLeftovers.swift).
@@ -82,13 +83,13 @@ public final class StagingArea: @unchecked Sendable {
     }
 
     /// Prepares the directory and takes its lock.
-    init(directory: String, bucket: String, logger: Logger, now: @escaping @Sendable () -> Double,
+    init(directory: String, bucket: String, logger: Logger, clock: BucketClock,
          counters: UploadCounters = UploadCounters()) throws(CacheDirectoryError) {
         self.counters = counters
         self.directory = directory
         self.bucket = bucket
         self.logger = logger
-        self.now = now
+        self.clock = clock
         try Self.prepare(directory)
         lockFD = try CacheDirectoryLock.take(directory)
     }
@@ -121,46 +122,57 @@ public final class StagingArea: @unchecked Sendable {
         } while fd < 0
         PrivateFiles.restrict(fd)
         let s = StagedFile(fd: fd, path: path, origin: origin, dirty: dirty, size: 0, metadata: metadata)
-        if dirty { record(s) { SidecarTarget(object: object, baseGeneration: origin.ifGenerationMatch, size: 0, metadata: metadata) } }
+        // Not handed out yet: nobody else reads or changes it.
+        if dirty { record(s, s.sidecarTarget(object: object)) }
         return s
     }
 
     /// Writes (or rewrites) the sidecar that says which object a stage file holds (a
-    /// `StageRecord`, not closed): `current` reads (under the superblock's lock) the object's
-    /// path, the generation the content is based on, its size and metadata as they are now, so
-    /// that of two writes the last names the current path. Under the stage's `sidecarLock`, never
-    /// under the superblock's lock. Written and renamed into place with plain calls and no fsync:
-    /// the stage file it describes is not synced either (both outlive a crash of this process, in
-    /// the page cache, which is what recovery covers), and every create pays for this
-    /// (FileManager's atomic write synced: a large part of a create's time).
-    func record(_ s: StagedFile, current: () -> SidecarTarget) {
-        s.sidecarLock.withLock { writeSidecarLocked(s, current(), closed: false) }
+    /// `StageRecord`, not closed). The caller hands it `target`, read under the superblock's lock
+    /// (`StagedFile.sidecarTarget`: the object's path, the generation the content is based on, its
+    /// size and metadata); the sidecar is written from the newest target handed to it so far
+    /// (`StagedFile.newest`), so that of two writes the last names the current path whichever
+    /// caller read its target first. Under the stage's `sidecarLock`, never under the superblock's
+    /// lock, and the staging area never calls back into the core. Written and renamed into place
+    /// with plain calls and no fsync: the stage file it describes is not synced either (both
+    /// outlive a crash of this process, in the page cache, which is what recovery covers), and
+    /// every create pays for this (FileManager's atomic write synced: a large part of a create's
+    /// time).
+    func record(_ s: StagedFile, _ target: SidecarTarget) {
+        s.sidecarLock.withLock { writeSidecarLocked(s, s.newest(target), closed: false) }
     }
 
     /// Writes the sidecar before a stage first becomes dirty (nothing when it has one), and again
     /// when it said closed: as not closed before new content (`content`), with the new metadata
     /// otherwise (an xattr or time set after close).
-    func recordIfNeeded(_ s: StagedFile, content: Bool = true, current: () -> SidecarTarget) {
+    func recordIfNeeded(_ s: StagedFile, content: Bool = true, _ target: SidecarTarget) {
         s.sidecarLock.withLock {
-            if !s.recorded || s.recordedClosed { writeSidecarLocked(s, current(), closed: s.recordedClosed && !content) }
+            let newest = s.newest(target)
+            if !s.recorded || s.recordedClosed { writeSidecarLocked(s, newest, closed: s.recordedClosed && !content) }
         }
     }
 
     /// Writes the sidecar again when the stage has one (its object was renamed).
-    func rerecord(_ s: StagedFile, current: () -> SidecarTarget) {
-        s.sidecarLock.withLock { if s.recorded { writeSidecarLocked(s, current(), closed: s.recordedClosed) } }
+    func rerecord(_ s: StagedFile, _ target: SidecarTarget) {
+        s.sidecarLock.withLock {
+            let newest = s.newest(target)
+            if s.recorded { writeSidecarLocked(s, newest, closed: s.recordedClosed) }
+        }
     }
 
     /// The writer closed the file (its last handle open for writing), before its upload: the
     /// sidecar says so, with the size and metadata at close (when it has one: clean content has none).
-    func recordClosed(_ s: StagedFile, current: () -> SidecarTarget) {
-        s.sidecarLock.withLock { if s.recorded && !s.recordedClosed { writeSidecarLocked(s, current(), closed: true) } }
+    func recordClosed(_ s: StagedFile, _ target: SidecarTarget) {
+        s.sidecarLock.withLock {
+            let newest = s.newest(target)
+            if s.recorded && !s.recordedClosed { writeSidecarLocked(s, newest, closed: true) }
+        }
     }
 
     private func writeSidecarLocked(_ s: StagedFile, _ target: SidecarTarget, closed: Bool) {
         let record = StageRecord(bucket: bucket, object: target.object, baseGeneration: target.baseGeneration,
                                  closed: closed, size: closed ? target.size : nil, metadata: target.metadata)
-        let d = SidecarJSON.data(record, created: RFC3339.format(Date(timeIntervalSince1970: now())))
+        let d = SidecarJSON.data(record, created: RFC3339.format(clock.date))
         let tmp = s.path + ".json.tmp"
         let fd = PrivateFiles.open(tmp, O_WRONLY | O_TRUNC)
         guard fd >= 0 else {
@@ -177,8 +189,7 @@ public final class StagingArea: @unchecked Sendable {
             unlink(tmp)
             return
         }
-        s.recorded = true
-        s.recordedClosed = closed
+        s.sidecarWritten(closed: closed)
     }
 
     /// Closes and deletes a stage file and its sidecar (once; later calls do nothing).
@@ -192,18 +203,18 @@ public final class StagingArea: @unchecked Sendable {
     func forgetRecord(_ s: StagedFile) {
         s.sidecarLock.withLock {
             unlink(s.path + ".json")
-            s.recorded = false
-            s.recordedClosed = false
+            s.sidecarDeleted()
         }
     }
 
     // MARK: lost+found
 
-    /// Copies a stage's content into lost+found, under a name that says which object it was, with
-    /// a JSON sidecar (its `StageRecord`, why, complete or not, bytes and md5). Returns the path,
-    /// or nil when even that failed.
-    func keepLost(_ s: StagedFile, record: StageRecord, reason: String) -> String? {
-        keep(fd: s.fd, length: s.size, record: record, complete: record.closed, reason: reason)?.path
+    /// Copies the first `size` bytes of a stage's content (its size, read under the superblock's
+    /// lock by the caller) into lost+found, under a name that says which object it was, with a
+    /// JSON sidecar (its `StageRecord`, why, complete or not, bytes and md5). Returns the path, or
+    /// nil when even that failed.
+    func keepLost(_ s: StagedFile, size: Int64, record: StageRecord, reason: String) -> String? {
+        keep(fd: s.fd, length: size, record: record, complete: record.closed, reason: reason)?.path
     }
 
     /// Removes a lost+found entry (and its sidecar) that a newer one of the same file replaced.
@@ -250,7 +261,7 @@ public final class StagingArea: @unchecked Sendable {
         side["md5"] = md5
         side["complete"] = complete
         side["reason"] = reason
-        side["kept"] = RFC3339.format(Date(timeIntervalSince1970: now()))
+        side["kept"] = RFC3339.format(clock.date)
         if let d = try? JSONSerialization.data(withJSONObject: side, options: [.sortedKeys, .prettyPrinted]) {
             let sideTmp = tmp + ".json"
             let sfd = PrivateFiles.open(sideTmp, O_WRONLY | O_EXCL)

@@ -17,8 +17,13 @@ import StorageModel
 /// own upload, so the files and bytes waiting on disk, and the memory and descriptors each
 /// waiting file holds, stay under the bound whatever the writers do (docs/SEMANTICS.md §3.4).
 ///
+/// Nothing here polls: a close waiting for room is woken when an upload starts (or the queue
+/// stops), and a file not ready yet is started by a wait on the core's clock (`BucketClock`), so
+/// a test that injects a `ManualClock` moves the queue by advancing it.
+///
 /// INVARIANT: a stage is at most once in `waiting`; `running` counts the jobs started and not
-/// finished, never more than `limit` while the queue is open.
+/// finished, never more than `limit` while the queue is open; a close waits for room only while
+/// there is none.
 final class UploadQueue: @unchecked Sendable {
     let limit: Int
     /// Seconds from a file's close to the earliest start of its upload.
@@ -30,7 +35,7 @@ final class UploadQueue: @unchecked Sendable {
     private let clock: BucketClock
     private let lock = NSLock()
     /// In the order files were closed, each with the earliest start of its upload and its size.
-    private var waiting: [(Node, StagedFile, ready: ContinuousClock.Instant, bytes: Int64)] = []
+    private var waiting: [(Node, StagedFile, ready: BucketClock.Instant, bytes: Int64)] = []
     private var waitingBytes: Int64 = 0
     /// A task waits for the first waiting file to be ready (slots were free when it was queued).
     private var wakeScheduled = false
@@ -39,6 +44,9 @@ final class UploadQueue: @unchecked Sendable {
     private var failed = 0
     private var closed = false
     private var idle: [CheckedContinuation<Void, Never>] = []
+    /// Closes waiting for room (`room()`), by number; woken when there is room.
+    private var roomWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+    private var lastWaiter: UInt64 = 0
     /// The job: one upload attempt of a file; true when its content is saved (or needs no upload).
     private var job: (@Sendable (Node, StagedFile) async -> Bool)?
 
@@ -53,14 +61,35 @@ final class UploadQueue: @unchecked Sendable {
     /// Whether the queue is within its bound (at most `maxFiles` waiting, at most `maxBytes`): a
     /// close that queued its file past it waits. (Closes that queue at the same moment may each
     /// add one file past the bound before they wait.)
-    var hasRoom: Bool { lock.withLock { closed || (waiting.count <= maxFiles && waitingBytes <= maxBytes) } }
+    var hasRoom: Bool { lock.withLock { hasRoomLocked } }
+
+    private var hasRoomLocked: Bool { closed || (waiting.count <= maxFiles && waitingBytes <= maxBytes) }
 
     /// Returns once the queue has room (or is closed, or the caller is cancelled: an interrupted
-    /// close). Polls: it only waits while the queue is full, until one of its uploads starts.
+    /// close). It waits only while the queue is full, until one of its uploads starts: the start
+    /// wakes it (`wakeForRoomLocked`).
     func room() async {
-        while !hasRoom && !Task.isCancelled {
-            try? await Task.sleep(for: .milliseconds(20))
+        let id: UInt64 = lock.withLock { lastWaiter += 1; return lastWaiter }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                let now: Bool = lock.withLock {
+                    if hasRoomLocked || Task.isCancelled { return true }
+                    roomWaiters[id] = c
+                    return false
+                }
+                if now { c.resume() }
+            }
+        } onCancel: {
+            lock.withLock { roomWaiters.removeValue(forKey: id) }?.resume()
         }
+    }
+
+    /// The closes waiting for room, when there is room now (each is resumed after the lock is
+    /// released).
+    private func wakeForRoomLocked() -> [CheckedContinuation<Void, Never>] {
+        guard hasRoomLocked, !roomWaiters.isEmpty else { return [] }
+        defer { roomWaiters.removeAll() }
+        return Array(roomWaiters.values)
     }
 
     /// Sets the job (once, when the core is made; nothing is queued before).
@@ -70,13 +99,14 @@ final class UploadQueue: @unchecked Sendable {
 
     /// Queues `s`, of `bytes` (no-op when it already waits, or after `close`).
     func enqueue(_ n: Node, _ s: StagedFile, bytes: Int64 = 0) {
-        let start: [(Node, StagedFile)] = lock.withLock {
-            guard !closed, waitingIDs.insert(ObjectIdentifier(s)).inserted else { return [] }
+        let (start, wake): ([(Node, StagedFile)], [CheckedContinuation<Void, Never>]) = lock.withLock {
+            guard !closed, waitingIDs.insert(ObjectIdentifier(s)).inserted else { return ([], []) }
             waiting.append((n, s, clock.now + .milliseconds(Int64(delay * 1000)), max(0, bytes)))
             waitingBytes += max(0, bytes)
-            return startLocked()
+            return (startLocked(), wakeForRoomLocked())
         }
         launch(start)
+        for c in wake { c.resume() }
     }
 
     /// Whether `s` waits for its turn (not yet started).
@@ -90,9 +120,10 @@ final class UploadQueue: @unchecked Sendable {
             waiting.removeAll()
             waitingIDs.removeAll()
             waitingBytes = 0
-            guard running == 0 else { return [] }
+            let rooms = wakeForRoomLocked()
+            guard running == 0 else { return rooms }
             defer { idle.removeAll() }
-            return idle
+            return idle + rooms
         }
         for c in wake { c.resume() }
     }
@@ -127,6 +158,10 @@ final class UploadQueue: @unchecked Sendable {
                 bad.append("the upload queue has \(waiting.count) files waiting and only \(running) of \(limit) running, and nothing scheduled to start them")
             }
             if failed < 0 { bad.append("the upload queue counts \(failed) failures") }
+            // INVARIANT: a close waits for room only while there is none.
+            if !roomWaiters.isEmpty, hasRoomLocked {
+                bad.append("\(roomWaiters.count) closes wait for room in the upload queue, and it has room")
+            }
             // INVARIANT: `waitingBytes` is the sum of the waiting files' sizes.
             if waitingBytes != waiting.reduce(0, { $0 + $1.bytes }) {
                 bad.append("the upload queue counts \(waitingBytes) bytes waiting, its files have \(waiting.reduce(0, { $0 + $1.bytes }))")
@@ -154,11 +189,12 @@ final class UploadQueue: @unchecked Sendable {
             wakeScheduled = true
             Task { [self] in
                 try? await clock.sleep(until: next.ready)
-                let more: [(Node, StagedFile)] = lock.withLock {
+                let (more, wake): ([(Node, StagedFile)], [CheckedContinuation<Void, Never>]) = lock.withLock {
                     wakeScheduled = false
-                    return closed ? [] : startLocked()
+                    return closed ? ([], []) : (startLocked(), wakeForRoomLocked())
                 }
                 launch(more)
+                for c in wake { c.resume() }
             }
         }
         return start
@@ -173,9 +209,10 @@ final class UploadQueue: @unchecked Sendable {
                     running -= 1
                     if !saved { failed += 1 }
                     let more = closed ? [] : startLocked()
-                    guard running == 0, waiting.isEmpty else { return (more, []) }
+                    let rooms = wakeForRoomLocked()
+                    guard running == 0, waiting.isEmpty else { return (more, rooms) }
                     defer { idle.removeAll() }
-                    return (more, idle)
+                    return (more, idle + rooms)
                 }
                 launch(more)
                 for c in wake { c.resume() }
