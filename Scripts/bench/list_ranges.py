@@ -10,34 +10,18 @@ the names from the pages does better. Every page is parsed (json) and every name
 Prints "SECONDS NAMES REQUESTS CPU": the time from the first request to the last page parsed, and
 the client's own CPU seconds (user + system) in it."""
 import os
-import http.client
 import json
 import sys
-import threading
 import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 
+from plain_http import Getter
+
 endpoint, bucket, prefix = sys.argv[1], sys.argv[2], sys.argv[3]
 count, concurrency = int(sys.argv[4]), int(sys.argv[5])
-host = urllib.parse.urlsplit(endpoint).netloc
-local = threading.local()
-requests = 0
-lock = threading.Lock()
-
-
-def get(path):
-    global requests
-    if getattr(local, "c", None) is None:
-        local.c = http.client.HTTPConnection(host, timeout=120)
-    local.c.request("GET", path)
-    r = local.c.getresponse()
-    body = r.read()
-    if r.status != 200:
-        raise SystemExit(f"list_ranges: GET {path}: {r.status} {body[:200]!r}")
-    with lock:
-        requests += 1
-    return body
+http = Getter(endpoint, "list_ranges")
+get = http.get
 
 
 def name(i):
@@ -63,4 +47,4 @@ with ThreadPoolExecutor(concurrency) as pool:
 t1, c1 = time.monotonic(), os.times()
 names = [n for r in ranges for n in r]
 assert len(set(names)) == len(names), "a name came twice"
-print(f"{t1 - t0:.3f} {len(names)} {requests} {c1.user + c1.system - c0.user - c0.system:.2f}")
+print(f"{t1 - t0:.3f} {len(names)} {http.requests} {c1.user + c1.system - c0.user - c0.system:.2f}")

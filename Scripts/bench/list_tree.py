@@ -8,35 +8,19 @@ every name counted once. A directory of one level is a single chain of pages: fo
 the faster limit is Scripts/bench/list_ranges.py, which knows where to cut it.
 Prints "SECONDS NAMES REQUESTS CPU": the time from the first request to the last page parsed, and
 the client's own CPU seconds (user + system) in it."""
-import http.client
 import json
 import os
 import sys
-import threading
 import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 
+from plain_http import Getter
+
 endpoint, bucket, root = sys.argv[1], sys.argv[2], sys.argv[3]
 concurrency = int(sys.argv[4])
-host = urllib.parse.urlsplit(endpoint).netloc
-local = threading.local()
-lock = threading.Lock()
-requests = 0
-
-
-def get(path):
-    global requests
-    if getattr(local, "c", None) is None:
-        local.c = http.client.HTTPConnection(host, timeout=120)
-    local.c.request("GET", path)
-    r = local.c.getresponse()
-    body = r.read()
-    if r.status != 200:
-        raise SystemExit(f"list_tree: GET {path}: {r.status} {body[:200]!r}")
-    with lock:
-        requests += 1
-    return body
+http = Getter(endpoint, "list_tree")
+get = http.get
 
 
 def list_dir(prefix):
@@ -64,4 +48,4 @@ with ThreadPoolExecutor(concurrency) as pool:
         pending |= {pool.submit(list_dir, p) for p in prefixes}
 t1, c1 = time.monotonic(), os.times()
 assert len(set(seen)) == len(seen), "a name came twice"
-print(f"{t1 - t0:.3f} {len(seen)} {requests} {c1.user + c1.system - c0.user - c0.system:.2f}")
+print(f"{t1 - t0:.3f} {len(seen)} {http.requests} {c1.user + c1.system - c0.user - c0.system:.2f}")
