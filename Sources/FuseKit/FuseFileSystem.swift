@@ -171,6 +171,9 @@ public protocol FuseFileSystemBase: AnyObject, Sendable {
     /// this handle (FOPEN_DIRECT_IO: every read and write reaches the filesystem, and no shared
     /// mmap). Default: false.
     func directIO(ino: UInt64, fh: UInt64) -> Bool
+    /// Asked as `opendir` is answered: whether the kernel caches the directory's entries for
+    /// this handle, or keeps what it cached before (`DirectoryCaching`). Default: `.none`.
+    func directoryCaching(ino: UInt64, fh: UInt64) -> DirectoryCaching
     /// Answers from cache with no I/O, on the libfuse thread with no Task: the result, or nil to
     /// call the async method. A returned lookup entry counts as one lookup, as `lookup`'s does.
     /// Defaults: nil.
@@ -242,6 +245,7 @@ public protocol FuseFileSystem: FuseFileSystemBase {}
 public extension FuseFileSystem {
     func keepsCache(ino: UInt64, fh: UInt64) -> Bool { false }
     func directIO(ino: UInt64, fh: UInt64) -> Bool { false }
+    func directoryCaching(ino: UInt64, fh: UInt64) -> DirectoryCaching { .none }
     func cachedLookup(parent: UInt64, name: String) -> Result<FuseEntry, Errno>? { nil }
     func cachedGetattr(ino: UInt64) -> (FileAttributes, Double)? { nil }
     func cachedGetxattr(ino: UInt64, name: String) -> Result<[UInt8], Errno>? { nil }

@@ -242,6 +242,11 @@ enum FuseOperations {
         context.serve(req, { () async throws(Errno) in try await fs.opendir(ino: ino) }) { req, fh in
             var fi = fuse_file_info()
             fi.fh = fh
+            switch fs.directoryCaching(ino: ino, fh: fh) {
+            case .none: break
+            case .fill: fi.cache_readdir = 1
+            case .keep: fi.cache_readdir = 1; fi.keep_cache = 1
+            }
             let rc = fuse_reply_open(req, &fi)
             if rc != 0 { fs.releasedir(ino: ino, fh: fh) }  // the kernel will never release it
             context.check(rc, "fuse_reply_open")

@@ -212,6 +212,9 @@ final class CheckedCore: FuseFileSystemBase, @unchecked Sendable {
     }
     func keepsCache(ino: UInt64, fh: UInt64) -> Bool { checked("keepsCache(\(ino), \(fh))") { core.keepsCache(ino: ino, fh: fh) } }
     func directIO(ino: UInt64, fh: UInt64) -> Bool { checked("directIO(\(ino), \(fh))") { core.directIO(ino: ino, fh: fh) } }
+    func directoryCaching(ino: UInt64, fh: UInt64) -> DirectoryCaching {
+        checked("directoryCaching(\(ino), \(fh))") { core.directoryCaching(ino: ino, fh: fh) }
+    }
     func cachedLookup(parent: UInt64, name: String) -> Result<FuseEntry, Errno>? {
         checked("cachedLookup(\(parent), \(name))") { core.cachedLookup(parent: parent, name: name) }
     }

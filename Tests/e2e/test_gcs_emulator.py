@@ -59,6 +59,45 @@ def test_listing_shows_prefixes_and_items(emulator, mounts, prefix):
     assert open(f"{sub}/sub/deeper/d.txt", "rb").read() == b"ddd"
 
 
+def readdirs(port):
+    """How many readdir (and readdirplus) requests reached the mount, from its metrics."""
+    import urllib.request
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return sum(float(l.split()[-1]) for l in text.splitlines()
+               if l.startswith('bucketfs_fuse_operations_total{') and 'operation="readdir"' in l)
+
+
+def test_the_kernel_keeps_a_fresh_listing_and_sees_every_change(emulator, mounts, prefix):
+    """The kernel's readdir cache (docs/SEMANTICS.md §6): while the mount's listing of a directory
+    is fresh, a warm `ls` is answered by the kernel (no readdir reaches the mount); a change made
+    through the mount shows at once, one made elsewhere once --metadata-ttl has passed."""
+    from test_operating import free_port
+    b = emulator.bucket()
+    for n in ("a", "b", "c"):
+        b.blob(f"{prefix}/d/{n}").upload_from_string(n)
+    port = free_port()
+    mnt = mount_gs(mounts, emulator, "--metadata-ttl", "3600", "--metrics-address", f"127.0.0.1:{port}")
+    d = f"{mnt}/{prefix}/d"
+    assert sorted(os.listdir(d)) == ["a", "b", "c"]
+    before = readdirs(port)
+    for _ in range(3):
+        assert sorted(os.listdir(d)) == ["a", "b", "c"]
+    assert readdirs(port) == before, "the warm listings were the kernel's"
+    with open(f"{d}/new", "w") as f:
+        f.write("n")
+    os.remove(f"{d}/b")
+    assert sorted(os.listdir(d)) == ["a", "c", "new"]
+    assert readdirs(port) > before, "a change through the mount makes the kernel ask again"
+    # Elsewhere: seen after the TTL (a second mount of the same directory, with a short one).
+    short = mount_gs(mounts, emulator, "--metadata-ttl", "1", "--metrics-address", f"127.0.0.1:{free_port()}")
+    e = f"{short}/{prefix}/d"
+    assert sorted(os.listdir(e)) == ["a", "c", "new"]
+    b.blob(f"{prefix}/d/later").upload_from_string("x")
+    time.sleep(1.5)  # past --metadata-ttl
+    assert sorted(os.listdir(e)) == ["a", "c", "later", "new"]
+
+
 def test_setfattr_through_mount_is_object_metadata(emulator, mounts, prefix):
     b = emulator.bucket()
     blob = b.blob(f"{prefix}/doc.txt")

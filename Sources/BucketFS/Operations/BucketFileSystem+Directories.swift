@@ -13,6 +13,12 @@ extension BucketFileSystem {
         return superblock.openDirectory(ino)
     }
 
+    /// Whether the kernel caches a directory's entries, or keeps what it cached
+    /// (Superblock+KernelDirectoryCache.swift).
+    public func directoryCaching(ino: UInt64, fh: UInt64) -> DirectoryCaching {
+        superblock.directoryCaching(fh)
+    }
+
     public func readdir(ino: UInt64, fh: UInt64, offset: UInt64) async throws(Errno) -> [DirectoryEntry] {
         try await readdir(ino: ino, fh: fh, offset: offset, limit: 4096)
     }

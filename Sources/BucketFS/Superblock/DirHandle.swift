@@ -14,7 +14,9 @@ final class DirHandle: @unchecked Sendable {
     var pass: ReaddirPass?
     /// The snapshot came from a listing of names only (`Listing.namesOnly`). GUARDED_BY(Superblock.lock)
     var namesOnly = false
-    init(ino: UInt64) { self.ino = ino }
+    /// What the kernel was told at opendir it may do with the entries (`Superblock.openDirectory`).
+    let caching: DirectoryCaching
+    init(ino: UInt64, caching: DirectoryCaching = .none) { self.ino = ino; self.caching = caching }
 }
 
 /// A readdir pass: the listing it holds (`Listing.serial`) and when its listing began, so that

@@ -28,6 +28,10 @@ struct Listing {
     /// the order a tree walk reads them in, for the read path's walk (`ListedFiles`; a hint,
     /// `children` is the truth).
     var fileOrder: [String] = []
+    /// The fingerprint (`Superblock.fingerprint`) of the entries a handle the kernel caches from
+    /// was given from this listing: the kernel may keep its copy while the listing still answers
+    /// the same (docs/SEMANTICS.md §6). Nil: none given.
+    var kernelCopy: Int?
 
     /// How many of the next files listed by name only a stat of one such file reads the metadata
     /// of along with its own (`Superblock.statAhead`): 0 at first, then 15, 75 and

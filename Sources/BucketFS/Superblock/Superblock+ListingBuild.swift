@@ -173,6 +173,7 @@ extension Superblock {
             if let handle {
                 // The build's pins are the snapshot's now.
                 installSnapshotLocked(handle, entries, namesOnly: listing.namesOnly)
+                if keep { noteKernelCopyLocked(handle, dir) }
                 entries = []
                 startPassLocked(handle, dir, start: b.began)
             }

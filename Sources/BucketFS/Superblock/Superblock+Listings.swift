@@ -124,7 +124,12 @@ extension Superblock {
     // MARK: - directory handles
 
     func openDirectory(_ ino: UInt64) -> UInt64 {
-        locked { handles.add(DirHandle(ino: ino)) }
+        locked { handles.add(DirHandle(ino: ino, caching: kernelCachingLocked(ino))) }
+    }
+
+    /// What the kernel may do with directory handle `fh`'s entries.
+    func directoryCaching(_ fh: UInt64) -> DirectoryCaching {
+        locked { handles.directories[fh]?.caching ?? .none }
     }
 
     /// The directory handle `fh`, and whether it needs a snapshot before answering from `offset`.
@@ -142,9 +147,9 @@ extension Superblock {
     /// GET, per file. The snapshot begins a readdir pass (`startPassLocked`).
     func snapshotFromCache(_ dir: Node, into h: DirHandle) -> Bool {
         locked {
-            guard let l = dir.listing, l.isFresh(at: now),
-                  !l.children.values.contains(where: { table[$0].map(lacksFileInfoLocked) ?? true }) else { return false }
+            guard let l = answeringListingLocked(dir) else { return false }
             snapshotLocked(h, l)
+            noteKernelCopyLocked(h, dir)
             startPassLocked(h, dir, start: now)
             return true
         }
