@@ -168,6 +168,30 @@ class Plain:
                                      data=data, method="POST", headers={"Content-Type": "application/octet-stream"})
         urllib.request.urlopen(req, timeout=300).read()
 
+    def put_streamed(self, name, size, piece):
+        """One resumable upload of `size` bytes sent as one streamed PUT (`piece` repeated), as
+        a client that streams a file it writes."""
+        import http.client
+        q = urllib.parse.quote(f"{self.prefix}/{name}", safe="")
+        start = urllib.request.Request(f"{self.endpoint}/upload/storage/v1/b/{self.bucket}/o?uploadType=resumable&name={q}",
+                                       data=b"{}", method="POST", headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(start, timeout=60) as r:
+            session = urllib.parse.urlsplit(r.headers["Location"])
+        conn = http.client.HTTPConnection(session.netloc, timeout=300)
+        conn.putrequest("PUT", session.path + ("?" + session.query if session.query else ""))
+        conn.putheader("Content-Length", str(size))
+        conn.endheaders()
+        sent = 0
+        while sent < size:
+            chunk = piece[:min(len(piece), size - sent)]
+            conn.send(chunk)
+            sent += len(chunk)
+        resp = conn.getresponse()
+        resp.read()
+        conn.close()
+        if resp.status not in (200, 201):
+            raise SystemExit(f"plain upload: HTTP {resp.status}")
+
     def delete(self, name):
         urllib.request.urlopen(urllib.request.Request(self.url(name, media=False), method="DELETE"), timeout=60).read()
 
@@ -191,14 +215,15 @@ def plain(name, endpoint, bucket, prefix, size, runtime):
                 done[t] += c.get(fname)
 
     def writer(t):
-        data = os.urandom(1 << 20)
+        piece = os.urandom(1 << 20)
         i = 0
         while time.monotonic() < stop:
-            # One streamed upload of the bytes fio writes in the time (a new object each round).
-            chunk = data * max(1, min(64, size_bytes(size) >> 20))
-            c.put(f"plain-write.{t}.{i}", chunk)
-            done[t] += len(chunk)
-            c.delete(f"plain-write.{t}.{i}")  # as fio's unlink: the server keeps objects in memory
+            # What fio writes between open and close, as one streamed upload (a file of SIZE
+            # bytes, a new object each round), then deleted as fio's unlink deletes the file.
+            n = size_bytes(size)
+            c.put_streamed(f"plain-write.{t}.{i}", n, piece)
+            done[t] += n
+            c.delete(f"plain-write.{t}.{i}")  # the server keeps objects in memory
             i += 1
 
     if kind == "latency" and name.startswith("ttfb"):

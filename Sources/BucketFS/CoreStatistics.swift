@@ -31,8 +31,8 @@ public final class CacheCounters: @unchecked Sendable {
 public struct CoreStatistics: Sendable, Equatable {
     /// Inodes in the table (the kernel holds them, or something local or a cached listing does).
     public var inodes = 0
-    /// What `--max-cached-entries` bounds (cached infos plus names in cached listings, fresh or
-    /// not), and that bound.
+    /// What `--max-cached-entries` bounds (the objects whose info or name in a cached listing is
+    /// held, fresh or not, each once), and that bound.
     public var cachedEntries = 0
     public var maxCachedEntries = 0
     /// Files and directories whose metadata is cached and fresh.

@@ -65,7 +65,7 @@ struct CachingOptions: ParsableArguments {
     @Option(name: .customLong("list-concurrency"), help: "List requests in flight at once for one directory: past its first page, a listing asks for that many name ranges at once (1: one page after another).")
     var listConcurrency: Int = MountConfig.defaults.listConcurrency
     @Option(name: .customLong("max-cached-entries"),
-            help: "Bound on cached metadata: each file's or directory's metadata and each name in a cached listing counts one; the oldest go first.")
+            help: "Bound on cached metadata: each object whose metadata or name in a cached listing is held counts one, once; the oldest go first.")
     var maxCachedEntries: Int = MountConfig.defaults.maxCachedEntries
 }
 

@@ -190,8 +190,29 @@ import TestSupport
         h.fs.releasedir(ino: d, fh: fh)
     }
 
+    @Test func aListedFileCountsOnceSoADirectoryAsLargeAsTheBoundStaysCached() async throws {
+        // 10 files whose names and metadata are cached are 10 entries, not 20: with room for
+        // 12, the listing and its metadata stay, and the next readdir asks nothing.
+        let h = Harness { $0.maxCachedEntries = 12 }
+        fill(h, "a", 10)
+        let a = try await h.ino("a")
+        _ = try await h.readdirAll(a)
+        let s = h.fs.statistics()
+        #expect(s.cachedEntries <= 12 && s.cachedEntries >= 10, "\(s.cachedEntries) cached entries")
+        h.store.resetCounts()
+        let entries = try await h.readdirAll(a)
+        #expect(entries.count == 10)
+        for e in entries {
+            _ = try await h.fs.lookup(parent: a, name: e.name)
+            _ = try await h.fs.getxattr(ino: e.entry.attributes.ino, name: "user.k")
+        }
+        #expect(h.store.counts.values.reduce(0, +) == 0, "the cached listing and metadata answer: \(h.store.counts)")
+    }
+
     @Test func anEvictedListingIsListedAgainAtTheNextReaddir() async throws {
-        let h = Harness { $0.maxCachedEntries = 25 }
+        // (A listed file counts once, its name and metadata together: a's 10 and the root's 2
+        // fit, b's 10 more do not.)
+        let h = Harness { $0.maxCachedEntries = 15 }
         fill(h, "a", 10)
         fill(h, "b", 10)
         let a = try await h.ino("a"), b = try await h.ino("b")
@@ -199,7 +220,7 @@ import TestSupport
         h.store.resetCounts()
         _ = try await h.readdirAll(a)
         #expect(h.store.count("list") == 0, "a fresh cached listing answers")
-        _ = try await h.readdirAll(b)  // 20 more entries: a's go
+        _ = try await h.readdirAll(b)  // 10 more entries: a's go
         h.store.resetCounts()
         let names = try await h.readdirAll(a).map(\.name)
         #expect(names.count == 10)

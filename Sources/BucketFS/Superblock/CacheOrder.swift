@@ -19,8 +19,11 @@ struct CacheOrder {
     /// Cached listings, and the names they hold.
     var listings = 0
     var listedNames = 0
-    /// What `maxCachedEntries` bounds.
-    var entries: Int { infos + listedNames }
+    /// Nodes whose info is cached and whose name is in a cached listing (`Node.listed`): one
+    /// object each, counted once.
+    var listedInfos = 0
+    /// What `maxCachedEntries` bounds: the objects whose metadata or name is cached, each once.
+    var entries: Int { infos + listedNames - listedInfos }
     /// Tickets in the queue, live and stale.
     var queued: Int { queue.count - head }
     /// The tickets in the queue, oldest first (invariant checks).

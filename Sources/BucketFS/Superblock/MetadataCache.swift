@@ -7,8 +7,9 @@ import StorageModel
 /// superblock, guarded by its lock; the superblock decides what to evict and what a node's
 /// eviction drops with it (`Superblock.trimCacheLocked`).
 ///
-/// What is counted: each node whose `info` is cached is one entry, each name in a cached
-/// directory listing is one entry. When the count passes the bound, the oldest cached things go
+/// What is counted: each object whose metadata or name is cached is one entry, once: a node
+/// whose `info` is cached, a name in a cached directory listing, or both (a listed node's info,
+/// `Node.listed`, counts with its name). When the count passes the bound, the oldest cached things go
 /// first (FIFO by when they were filled, O(1) amortized: a queue of tickets, never a scan of the
 /// nodes). An evicted info is read again at its next use (GET, or the directory's listing when
 /// that one expired too); an evicted listing is listed again at the next readdir (lookups
@@ -42,7 +43,10 @@ struct MetadataCache {
             clear(n, tabled: tabled)
             return
         }
-        if n.box == nil, tabled { order.infos += 1 }
+        if n.box == nil, tabled {
+            order.infos += 1
+            if n.listed { order.listedInfos += 1 }
+        }
         n.box = InfoBox(info)
         if tabled { n.infoTicket = order.push(n.ino, listing: false) }
     }
@@ -51,7 +55,10 @@ struct MetadataCache {
     /// read that began before may fill it again).
     mutating func clear(_ n: Node, evicted: Bool = false, tabled: Bool) {
         if !evicted { noteChange(n) }
-        if n.box != nil, tabled { order.infos -= 1 }
+        if n.box != nil, tabled {
+            order.infos -= 1
+            if n.listed { order.listedInfos -= 1 }
+        }
         n.box = nil
         n.infoTicket = 0
     }
@@ -81,52 +88,82 @@ struct MetadataCache {
 
     /// Caches `dir`'s listing, queued last or in the `place` reserved for it; returns the one it
     /// replaces (whose children the caller may drop).
-    mutating func setListing(_ dir: Node, _ listing: Listing, place: UInt64? = nil) -> Listing? {
+    /// `nodes`: the table's node of a number (every listed child is in the table).
+    mutating func setListing(_ dir: Node, _ listing: Listing, place: UInt64? = nil, nodes: (UInt64) -> Node?) -> Listing? {
         let old = dir.listing
         if let old {
             order.listings -= 1
             order.listedNames -= old.children.count
+            for ino in old.children.values { unlist(nodes(ino)) }
         }
         dir.listing = listing
         order.listings += 1
         order.listedNames += listing.children.count
+        for ino in listing.children.values { list(nodes(ino)) }
         dir.listingTicket = place.map { order.insert(dir.ino, listing: true, number: $0) } ?? order.push(dir.ino, listing: true)
         return old
     }
 
     /// Forgets `dir`'s listing; returns it (the caller may drop its children).
-    mutating func dropListing(_ dir: Node) -> Listing? {
+    mutating func dropListing(_ dir: Node, nodes: (UInt64) -> Node?) -> Listing? {
         guard let old = dir.listing else { return nil }
         order.listings -= 1
         order.listedNames -= old.children.count
+        for ino in old.children.values { unlist(nodes(ino)) }
         dir.listing = nil
         dir.listingTicket = 0
         return old
     }
 
     /// A name added to `p`'s cached listing (create, mkdir, rename), if it has one.
-    mutating func addChild(_ p: Node, _ name: String, _ ino: UInt64) {
+    mutating func addChild(_ p: Node, _ name: String, _ ino: UInt64, nodes: (UInt64) -> Node?) {
         guard p.listing != nil else { return }
-        if p.listing!.children.updateValue(ino, forKey: name) == nil { order.listedNames += 1 }
+        if let old = p.listing!.children.updateValue(ino, forKey: name) {
+            if old != ino { unlist(nodes(old)) } else { return }
+        } else {
+            order.listedNames += 1
+        }
+        list(nodes(ino))
     }
 
     /// A name gone from `p`'s cached listing (unlink, rmdir, rename).
-    mutating func removeChild(_ p: Node, _ name: String) {
+    mutating func removeChild(_ p: Node, _ name: String, nodes: (UInt64) -> Node?) {
         guard p.listing != nil else { return }
-        if p.listing!.children.removeValue(forKey: name) != nil { order.listedNames -= 1 }
+        if let old = p.listing!.children.removeValue(forKey: name) {
+            order.listedNames -= 1
+            unlist(nodes(old))
+        }
+    }
+
+    /// `n` is named by a cached listing now: its cached info counts with its name.
+    private mutating func list(_ n: Node?) {
+        guard let n, !n.listed else { return }
+        n.listed = true
+        if n.box != nil { order.listedInfos += 1 }
+    }
+
+    /// No cached listing names `n` any more: its cached info counts on its own.
+    private mutating func unlist(_ n: Node?) {
+        guard let n, n.listed else { return }
+        n.listed = false
+        if n.box != nil { order.listedInfos -= 1 }
     }
 
     /// `n` came back into the table holding an info: it counts again.
     mutating func attached(_ n: Node) {
         guard n.box != nil else { return }
         order.infos += 1
+        if n.listed { order.listedInfos += 1 }
         n.infoTicket = order.push(n.ino, listing: false)
     }
 
     /// `n` leaves the table (its listing was dropped first): its info stays on the object,
     /// uncounted, for an operation under way that holds it.
     mutating func detached(_ n: Node) {
-        if n.box != nil { order.infos -= 1 }
+        if n.box != nil {
+            order.infos -= 1
+            if n.listed { order.listedInfos -= 1 }
+        }
         n.infoTicket = 0
     }
 

@@ -47,6 +47,10 @@ final class Node: @unchecked Sendable {
     /// Open directory handles whose snapshot holds this node, and listings being applied that
     /// made it (`ListingBuild`): it stays in the table meanwhile.
     var snapshotPins: UInt32 = 0
+    /// A cached listing of its directory names it (`MetadataCache`): its info, when cached, is
+    /// counted once against the bound, with the name. In the padding after `type`: the node stays
+    /// 104 bytes.
+    var listed = false
     /// Whether the object is there, found missing, or removed through this mount.
     var presence = Presence.present
     /// (Next to `snapshotPins` and `presence`, so that the three share one word: a node is 104

@@ -82,7 +82,7 @@ extension Superblock {
             n.staged = staged
             staged.opened()
             n.lookups += 1
-            cache.addChild(p, name, n.ino)
+            cache.addChild(p, name, n.ino, nodes: { self.table[$0] })
             pending.note(n)
             let h = Handle(ino: n.ino, writable: true, info: nil, path: path, stream: nil, stage: staged)
             h.directIO = PageCachePolicy.directIO(writeOnly: writeOnly, others: handles.fileHandles(on: n.ino))

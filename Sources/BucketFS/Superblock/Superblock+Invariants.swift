@@ -30,8 +30,14 @@ extension Superblock {
             for b in listingBuilds.values {
                 for e in b.files { pins[ObjectIdentifier(e.node), default: (e.node, 0)].count += 1 }
             }
-            var infos = 0, listings = 0, names = 0
+            var namedByListings = Set<UInt64>()
+            for n in table.nodes.values { if let l = n.listing { namedByListings.formUnion(l.children.values) } }
+            var infos = 0, listings = 0, names = 0, listedInfos = 0
             for n in table.nodes.values {
+                // INVARIANT: a node is marked listed exactly when a cached listing names it (its
+                // cached info then counts once, with its name).
+                expect(n.listed == namedByListings.contains(n.ino), "'\(n.path)': listed \(n.listed), named by a cached listing \(namedByListings.contains(n.ino))")
+                if n.listed, n.box != nil { listedInfos += 1 }
                 // INVARIANT: only directories have listings; only files have local content.
                 expect(n.listing == nil || n.type == .directory, "file '\(n.path)' has a listing")
                 expect(n.staged == nil || n.type == .regular, "directory '\(n.path)' has local content")
@@ -87,6 +93,7 @@ extension Superblock {
             expect(cache.order.infos == infos, "the cache counts \(cache.order.infos) infos, the table holds \(infos)")
             expect(cache.order.listings == listings, "the cache counts \(cache.order.listings) listings, the table holds \(listings)")
             expect(cache.order.listedNames == names, "the cache counts \(cache.order.listedNames) listed names, the listings hold \(names)")
+            expect(cache.order.listedInfos == listedInfos, "the cache counts \(cache.order.listedInfos) listed infos, the table holds \(listedInfos)")
 
             // INVARIANT: every open file and directory names a node in the table (the node stays
             // while it is open), and a node held by a snapshot is the one the table holds.

@@ -16,7 +16,7 @@ extension Superblock {
             setInfoLocked(n, info, expiry: now + ttl)
             setListingLocked(n, Listing(children: [:], expiry: now + ttl))
             n.lookups += 1
-            cache.addChild(p, name, n.ino)
+            cache.addChild(p, name, n.ino, nodes: { self.table[$0] })
             trimCacheLocked()
             return stat.entry(n, now: now)
         }
@@ -30,7 +30,7 @@ extension Superblock {
             n.presence = .present
             setInfoLocked(n, info, expiry: now + ttl)
             n.lookups += 1
-            cache.addChild(p, name, n.ino)
+            cache.addChild(p, name, n.ino, nodes: { self.table[$0] })
             trimCacheLocked()
             return stat.entry(n, now: now)
         }
@@ -44,7 +44,7 @@ extension Superblock {
             n.presence = .unlinked
             clearInfoLocked(n)
             let discarded = n.staged.map { ($0, n.path) }
-            cache.removeChild(p, name)
+            cache.removeChild(p, name, nodes: { self.table[$0] })
             table.unindex(n)
             dropIfUnusedLocked(n)
             return discarded
@@ -64,7 +64,7 @@ extension Superblock {
             n.presence = .unlinked
             clearInfoLocked(n)
             dropListingLocked(n)
-            cache.removeChild(p, name)
+            cache.removeChild(p, name, nodes: { self.table[$0] })
             table.unindex(n)
             uncoverLocked(p, name)
             dropIfUnusedLocked(n)
@@ -151,7 +151,7 @@ extension Superblock {
     /// `p`'s listing (a file a renamed directory hid shows at once), the new one joins `np`'s.
     func renamed(from p: Node, _ name: String, to np: Node, _ newName: String, at dstPath: String, isDirectory: Bool) {
         locked {
-            cache.removeChild(p, name)
+            cache.removeChild(p, name, nodes: { self.table[$0] })
             if isDirectory { uncoverLocked(p, name) }
             if let n = table.bound(dstPath, isDirectory: isDirectory) {
                 // A directory renamed over a directory that hid a file (the rmdir of the one it
@@ -160,7 +160,7 @@ extension Superblock {
                    let f = table[shown], f.type == .regular {
                     np.listing?.hiddenFiles[newName] = .some(f.info)
                 }
-                cache.addChild(np, newName, n.ino)
+                cache.addChild(np, newName, n.ino, nodes: { self.table[$0] })
             }
             trimCacheLocked()
         }
@@ -173,6 +173,6 @@ extension Superblock {
         let f = nodeLocked(path: hidden?.name ?? p.childPrefix + name, type: .regular)
         f.presence = .present
         if let info = hidden { setInfoLocked(f, info, expiry: now + ttl) }
-        cache.addChild(p, name, f.ino)
+        cache.addChild(p, name, f.ino, nodes: { self.table[$0] })
     }
 }

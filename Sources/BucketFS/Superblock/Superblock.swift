@@ -409,7 +409,7 @@ final class Superblock: @unchecked Sendable {
         lastListingSerial += 1
         listing.serial = lastListingSerial
         listing.passes = 0
-        guard let old = cache.setListing(dir, listing, place: place) else { return }
+        guard let old = cache.setListing(dir, listing, place: place, nodes: { self.table[$0] }) else { return }
         for (name, ino) in old.children where listing.children[name] != ino {
             if let c = table[ino] { dropIfUnusedLocked(c) }
         }
@@ -418,7 +418,7 @@ final class Superblock: @unchecked Sendable {
     /// Forgets a directory's listing (the next readdir lists it again); its children that
     /// nothing else holds are dropped.
     func dropListingLocked(_ dir: Node) {
-        guard let old = cache.dropListing(dir) else { return }
+        guard let old = cache.dropListing(dir, nodes: { self.table[$0] }) else { return }
         for ino in old.children.values {
             if let c = table[ino] { dropIfUnusedLocked(c) }
         }
