@@ -32,9 +32,25 @@ extension BucketFileSystem {
             // listed again (an evicted child would have nothing to show).
             let hit = superblock.snapshotFromCache(dir, into: h)
             cacheCounters.count(.listing, hit: hit)
-            if !hit { try await loadListing(dir, into: h) }
+            if !hit {
+                // In a walk down a tree, the next subdirectories are listed at the same time.
+                async let aheadDone: Void = listAhead(superblock.listingsAhead(after: dir))
+                try await loadListing(dir, into: h)
+                await aheadDone
+            }
         }
         return superblock.entries(h, after: offset, limit: limit)
+    }
+
+    /// Lists directories at once for a walk's readdir (`Superblock.listingsAhead`), each only when
+    /// it fits in one page; what fails or does not fit is left for the directory's own readdir.
+    private func listAhead(_ dirs: [Node]) async {
+        guard !dirs.isEmpty else { return }
+        await withTaskGroup(of: Void.self) { group in
+            for d in dirs {
+                group.addTask { [self] in _ = try? await loadListing(d, pagesAtMost: 1) }
+            }
+        }
     }
 
     public func releasedir(ino: UInt64, fh: UInt64) {

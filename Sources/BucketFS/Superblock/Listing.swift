@@ -40,6 +40,15 @@ struct Listing {
     var statAhead = 0
     static let maxStatAhead = 127
 
+    /// How many of the subdirectories listed after one that a readdir must list are listed with
+    /// it (`Superblock.listingsAhead`): 0 at the first, then `Listing.maxListAhead`, so that a
+    /// walk down a tree lists 16 directories at once and a lone `ls` of a subdirectory lists one.
+    var listAhead = 0
+    static let maxListAhead = 15
+    /// Past this many names, no listing is made ahead of a walk into its subdirectories (finding
+    /// the next ones scans the whole listing).
+    static let maxNamesToListAhead = 10_000
+
     /// Whether it answers without listing again at `now`: within its TTL, or held by a pass.
     func isFresh(at now: Double) -> Bool { passes > 0 || expiry > now }
 

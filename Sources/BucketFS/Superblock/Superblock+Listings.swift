@@ -67,6 +67,29 @@ extension Superblock {
         }
     }
 
+    /// The subdirectories after `dir` in its parent's fresh listing whose own listing is not
+    /// cached and fresh, for a readdir that must list `dir` to list along with it: a walk down a
+    /// tree (`ls -R`, `find`, `du`) reads each subdirectory in turn, and each would otherwise cost
+    /// a round trip of its own (docs/SEMANTICS.md §6). None at the first such readdir under a
+    /// parent, then `Listing.maxListAhead`; none in a parent of more than
+    /// `Listing.maxNamesToListAhead` names, or with a TTL of 0 (nothing listed ahead would be kept).
+    func listingsAhead(after dir: Node) -> [Node] {
+        locked {
+            guard ttl > 0, dir.type == .directory, let p = table.parent(of: dir), let l = p.listing, l.isFresh(at: now),
+                  l.children.count <= Listing.maxNamesToListAhead else { return [] }
+            p.listing?.listAhead = Listing.maxListAhead
+            guard l.listAhead > 0 else { return [] }
+            let after = dir.name
+            var names: [String] = []
+            for (name, ino) in l.children where after.utf8.lexicographicallyPrecedes(name.utf8) {
+                guard let c = table[ino], c.type == .directory, !c.removed, !(c.listing?.isFresh(at: now) ?? false) else { continue }
+                names.append(name)
+            }
+            names.sort { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            return names.prefix(l.listAhead).compactMap { childLocked(l, $0) }
+        }
+    }
+
     /// The directory bound at `path` while a readdir pass over its listing is under way: it
     /// exists, so its lookup again (`ls -l DIR` stats `DIR/name` for each file, and the kernel
     /// looks `DIR` up again each time its entry expires) asks nothing (docs/SEMANTICS.md §6).
