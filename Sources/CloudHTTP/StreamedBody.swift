@@ -88,95 +88,72 @@ package final class BodyProgress: @unchecked Sendable {
     package var backlog: SendBacklog { lock.lock(); defer { lock.unlock() }; return pieces }
 }
 
-/// The crc32c and md5 of an upload's bytes in order from byte 0, fed by the pieces as they are
-/// sent. A resumed request sends again from the offset the server persisted: bytes already
-/// summed are skipped, so the sums cover each byte once. The server's answer must carry the same
-/// sums (`mismatch`).
+/// The checksums of an upload's bytes, in order from byte 0, fed by the pieces as they are sent.
+/// A resumed request sends again from the offset the server persisted: bytes already summed are
+/// skipped, so the sum covers each byte once. The server's answer must carry the same sums
+/// (`mismatch`).
 ///
-/// The md5 is computed beside the sending, on a queue of its own: it costs as much CPU as the
-/// rest of the upload, and done inline it held the body back (README, "Writes"). Pieces wait
-/// for it sharing the sent buffer's storage (no copy), at most `backlogLimit` bytes of them; the
-/// sender waits when it is ahead by more.
+/// The crc32c is summed as the bytes go (the CPU's instruction: little cost). Cloud Storage
+/// reports a crc32c for every object, so that is what the answer is checked against, as Google's
+/// own clients check it. An md5 is computed only for a server that reports an md5 and no crc32c,
+/// by reading the source again after the upload: summed beside the sending, the md5 took half of
+/// the daemon's CPU in an upload and set its pace (docs/bench-results/fio.md).
 package final class UploadChecksums: @unchecked Sendable {
     private let lock = NSLock()
     private var crc = CRC32C()
     private var summedTo: Int64 = 0
-    /// Bytes handed to `hasher` and not yet hashed; senders waiting for it to shrink.
-    private var backlog = 0
-    private var waiters: [CheckedContinuation<Void, Never>] = []
-    /// Touched only on `hasher`.
-    private var md5 = Insecure.MD5()
-    private let hasher = DispatchQueue(label: "bucketfs.upload-md5")
-    static let backlogLimit = 16 << 20
+    /// Where the bytes come from, read again for an md5 (nil: no md5 can be made).
+    private let source: UploadSource?
 
-    package init() {}
+    package init(source: UploadSource?) { self.source = source }
 
     /// The sums of `data` at once (a multipart body).
     package convenience init(_ data: Data) {
-        self.init()
-        data.withUnsafeBytes { raw in
-            crc.update(raw)
-            hasher.sync { md5.update(bufferPointer: raw) }
-        }
+        self.init(source: .data(data))
+        data.withUnsafeBytes { crc.update($0) }
         summedTo = Int64(data.count)
     }
 
-    /// Adds the bytes of `piece` (which starts at `position`) not summed yet; waits while the md5
-    /// is more than `backlogLimit` bytes behind.
+    /// Adds the bytes of `piece` (which starts at `position`) not summed yet.
     package func add(_ piece: ByteBuffer, at position: Int64) async {
-        await room()
         lock.withLock {
             let end = position + Int64(piece.readableBytes)
             guard position <= summedTo, end > summedTo else { return }
             let skip = Int(summedTo - position)
-            guard let fresh = piece.getSlice(at: piece.readerIndex + skip, length: piece.readableBytes - skip) else { return }
-            fresh.withUnsafeReadableBytes { crc.update($0) }
+            piece.withUnsafeReadableBytes { raw in
+                crc.update(UnsafeRawBufferPointer(rebasing: raw[skip...]))
+            }
             summedTo = end
-            backlog += fresh.readableBytes
-            // Queued under the lock: the md5 sees the pieces in the order they were summed.
-            hasher.async { [self] in
-                fresh.withUnsafeReadableBytes { md5.update(bufferPointer: $0) }
-                let ready = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
-                    backlog -= fresh.readableBytes
-                    guard backlog < Self.backlogLimit else { return [] }
-                    defer { waiters.removeAll() }
-                    return waiters
-                }
-                for w in ready { w.resume() }
-            }
-        }
-    }
-
-    private func room() async {
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            lock.lock()
-            if backlog < Self.backlogLimit {
-                lock.unlock()
-                c.resume()
-            } else {
-                waiters.append(c)
-                lock.unlock()
-            }
         }
     }
 
     package var bytesSummed: Int64 { lock.withLock { summedTo } }
 
-    /// (crc32c, md5) in the JSON API's base64 form, once the md5 has caught up.
-    package func base64() async -> (crc32c: String, md5: String) {
-        let digest = await withCheckedContinuation { (c: CheckedContinuation<Data, Never>) in
-            hasher.async { [self] in c.resume(returning: Data(md5.finalize())) }
+    /// The crc32c in the JSON API's base64 form.
+    package var crc32c: String { lock.withLock { crc.base64 } }
+
+    /// The md5 of the source's first `size` bytes in the JSON API's base64 form, read in 1 MiB
+    /// pieces; nil when the source cannot be read whole.
+    package func md5(size: Int64) -> String? {
+        guard let source, let reader = try? ChunkReader(source) else { return nil }
+        var md5 = Insecure.MD5()
+        var at: Int64 = 0
+        while at < size {
+            guard let piece = try? reader.read(at: at, count: Int(min(1 << 20, size - at))), piece.readableBytes > 0 else { return nil }
+            piece.withUnsafeReadableBytes { md5.update(bufferPointer: $0) }
+            at += Int64(piece.readableBytes)
         }
-        return lock.withLock { (crc.base64, digest.base64EncodedString()) }
+        return Data(md5.finalize()).base64EncodedString()
     }
 
-    /// Why `info` is not the object these bytes make, or nil when every sum the server reported
-    /// matches (a server that reports none confirms nothing and is not contradicted either).
+    /// Why `info` is not the object these bytes make, or nil when the sum the server reported
+    /// matches: its crc32c, else its md5 (a server that reports neither confirms nothing and is
+    /// not contradicted either).
     package func mismatch(_ info: ObjectInfo, size: Int64) async -> (expected: String, got: String)? {
-        let (c, m) = await base64()
         if info.size != size { return ("\(size) bytes", "\(info.size) bytes") }
-        if let got = info.crc32c, got != c { return ("crc32c \(c)", "crc32c \(got)") }
-        if let got = info.md5Hash, got != m { return ("md5 \(m)", "md5 \(got)") }
+        let c = crc32c
+        if let got = info.crc32c { return got != c ? ("crc32c \(c)", "crc32c \(got)") : nil }
+        if let got = info.md5Hash, let m = md5(size: size), got != m { return ("md5 \(m)", "md5 \(got)") }
         return nil
     }
 }

@@ -88,7 +88,7 @@ extension FirebaseStore {
     /// and goes on from there; a session the server forgot starts over (three times at most). The
     /// deadline restarts whenever the server holds more bytes.
     func resumableUpload(_ name: String, from source: UploadSource, size: Int64, metadata: WritableMetadata) async throws -> ObjectInfo {
-        let sums = UploadChecksums()
+        let sums = UploadChecksums(source: source)
         var session = try await startSession(name, size: size, metadata: metadata)
         var progress = ResumableProgress(policy: transport.policy)
         var mustAsk = false

@@ -57,11 +57,11 @@ extension GCSStore {
     /// after a reset, a stall, a timeout or a 5xx does it ask the session what it persisted
     /// (`Content-Range: bytes */N` → 308 with `Range: bytes=0-K`) and send the rest from there.
     /// The deadline restarts whenever the server has persisted more bytes, and while the body's
-    /// bytes move (docs/SEMANTICS.md §5.2). The crc32c and md5 of
-    /// the bytes sent are summed as they go, and the finished object must carry the same sums.
+    /// bytes move (docs/SEMANTICS.md §5.2). The crc32c of the bytes sent is summed as they go,
+    /// and the finished object must carry it (`UploadChecksums`).
     func resumableUpload(_ name: String, from source: UploadSource, size: Int64, metadata: WritableMetadata,
                          preconditions: Preconditions) async throws -> ObjectInfo {
-        let sums = UploadChecksums()
+        let sums = UploadChecksums(source: source)
         var session = try await startSession(name, size: size, metadata: metadata, preconditions: preconditions)
         var progress = ResumableProgress(policy: transport.policy)
         var mustAsk = false
