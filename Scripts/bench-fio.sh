@@ -171,6 +171,10 @@ for job in $JOBS; do
     [[ " $TARGETS " =~ \ (gs-fake|plain-fake)\  ]] && layout "$job" fake
   fi
   for target in $TARGETS; do run_one "$job" "$target"; done
+  # The servers keep objects in memory (and the disk its files): each job's go once it ran.
+  "${JOBSPY[@]}" clean "$ENDPOINT" "$BUCKET" "$job" || true
+  [ -n "$FAKE_PID" ] && { "${JOBSPY[@]}" clean "$FAKE_ENDPOINT" "$BUCKET" "$job" || true; }
+  rm -rf "${WORK:?}/local/$job"
 done
 
 ratio_to() {  # VALUE OTHER KIND -> VALUE/OTHER (throughput) or OTHER/VALUE (ms: lower is better)

@@ -20,6 +20,8 @@ the close included.
   fio_jobs.py kind NAME                   read | write | latency | create | mix
   fio_jobs.py result NAME JSON [SECONDS]  the row's number from fio's JSON output: MiB/s (read,
                                           write, mix), ms (latency), files/s (create)
+  fio_jobs.py clean ENDPOINT BUCKET PREFIX  deletes every object whose name begins with PREFIX (the test servers keep
+                                          them in memory: a job's files go once its targets ran)
   fio_jobs.py plain NAME ENDPOINT BUCKET PREFIX SIZE RUNTIME
                                           the same bytes through a plain client (the limit a
                                           mount is held to): MiB/s, ms or files/s
@@ -30,6 +32,7 @@ import random
 import sys
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -266,6 +269,29 @@ def plain(name, endpoint, bucket, prefix, size, runtime):
     return f"{sum(done) / (time.monotonic() - t0) / (1 << 20):.1f}"
 
 
+def clean(endpoint, bucket, prefix):
+    base = f"{endpoint.rstrip('/')}/storage/v1/b/{bucket}/o"
+    token = None
+    names = []
+    while True:
+        q = {"prefix": prefix, "fields": "items(name),nextPageToken"}
+        if token:
+            q["pageToken"] = token
+        with urllib.request.urlopen(base + "?" + urllib.parse.urlencode(q), timeout=60) as r:
+            page = json.load(r)
+        names += [o["name"] for o in page.get("items", [])]
+        token = page.get("nextPageToken")
+        if not token:
+            break
+    for n in names:
+        req = urllib.request.Request(f"{base}/{urllib.parse.quote(n, safe='')}", method="DELETE")
+        try:
+            urllib.request.urlopen(req, timeout=60).read()
+        except urllib.error.HTTPError as e:
+            if e.code != 404:
+                raise
+
+
 def main(argv):
     cmd = argv[1]
     if cmd == "names":
@@ -279,6 +305,8 @@ def main(argv):
         print(JOBS[argv[2]][0])
     elif cmd == "result":
         print(result(argv[2], argv[3], float(argv[4]) if len(argv) > 4 else None))
+    elif cmd == "clean":
+        clean(*argv[2:5])
     elif cmd == "plain":
         print(plain(*argv[2:8]))
     else:
