@@ -134,7 +134,7 @@ extension FirebaseStore {
         return out
     }
 
-    static func precedes(_ a: String, _ b: String) -> Bool { a.utf8.lexicographicallyPrecedes(b.utf8) }
+    static func precedes(_ a: String, _ b: String) -> Bool { NameOrder.precedes(a, b) }
 
     /// Every name under the first level, depth first (each directory's placeholder before its
     /// contents), until `limit` candidates. `levels` is left where the walk stopped (empty when it

@@ -39,8 +39,9 @@ struct ObjectJSON: Decodable, Equatable {
         var custom: [String: String] = [:]
         for (k, v) in metadata ?? [:] { if let v { custom[s[k] ?? k] = v } }
         let created = timeCreated.flatMap(RFC3339.parse)
-        let updatedDate = updated.flatMap(RFC3339.parse)
-        let p = ObjectResource.property  // "" is not set (see there)
+        // Equal for an object never changed after its upload: parsed once.
+        let updatedDate = updated == timeCreated ? created : updated.flatMap(RFC3339.parse)
+        func p(_ v: String?) -> String? { v?.isEmpty == false ? v : nil }  // "" is not set (ObjectResource.property)
         let writable = WritableMetadata(cacheControl: s[p(cacheControl)], contentDisposition: s[p(contentDisposition)],
                                         contentEncoding: s[p(contentEncoding)], contentLanguage: s[p(contentLanguage)],
                                         contentType: s[p(contentType)], customMetadata: s[custom])
@@ -81,10 +82,14 @@ struct Int64Text: Decodable, Equatable {
 /// Shares the storage of strings and small maps that repeat across the objects of a list page
 /// (bucket, content type, cache control, custom metadata written by one tool): a listing keeps
 /// one copy of each instead of one per object. Only for values of at most 256 bytes, and at most
-/// 1,000 distinct ones per page, so a page of all-different values costs little.
+/// 1,000 distinct ones per page, so a page of all-different values costs little. Maps are no
+/// longer looked up once the first 64 of a page were all different (a tool's per-object mtime:
+/// hashing each map was a tenth of a listing's parse).
 final class Interner {
     private var strings: Set<String> = []
     private var maps: Set<[String: String]> = []
+    private var mapLookups = 0
+    private var mapHits = 0
 
     subscript(_ s: String?) -> String? {
         guard let s, s.utf8.count > 15, s.utf8.count <= 256 else { return s }  // ≤ 15 bytes: stored inline
@@ -94,8 +99,9 @@ final class Interner {
     }
 
     subscript(_ m: [String: String]) -> [String: String] {
-        guard !m.isEmpty, m.count <= 8 else { return m }
-        if let i = maps.firstIndex(of: m) { return maps[i] }
+        guard !m.isEmpty, m.count <= 8, mapHits > 0 || mapLookups < 64 else { return m }
+        mapLookups += 1
+        if let i = maps.firstIndex(of: m) { mapHits += 1; return maps[i] }
         if maps.count < 1000 { maps.insert(m) }
         return m
     }

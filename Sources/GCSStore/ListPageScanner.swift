@@ -167,16 +167,19 @@ enum ListPageScanner {
         mutating func string() throws -> String {
             try take(UInt8(ascii: "\""))
             let start = i
+            var high: UInt8 = 0  // every byte or'ed: below 0x80 when the string is ASCII
             while i < p.count, p[i] != UInt8(ascii: "\""), p[i] != UInt8(ascii: "\\") {
                 guard p[i] >= 0x20 else { throw Unexpected() }
+                high |= p[i]
                 i += 1
             }
             guard i < p.count else { throw Unexpected() }
             if p[i] == UInt8(ascii: "\"") {
                 defer { i += 1 }
-                guard let s = String(validating: UnsafeRawBufferPointer(rebasing: p[start..<i]), as: UTF8.self) else {
-                    throw Unexpected()
-                }
+                let bytes = UnsafeRawBufferPointer(rebasing: p[start..<i])
+                // ASCII is valid UTF-8: made without the (generic, slower) validating path.
+                if high < 0x80 { return String(decoding: bytes.assumingMemoryBound(to: UInt8.self), as: UTF8.self) }
+                guard let s = String(validating: bytes, as: UTF8.self) else { throw Unexpected() }
                 return s
             }
             var bytes = Array(p[start..<i])
@@ -253,10 +256,21 @@ enum ListPageScanner {
             return Int64Text(v)
         }
 
+        /// A string passed over: an ASCII one without escapes is only scanned; any other is read
+        /// by `string()`, which checks its escapes and UTF-8.
+        mutating func skipString() throws {
+            try take(UInt8(ascii: "\""))
+            let start = i
+            while i < p.count, p[i] >= 0x20, p[i] < 0x80, p[i] != UInt8(ascii: "\""), p[i] != UInt8(ascii: "\\") { i += 1 }
+            if i < p.count, p[i] == UInt8(ascii: "\"") { i += 1; return }
+            i = start - 1
+            _ = try string()
+        }
+
         /// Any JSON value, checked as it is passed over.
         mutating func skipValue() throws {
             switch try peek() {
-            case UInt8(ascii: "\""): _ = try string()
+            case UInt8(ascii: "\""): try skipString()
             case UInt8(ascii: "{"): try object { s, _ in try s.skipValue() }
             case UInt8(ascii: "["): try array { s in try s.skipValue() }
             case UInt8(ascii: "t"): try literal("true")

@@ -11,15 +11,47 @@ public enum PackedMD5: Sendable, Equatable {
 
     public init(_ text: String?) {
         guard let text else { self = .none; return }
-        if text.utf8.count == 24, let data = Data(base64Encoded: text), data.count == 16,
-           data.base64EncodedString() == text {
-            var hi: UInt64 = 0, lo: UInt64 = 0
-            for (i, byte) in data.enumerated() {
-                if i < 8 { hi = hi << 8 | UInt64(byte) } else { lo = lo << 8 | UInt64(byte) }
-            }
+        if let (hi, lo) = Self.digest(base64: text) {
             self = .digest(hi, lo)
         } else {
             self = .text(text)
+        }
+    }
+
+    /// The 16 bytes of a digest in canonical base64 (24 characters, `==` at the end, no stray
+    /// bits), as two big-endian halves; nil for any other text. By hand: Foundation's decoder and
+    /// the re-encoding that checked it cost more than the rest of a listed object's fields.
+    static func digest(base64 text: String) -> (UInt64, UInt64)? {
+        var text = text
+        return text.withUTF8 { b -> (UInt64, UInt64)? in
+            guard b.count == 24, b[22] == UInt8(ascii: "="), b[23] == UInt8(ascii: "=") else { return nil }
+            // 22 characters of 6 bits: 128 bits, then 4 zero bits in canonical form.
+            var hi: UInt64 = 0, acc: UInt64 = 0
+            for k in 0..<22 {
+                guard let v = sextet(b[k]) else { return nil }
+                switch k {
+                case 10:  // 60 bits so far and this one's first 4: the first half
+                    hi = acc << 4 | UInt64(v >> 2)
+                    acc = UInt64(v & 0x3)
+                case 21:  // 62 bits so far and this one's first 2; its last 4 are the padding
+                    guard v & 0xF == 0 else { return nil }
+                    acc = acc << 2 | UInt64(v >> 4)
+                default:
+                    acc = acc << 6 | UInt64(v)
+                }
+            }
+            return (hi, acc)
+        }
+    }
+
+    private static func sextet(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"): c - UInt8(ascii: "A")
+        case UInt8(ascii: "a")...UInt8(ascii: "z"): c - UInt8(ascii: "a") + 26
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0") + 52
+        case UInt8(ascii: "+"): 62
+        case UInt8(ascii: "/"): 63
+        default: nil
         }
     }
 

@@ -31,7 +31,7 @@ public enum JSONText {
         case .bool(let b): out += Array((b ? "true" : "false").utf8)
         case .object(let fields):
             out.append(UInt8(ascii: "{"))
-            for (i, (k, v)) in fields.sorted(by: { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }).enumerated() {
+            for (i, (k, v)) in fields.sorted(by: { NameOrder.precedes($0.0, $1.0) }).enumerated() {
                 if i > 0 { out.append(UInt8(ascii: ",")) }
                 string(k, to: &out)
                 out.append(UInt8(ascii: ":"))

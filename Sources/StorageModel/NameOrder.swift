@@ -21,3 +21,20 @@ public enum NameOrder {
         return nil
     }
 }
+
+extension NameOrder {
+    /// Whether `a` sorts before `b` in UTF-8 byte order: `a.utf8.lexicographicallyPrecedes(b.utf8)`,
+    /// as one `memcmp` over the strings' contiguous bytes (the generic comparison was a tenth of
+    /// the daemon's CPU in a listing of 100,000 names: sorting them and checking their ranges).
+    @inlinable
+    public static func precedes(_ a: String, _ b: String) -> Bool {
+        var a = a, b = b  // withUTF8 copies only a string that is not contiguous (bridged)
+        return a.withUTF8 { pa in
+            b.withUTF8 { pb in
+                let n = min(pa.count, pb.count)
+                let c = n == 0 ? 0 : memcmp(pa.baseAddress!, pb.baseAddress!, n)
+                return c != 0 ? c < 0 : pa.count < pb.count
+            }
+        }
+    }
+}

@@ -247,8 +247,14 @@ public enum RFC3339 {
     }
 
     /// Parses `YYYY-MM-DDTHH:MM:SS[.fff…](Z|±HH:MM)`.
+    /// Read over the string's own bytes, the seconds counted by hand (a listing parses two
+    /// stamps per object; an array and `timegm` each were most of that).
     public static func parse(_ s: String) -> Date? {
-        let b = Array(s.utf8)
+        var s = s
+        return s.withUTF8 { parse(utf8: $0) }
+    }
+
+    static func parse(utf8 b: UnsafeBufferPointer<UInt8>) -> Date? {
         func num(_ from: Int, _ len: Int) -> Int? {
             guard from + len <= b.count else { return nil }
             var v = 0
@@ -277,10 +283,26 @@ public enum RFC3339 {
             i += 6
         } else { return nil }
         guard i == b.count else { return nil }
-        var tmv = tm()
-        tmv.tm_year = Int32(y - 1900); tmv.tm_mon = Int32(mo - 1); tmv.tm_mday = Int32(d)
-        tmv.tm_hour = Int32(h); tmv.tm_min = Int32(mi); tmv.tm_sec = Int32(se)
-        let t = timegm(&tmv)
+        let t: Int
+        if (1...12).contains(mo) {
+            t = daysSinceEpoch(year: y, month: mo, day: d) * 86_400 + h * 3600 + mi * 60 + se
+        } else {  // timegm carries a month out of range into the year, as it always did here
+            var tmv = tm()
+            tmv.tm_year = Int32(y - 1900); tmv.tm_mon = Int32(mo - 1); tmv.tm_mday = Int32(d)
+            tmv.tm_hour = Int32(h); tmv.tm_min = Int32(mi); tmv.tm_sec = Int32(se)
+            t = timegm(&tmv)
+        }
         return Date(timeIntervalSince1970: Double(t - offset) + frac)
+    }
+
+    /// Days from 1970-01-01 to a date of the proleptic Gregorian calendar (a day past the
+    /// month's end runs into the next, as with `timegm`): Howard Hinnant's `days_from_civil`.
+    static func daysSinceEpoch(year: Int, month: Int, day: Int) -> Int {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let doy = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return era * 146_097 + doe - 719_468
     }
 }

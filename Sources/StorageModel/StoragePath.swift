@@ -14,18 +14,22 @@ public enum StoragePath {
         normalize(parent + "/" + child)
     }
 
-    /// The last segment, "" for the root.
+    /// The last segment, "" for the root. Segments end at the byte `/`, as the kernel's do (a
+    /// `/` followed by a combining mark still ends one), and the search runs over UTF-8 bytes: a
+    /// listing asks this once per name.
     public static func lastSegment(_ path: String) -> String {
-        guard let i = path.lastIndex(of: "/") else { return path }
-        return String(path[path.index(after: i)...])
+        guard let i = path.utf8.lastIndex(of: slash) else { return path }
+        return String(Substring(path.utf8[path.utf8.index(after: i)...]))
     }
 
     /// The parent path, nil for the root ("").
     public static func parent(_ path: String) -> String? {
         if path.isEmpty { return nil }
-        guard let i = path.lastIndex(of: "/") else { return "" }
-        return String(path[..<i])
+        guard let i = path.utf8.lastIndex(of: slash) else { return "" }
+        return String(Substring(path.utf8[..<i]))
     }
+
+    static let slash = UInt8(ascii: "/")
 
     /// Validates an object name for the model: 1…1024 UTF-8 bytes, no CR or LF.
     public static func validateObjectName(_ name: String) throws(StorageError) {
@@ -47,13 +51,32 @@ public enum StoragePath {
         if name.utf8.contains(where: { $0 == 0x0A || $0 == 0x0D }) { return .containsNewline }
         // A C string ends at NUL: shown, `a\0b` would reach the kernel as `a`, another object's name.
         if name.utf8.contains(0) { return .containsNul }
-        var segs = name.split(separator: "/", omittingEmptySubsequences: false)
-        if allowTrailingSlash, segs.count > 1, segs.last == "" { segs.removeLast() }
-        for s in segs {
-            if s.isEmpty || s == "." || s == ".." { return .unrepresentableSegment(String(s)) }
-            if s.utf8.count > maxSegmentBytes { return .segmentTooLong(segment: String(s), bytes: s.utf8.count) }
+        // Segments end at the byte `/` (as the kernel splits a path), read in one pass.
+        return name.utf8.withContiguousStorageIfAvailable { segmentProblem(in: $0, allowTrailingSlash: allowTrailingSlash) }
+            ?? segmentProblem(in: Array(name.utf8), allowTrailingSlash: allowTrailingSlash)
+    }
+
+    /// The first empty, `.`, `..` or over-long segment of a name's bytes, nil when none.
+    private static func segmentProblem<C: RandomAccessCollection<UInt8>>(in bytes: C, allowTrailingSlash: Bool) -> PathProblem?
+        where C.Index == Int {
+        var start = bytes.startIndex
+        let end = bytes.endIndex
+        while true {
+            var i = start
+            while i < end, bytes[i] != slash { i += 1 }
+            let n = i - start
+            // `dir/`: a placeholder's trailing slash ends the name, not an empty segment.
+            if n == 0, i == end, allowTrailingSlash, start > bytes.startIndex { return nil }
+            let dots = n <= 2 && bytes[start..<i].allSatisfy { $0 == UInt8(ascii: ".") }
+            if n == 0 || dots {
+                return .unrepresentableSegment(String(decoding: bytes[start..<i], as: UTF8.self))
+            }
+            if n > maxSegmentBytes {
+                return .segmentTooLong(segment: String(decoding: bytes[start..<i], as: UTF8.self), bytes: n)
+            }
+            if i == end { return nil }
+            start = i + 1
         }
-        return nil
     }
 
     /// `#`, `[`, `]`, `*`, `?` are allowed but discouraged by Cloud Storage; warned about once.

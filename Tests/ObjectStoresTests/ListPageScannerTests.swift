@@ -22,6 +22,8 @@ import Testing
         #"{"items":[{"name":"n","size":12,"generation":-3,"metageneration":null,"acl":[{"entity":"x","role":"R"},[],{}],"owner":{"entity":"u"},"eventBasedHold":false,"temporaryHold":true,"x":null,"f":-1.5e3,"g":0.25,"metadata":{"a":null,"b":"","c":"v"}}]}"#,
         // escapes and non-ASCII text in names, values and metadata keys
         #"{"items":[{"name":"q\"uo\\te\/d\b\f\n\r\t","contentType":"t\u00e9\u0041","metadata":{"ké":"\ud83d\ude00 ☃","k2":"\u20ac"}},{"name":"日本/é😀"}],"prefixes":["p\u002f/"]}"#,
+        // unknown keys' strings passed over: plain, escaped, non-ASCII
+        #"{"kind":"caf\u00e9 ☃ \"q\" \\","items":[{"etag":"é\n","name":"n","selfLink":"http://h/x?y=1&z=%2F"}],"x":["日本", "\ud83d\ude00"]}"#,
         // placeholders and versioned-listing fields
         #"{"items":[{"name":"d/","size":"0","timeDeleted":"2026-01-02T00:00:00Z","cacheControl":"","contentDisposition":"inline","contentEncoding":"gzip","contentLanguage":"en"}]}"#,
     ]
@@ -65,6 +67,9 @@ import Testing
             #"{"items":[{"name":"n"}]} x"#,             // something after it
             #"{"items":[{"name":"n",}]}"#,              // trailing comma
             #"{"x":tru}"#,
+            #"{"items":[{"etag":"\ud83d","name":"n"}]}"#,   // a lone surrogate in a value passed over
+            "{\"kind\":\"a\u{01}b\",\"items\":[]}",       // a control character in one
+            #"{"kind":"unterminated}"#,
             #"["not","an","object"]"#,
         ]
         for json in unexpected {
@@ -75,6 +80,10 @@ import Testing
         bad.append(contentsOf: [0xFF, 0xFE])
         bad.append(contentsOf: Data(#""}]}"#.utf8))
         #expect(ListPageScanner.page(bad) == nil)
+        var badSkipped = Data(#"{"items":[{"etag":"a"#.utf8)  // in a value passed over
+        badSkipped.append(contentsOf: [0xC3, 0x28])
+        badSkipped.append(contentsOf: Data(#"","name":"n"}]}"#.utf8))
+        #expect(ListPageScanner.page(badSkipped) == nil)
     }
 
     /// What the scanner gives up on and JSONDecoder reads is read as before.

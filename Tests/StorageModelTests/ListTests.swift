@@ -1,5 +1,6 @@
 import Foundation
 import ObjectStores
+import PropertyBased
 import StorageModel
 import Testing
 
@@ -101,5 +102,21 @@ import Testing
         #expect(try await ref.data(maxSize: 100).count == 100)
         try await ref.delete()
         await #expect(throws: StorageError.objectNotFound(path: "blob")) { try await ref.getMetadata() }
+    }
+}
+
+/// `NameOrder.precedes` is the UTF-8 byte order of the generic comparison it replaces, for
+/// strings of any scalars (ASCII, two to four bytes, a common prefix, one a prefix of the
+/// other, the empty string, small and heap-stored).
+@Suite struct NameOrderTests {
+    static let pieces = ["", "a", "ab", "z", "/", "-", "é", "e\u{301}", "日本", "😀", "\u{FFFF}", "\u{10FFFF}",
+                         "\u{7F}", "\u{80}", "file-0000", String(repeating: "x", count: 20)]
+
+    @Test func precedesIsTheUTF8ByteOrder() async {
+        let string = Gen.int(in: 0...(Self.pieces.count - 1)).array(of: 0...4).map { $0.map { Self.pieces[$0] }.joined() }
+        await propertyCheck(input: zip(string, string)) { a, b in
+            #expect(NameOrder.precedes(a, b) == a.utf8.lexicographicallyPrecedes(b.utf8), "\(a) \(b)")
+            #expect(NameOrder.precedes(a, a) == false)
+        }
     }
 }

@@ -126,6 +126,24 @@ import Testing
 }
 
 @Suite struct RFC3339Tests {
+    /// The seconds counted by hand are `timegm`'s, for any stamp of years 1 to 9999 (a day past
+    /// its month's end included), with and without an offset.
+    @Test func parsesAsTimegmDoes() async {
+        let fields = zip(Gen.int(in: 1...9999), Gen.int(in: 1...12), Gen.int(in: 0...31), Gen.int(in: 0...23),
+                         Gen.int(in: 0...59), Gen.int(in: 0...60))
+        await propertyCheck(input: zip(fields, Gen.int(in: -1...1))) { f, sign in
+            let (y, mo, d, h, mi, se) = f
+            func pad(_ v: Int, _ w: Int) -> String { String(repeating: "0", count: max(0, w - String(v).count)) + String(v) }
+            let zone = sign == 0 ? "Z" : (sign > 0 ? "+" : "-") + "05:30"
+            let text = "\(pad(y, 4))-\(pad(mo, 2))-\(pad(d, 2))T\(pad(h, 2)):\(pad(mi, 2)):\(pad(se, 2)).25" + zone
+            var tmv = tm()
+            tmv.tm_year = Int32(y - 1900); tmv.tm_mon = Int32(mo - 1); tmv.tm_mday = Int32(d)
+            tmv.tm_hour = Int32(h); tmv.tm_min = Int32(mi); tmv.tm_sec = Int32(se)
+            let expected = Double(timegm(&tmv) - sign * 19_800) + 0.25
+            #expect(RFC3339.parse(text)?.timeIntervalSince1970 == expected, "\(text)")
+        }
+    }
+
     @Test func formatsWithMillisecondsInUTC() {
         #expect(RFC3339.format(Date(timeIntervalSince1970: 0)) == "1970-01-01T00:00:00.000Z")
         #expect(RFC3339.format(Date(timeIntervalSince1970: 1_714_564_800.123)) == "2024-05-01T12:00:00.123Z")

@@ -132,6 +132,31 @@ struct UnreachableStore: StoreBackend {
         #expect(StoragePath.mountProblem("a\nb") == .containsNewline)
         #expect(StoragePath.mountProblem("a\u{0}b") == .containsNul)
         #expect(StoragePath.mountProblem("d/a\u{0}") == .containsNul)
+        #expect(StoragePath.mountProblem("/") == .unrepresentableSegment(""))
+        #expect(StoragePath.mountProblem("a//") == .unrepresentableSegment(""))
+        #expect(StoragePath.mountProblem("a/./") == .unrepresentableSegment("."))
+        #expect(StoragePath.mountProblem("a/.../..b/b..") == nil)
+        #expect(StoragePath.mountProblem("a/" + String(repeating: "é", count: 127) + "/") == nil)  // 254 bytes
+        #expect(StoragePath.mountProblem("a/" + String(repeating: "é", count: 128)) == .segmentTooLong(segment: String(repeating: "é", count: 128), bytes: 256))
+    }
+
+    /// Segments end at the byte `/`, as the kernel splits a path: a `/` followed by a combining
+    /// mark (one Character with it) still ends one, so `.` + U+0301 is a name of its own and
+    /// `a/\u{301}b`'s file is `\u{301}b` in the directory `a`.
+    @Test func segmentsEndAtTheSlashByte() {
+        #expect(StoragePath.lastSegment("a/\u{301}b") == "\u{301}b")
+        #expect(StoragePath.parent("a/\u{301}b") == "a")
+        #expect(StoragePath.lastSegment("ab") == "ab")
+        #expect(StoragePath.lastSegment("") == "")
+        #expect(StoragePath.lastSegment("a/") == "")
+        #expect(StoragePath.parent("x/y/z") == "x/y")
+        #expect(StoragePath.parent("x") == "")
+        #expect(StoragePath.parent("") == nil)
+        #expect(StoragePath.mountProblem("a/\u{301}b") == nil)
+        #expect(StoragePath.mountProblem("a/.\u{301}") == nil)
+        #expect(StoragePath.mountProblem("a//\u{301}") == .unrepresentableSegment(""))
+        let seg = "\u{301}" + String(repeating: "s", count: 254)  // 256 bytes after the slash
+        #expect(StoragePath.mountProblem("a/" + seg) == .segmentTooLong(segment: seg, bytes: 256))
     }
 }
 

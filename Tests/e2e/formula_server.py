@@ -9,7 +9,9 @@ objects.list, objects.get and media downloads:
   before they roll up into prefixes, and a prefix before `startOffset` left out even when some of
   its objects are in range (as fake-gcs-server does; the documentation does not say);
   `includeTrailingDelimiter` (no object here is named like a
-  prefix, so it adds nothing). Names in UTF-8 byte order. `fields` is ignored (whole resources).
+  prefix, so it adds nothing). Names in UTF-8 byte order. `fields` (a partial response, as
+  Cloud Storage answers one): `a,b(c,d),e/f` selects top-level keys and the keys of the
+  resources under them (`items(name,size)`, `items/name`); without it, whole resources.
 - objects.get: the resource; `alt=media` (and `/download/storage/v1/...`): the bytes, with
   `Range: bytes=a-b` answered 206.
 - buckets.get: a bucket resource.
@@ -169,6 +171,51 @@ class Formula:
         r["mediaLink"] = f"{base}/download/storage/v1/b/{self.bucket}/o/{quoted}?generation={gen}&alt=media"
         return r
 
+    # A resource's keys in the order `render` writes them.
+    KEYS = ("kind", "id", "name", "bucket", "generation", "metageneration", "contentType", "storageClass", "size",
+            "md5Hash", "etag", "timeCreated", "updated", "metadata", "crc32c", "selfLink", "mediaLink")
+
+    # Per key: its JSON text as a template over the values `render_some` makes.
+    TEMPLATES = {
+        "kind": '"storage#object"', "id": "{idq}", "name": "{qn}", "bucket": '"{bucket}"',
+        "generation": '"{gen}"', "metageneration": '"1"', "contentType": '"application/octet-stream"',
+        "storageClass": '"STANDARD"', "size": '"{size}"', "md5Hash": '"{md5}"', "etag": '"{etag}"',
+        "timeCreated": '"{stamp}"', "updated": '"{stamp}"', "metadata": "{meta}", "crc32c": '"{crc}"',
+        "selfLink": '"{base}/storage/v1/b/{bucket}/o/{quoted}"',
+        "mediaLink": '"{base}/download/storage/v1/b/{bucket}/o/{quoted}?generation={gen}&alt=media"',
+    }
+    _templates = {}
+
+    def render_some(self, f, i, j, base, keys):
+        """`render` of the keys `keys` only (in `KEYS` order); the values no key asks for are not
+        made."""
+        t = self._templates.get(keys)
+        if t is None:
+            text = "{{" + ", ".join(f'"{k}": {self.TEMPLATES[k]}' for k in keys) + "}}"
+            t = self._templates[keys] = (text, {w for k in keys for w in re.findall(r"{(\w+)}", self.TEMPLATES[k])})
+        text, needs = t
+        name = f.name(i, j)
+        size = self.size(i, j)
+        gen = 1_700_000_000_000_000 + i * 1000 + (j or 0)
+        v = {"bucket": self.bucket, "gen": gen, "size": size, "base": base}
+        if "qn" in needs:
+            v["qn"] = json.dumps(name)
+        if "idq" in needs:
+            v["idq"] = json.dumps(f"{self.bucket}/{name}/{gen}")
+        if "md5" in needs or "crc" in needs:
+            v["md5"], v["crc"] = self.hashes(self.PATTERN[:size])
+            if v["crc"] is None and "crc32c" in keys:  # not known: the key is left out
+                return self.render_some(f, i, j, base, tuple(k for k in keys if k != "crc32c"))
+        if "etag" in needs:
+            v["etag"] = base64.b64encode(gen.to_bytes(8, "big")).decode()
+        if "stamp" in needs:
+            v["stamp"] = _iso(EPOCH + i + (j or 0))
+        if "meta" in needs:
+            v["meta"] = f'{{"i": "{i}"}}' if j is None else f'{{"i": "{i}", "j": "{j}"}}'
+        if "quoted" in needs:
+            v["quoted"] = urllib.parse.quote(name, safe="")
+        return text.format(**v)
+
     def render(self, f, i, j, base=""):
         """`resource` as JSON text, made without building the dict (a page of 1,000 costs
         little, so the server is not what a listing waits for)."""
@@ -231,6 +278,13 @@ class Formula:
         return None
 
     def list(self, q, base=""):
+        top, sub = parse_fields(q.get("fields"))
+        item_keys = None  # whole resources
+        if top is not None and "items" in top and sub.get("items"):
+            item_keys = tuple(k for k in self.KEYS if k in sub["items"])
+
+        def shown(key):
+            return top is None or key in top
         prefix = q.get("prefix", "")
         delimiter = q.get("delimiter") or None
         max_results = max(1, min(int(q.get("maxResults", "1000")), 1000))
@@ -272,17 +326,44 @@ class Formula:
                     ub = upper_bound(cp)
                     pos = self.seek(ub) if ub else None
                     continue
-            items.append(self.render(f, i, j, base))
+            items.append(self.render(f, i, j, base) if item_keys is None else self.render_some(f, i, j, base, item_keys))
             last = ("i", name)
             pos = self.after(pos)
-        parts = ['"kind": "storage#objects"']
-        if items:
+        parts = ['"kind": "storage#objects"'] if shown("kind") else []
+        if items and shown("items"):
             parts.append('"items": [' + ", ".join(items) + "]")
-        if prefixes:
+        if prefixes and shown("prefixes"):
             parts.append('"prefixes": ' + json.dumps(prefixes))
-        if pos and last:
+        if pos and last and shown("nextPageToken"):
             parts.append('"nextPageToken": ' + json.dumps(_token(*last)))
         return ("{" + ", ".join(parts) + "}").encode()
+
+
+def parse_fields(text):
+    """A `fields` selection: (top-level keys, {key: the keys selected under it}); (None, {}) for
+    none. `items(name,size),prefixes` → ({items, prefixes}, {items: {name, size}}); `items/name`
+    is `items(name)`; deeper selections select the whole key under the first level."""
+    if not text:
+        return None, {}
+    top, sub, depth, word, parts = set(), {}, 0, "", []
+    for c in text + ",":
+        if c == "," and depth == 0:
+            parts.append(word.strip())
+            word = ""
+            continue
+        depth += (c == "(") - (c == ")")
+        word += c
+    for part in filter(None, parts):
+        head, _, rest = part.partition("/")
+        if "(" in head:
+            head, _, inner = head.partition("(")
+            rest = inner.rstrip(")")
+        top.add(head)
+        if rest:
+            sub.setdefault(head, set()).update(r.split("/")[0].split("(")[0] for r in rest.split(","))
+        else:
+            sub[head] = None  # the whole key
+    return top, sub
 
 
 _DAYS = {}
@@ -384,7 +465,9 @@ class Handler(BaseHTTPRequestHandler):
                                ("X-Goog-Hash", f"crc32c={r.get('crc32c', '')},md5={r['md5Hash']}"),
                                ("X-Goog-Stored-Content-Length", str(len(data)))])
         self._count("metadata")
-        return self._send(200, fm.resource(f, i, j, base))
+        r = fm.resource(f, i, j, base)
+        top, _ = parse_fields(q.get("fields"))
+        return self._send(200, r if top is None else {k: v for k, v in r.items() if k in top})
 
     do_HEAD = do_GET
 

@@ -20,7 +20,7 @@ import urllib.request
 import pytest
 
 from conftest import server, sh
-from formula_server import Formula, serve
+from formula_server import Formula, parse_fields, serve
 
 METRICS_PORT = int(os.environ.get("LISTING_METRICS_PORT", "9149"))
 
@@ -112,6 +112,26 @@ def test_formula_server_answers_as_fake_gcs_server(fake_gcs_tree, formula_server
         fake.bucket(srv.bucket_name).blob(name).download_as_bytes()
     assert ours.bucket(srv.bucket_name).blob(name).download_as_bytes(start=3, end=9) == \
         fake.bucket(srv.bucket_name).blob(name).download_as_bytes(start=3, end=9)
+
+
+def test_formula_server_answers_a_partial_response():
+    """`fields` selects what a list page holds, as Cloud Storage's partial responses do: the
+    selected keys of each item (the same values), the selected top-level keys, nothing else; every
+    key selected is the whole page, byte for byte; no `fields`, whole resources."""
+    import json
+    f = Formula(["p/:3000", "m/:30:3:2"], "b")
+    q = {"prefix": "p/", "delimiter": "/", "maxResults": "1000", "startOffset": "p/f0001500"}
+    whole = json.loads(f.list(q, "http://h"))
+    keys = {"bucket", "name", "generation", "size", "updated", "md5Hash", "crc32c", "metadata"}
+    part = json.loads(f.list(dict(q, fields="items(" + ",".join(sorted(keys)) + "),nextPageToken"), "http://h"))
+    assert set(part) == {"items", "nextPageToken"} and part["nextPageToken"] == whole["nextPageToken"]
+    assert part["items"] == [{k: v for k, v in o.items() if k in keys} for o in whole["items"]]
+    everything = "kind,items(" + ",".join(Formula.KEYS) + "),prefixes,nextPageToken"
+    assert f.list(dict(q, fields=everything), "http://h") == f.list(q, "http://h")
+    m = json.loads(f.list({"prefix": "m/", "delimiter": "/", "fields": "prefixes,items/name"}, "http://h"))
+    assert set(m) == {"items", "prefixes"} and all(set(o) == {"name"} for o in m["items"]) and m["prefixes"]
+    assert parse_fields("items(a,b/c),d") == ({"items", "d"}, {"items": {"a", "b"}, "d": None})
+    assert parse_fields("") == (None, {})
 
 
 def names_listed(client, bucket, d):

@@ -37,8 +37,8 @@ enum NameProbe {
             if item.name == path {
                 object = item
             } else if item.name.utf8.starts(with: below.utf8) {
-                if firstBelow.map({ item.name.utf8.lexicographicallyPrecedes($0.name.utf8) }) ?? true { firstBelow = item }
-            } else if !item.name.utf8.lexicographicallyPrecedes(end.utf8) {
+                if firstBelow.map({ NameOrder.precedes(item.name, $0.name) }) ?? true { firstBelow = item }
+            } else if !NameOrder.precedes(item.name, end) {
                 reachedEnd = true
             }
         }

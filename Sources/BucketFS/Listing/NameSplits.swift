@@ -1,4 +1,5 @@
 import Foundation
+import StorageModel
 
 /// Where to cut a run of names into ranges that hold about a page each, guessed from the names a
 /// page showed (docs/SEMANTICS.md §6). Pure: a guess only changes how many requests a listing
@@ -137,8 +138,8 @@ struct NameSplits {
             let v = from + step * i
             guard v < to, v < span else { break }
             let cut = name(at: v)
-            guard last.utf8.lexicographicallyPrecedes(cut.utf8) else { continue }
-            if let before, !cut.utf8.lexicographicallyPrecedes(before.utf8) { break }
+            guard NameOrder.precedes(last, cut) else { continue }
+            if let before, !NameOrder.precedes(cut, before) { break }
             out.append(cut)
             last = cut
         }

@@ -163,7 +163,7 @@ final class RangeListing: @unchecked Sendable {
         var bounds = [start]
         for cut in cuts {
             let c = snapped(cut, request)
-            if bounds.last!.utf8.lexicographicallyPrecedes(c.utf8), end.map({ c.utf8.lexicographicallyPrecedes($0.utf8) }) ?? true {
+            if NameOrder.precedes(bounds.last!, c), end.map({ NameOrder.precedes(c, $0) }) ?? true {
                 bounds.append(c)
             }
         }
@@ -197,21 +197,21 @@ final class RangeListing: @unchecked Sendable {
     /// counts items only and sends prefixes on top): those after the last item are left out, so
     /// the names between are not skipped.
     private static func keys(of page: ListPage) -> [String] {
-        let all = (page.items.map(\.name) + page.names + page.prefixes).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        let all = (page.items.map(\.name) + page.names + page.prefixes).sorted { NameOrder.precedes($0, $1) }
         guard let lastName = [page.items.last?.name, page.names.last].compactMap({ $0 })
-            .max(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) else { return all }
-        return all.filter { !lastName.utf8.lexicographicallyPrecedes($0.utf8) }
+            .max(by: { NameOrder.precedes($0, $1) }) else { return all }
+        return all.filter { !NameOrder.precedes(lastName, $0) }
     }
 
     /// Whether every entry of `page` could come from objects in [start, end): a prefix may sort
     /// before `start` when `start` begins with it (some of its objects are in the range).
     private static func holds(_ page: ListPage, _ range: Range) -> Bool {
         func inRange(_ n: String) -> Bool {
-            !n.utf8.lexicographicallyPrecedes(range.start.utf8) && range.end.map { n.utf8.lexicographicallyPrecedes($0.utf8) } ?? true
+            !NameOrder.precedes(n, range.start) && range.end.map { NameOrder.precedes(n, $0) } ?? true
         }
         func prefixInRange(_ p: String) -> Bool {
-            (range.end.map { p.utf8.lexicographicallyPrecedes($0.utf8) } ?? true)
-                && (!p.utf8.lexicographicallyPrecedes(range.start.utf8) || range.start.utf8.starts(with: p.utf8))
+            (range.end.map { NameOrder.precedes(p, $0) } ?? true)
+                && (!NameOrder.precedes(p, range.start) || range.start.utf8.starts(with: p.utf8))
         }
         let prefixes = Set(page.prefixes)
         return page.prefixes.allSatisfy(prefixInRange)

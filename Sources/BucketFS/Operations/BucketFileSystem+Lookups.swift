@@ -44,9 +44,9 @@ extension BucketFileSystem {
                 if item.name == prefix { placeholder = item; continue }
                 // A subdirectory's placeholder (includeTrailingDelimiter): its attributes,
                 // so that showing it costs no GET of its own.
-                let rest = item.name.utf8.count > prefix.utf8.count ? item.name.dropFirst(prefix.count) : ""
-                if rest.count > 1, rest.last == "/", rest.dropLast().firstIndex(of: "/") == nil {
-                    subdirectoryPlaceholders[String(rest.dropLast())] = item
+                let rest = item.name.utf8.dropFirst(prefix.utf8.count)  // the server's names start with the prefix
+                if rest.count > 1, rest.last == UInt8(ascii: "/"), !rest.dropLast().contains(UInt8(ascii: "/")) {
+                    subdirectoryPlaceholders[String(Substring(rest.dropLast()))] = item
                     continue
                 }
                 if let name = names.visibleName(item.name, relativeTo: prefix, isPrefix: false) { files.append((name, item)) }

@@ -43,7 +43,7 @@ public struct PastSnapshot: Sendable {
         return PastSnapshot(moment: moment, scope: scope, versions: checked.versions, requests: checked.requests)
     }
 
-    public static func byteLess(_ a: String, _ b: String) -> Bool { a.utf8.lexicographicallyPrecedes(b.utf8) }
+    public static func byteLess(_ a: String, _ b: String) -> Bool { NameOrder.precedes(a, b) }
 
     /// The first index whose name is not byte-less than `key`.
     func lowerBound(_ key: String) -> Int {

@@ -74,7 +74,7 @@ final class WalkOrder: @unchecked Sendable {
         var lo = 0, hi = files.count
         while lo < hi {
             let mid = (lo + hi) / 2
-            if files[mid].utf8.lexicographicallyPrecedes(name.utf8) { lo = mid + 1 } else { hi = mid }
+            if NameOrder.precedes(files[mid], name) { lo = mid + 1 } else { hi = mid }
         }
         return lo < files.count && files[lo] == name ? lo : nil
     }

@@ -34,8 +34,11 @@ struct NameRules: Sendable {
 
     /// A name from a listing the mount can show, or nil (hidden and logged once).
     func visibleName(_ full: String, relativeTo prefix: String, isPrefix: Bool) -> String? {
-        var rel = String(full.dropFirst(prefix.count))
-        if isPrefix { rel = String(rel.dropLast()) }
+        // By bytes: the server's names start with the prefix's bytes (a Character count would
+        // cut a name whose first scalar combines with the prefix's `/`), and a prefix it lists
+        // ends with the delimiter.
+        var rel = String(Substring(full.utf8.dropFirst(prefix.utf8.count)))
+        if isPrefix { rel = rel.utf8.last == UInt8(ascii: "/") ? String(Substring(rel.utf8.dropLast())) : String(rel.dropLast()) }
         if let problem = StoragePath.mountProblem(full, allowTrailingSlash: isPrefix) ?? segmentProblem(rel) {
             hiddenLog.warn("hiding object '\(full.prefix(200))' from the mount: \(problem)", key: full)
             return nil
@@ -44,7 +47,7 @@ struct NameRules: Sendable {
     }
 
     private func segmentProblem(_ rel: String) -> PathProblem? {
-        if rel.isEmpty || rel == "." || rel == ".." || rel.contains("/") { return .unrepresentableSegment(rel) }
+        if rel.isEmpty || rel == "." || rel == ".." || rel.utf8.contains(UInt8(ascii: "/")) { return .unrepresentableSegment(rel) }
         if rel.utf8.count > StoragePath.maxSegmentBytes { return .segmentTooLong(segment: rel, bytes: rel.utf8.count) }
         return nil
     }

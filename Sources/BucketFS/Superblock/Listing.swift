@@ -57,11 +57,11 @@ struct Listing {
         var lo = 0, hi = fileOrder.count
         while lo < hi {
             let mid = (lo + hi) / 2
-            if fileOrder[mid].utf8.lexicographicallyPrecedes(name.utf8) { lo = mid + 1 } else { hi = mid }
+            if NameOrder.precedes(fileOrder[mid], name) { lo = mid + 1 } else { hi = mid }
         }
         return lo < fileOrder.count && fileOrder[lo] == name ? lo : nil
     }
 
     /// Names in UTF-8 byte order (the bucket's order), for stable readdir offsets.
-    var sortedNames: [String] { children.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) } }
+    var sortedNames: [String] { children.keys.sorted { NameOrder.precedes($0, $1) } }
 }

@@ -34,6 +34,9 @@ final class ListingBuild: @unchecked Sendable {
     /// The files so far as they came, each once, pinned (some may have been hidden or have left
     /// since: `given` says which still count).
     var files: [SnapshotEntry] = []
+    /// Where each page's files begin in `files` (each page's are in the bucket's order; the
+    /// pages, in the order their answers came).
+    var pageStarts: [Int] = []
     /// The numbers of the files in `files` that the listing shows (a file hidden by a directory
     /// of its name leaves it).
     var given: Set<UInt64> = []

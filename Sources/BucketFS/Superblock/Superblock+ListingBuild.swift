@@ -34,6 +34,7 @@ extension Superblock {
                 }
             }
             for (name, ph) in subdirectoryPlaceholders { b.subdirectoryPlaceholders[name] = ph }
+            if b.pageStarts.last != b.files.count { b.pageStarts.append(b.files.count) }
             for (name, info) in files {
                 guard b.hidden[name] == nil else { continue }
                 if b.dirNames.contains(name) {
@@ -79,7 +80,7 @@ extension Superblock {
             // Directories that hold files created here and not uploaded yet exist before the
             // bucket has anything under them.
             let pendingDirs = pending.directories(in: dir.path, table: table).subtracting(b.dirNames)
-            let dirs = b.dirs + pendingDirs.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            let dirs = b.dirs + pendingDirs.sorted { NameOrder.precedes($0, $1) }
             var hidden = b.hidden
             var extras: [SnapshotEntry] = []
             var extraNames = Set<String>()
@@ -100,6 +101,9 @@ extension Superblock {
             // found missing) is not shown; one renamed within the directory is, by its new name.
             var files = b.files
             b.files = []
+            // The pages in the bucket's order first (each a run), while their bounds still hold.
+            Self.sortByPath(&files, pageStarts: b.pageStarts)
+            b.pageStarts = []
             var dropped: [SnapshotEntry] = []
             let prefixBytes = prefix.utf8.count
             // (Without changes here since the listing began, none of them can have moved.)
@@ -188,16 +192,42 @@ extension Superblock {
     }
 
     /// Puts entries of one directory in the bucket's order (the paths' UTF-8 byte order, so the
-    /// names'). Sorts 4-byte indices and moves the entries in place, so that a million entries
-    /// cost no second copy of them.
-    static func sortByPath(_ all: inout [SnapshotEntry]) {
-        func precedes(_ a: SnapshotEntry, _ b: SnapshotEntry) -> Bool { a.node.path.utf8.lexicographicallyPrecedes(b.node.path.utf8) }
-        if all.count < 2 || zip(all, all.dropFirst()).allSatisfy({ precedes($0, $1) }) { return }
-        var order = [UInt32](unsafeUninitializedCapacity: all.count) { buf, n in
-            for i in 0..<all.count { buf[i] = UInt32(i) }
-            n = all.count
+    /// names'). A listing's entries come as runs, one a page, each in order, from name ranges that
+    /// do not overlap: the runs are put in order as wholes when they do not overlap (n
+    /// comparisons), else every entry is sorted. Sorts 4-byte indices and moves the entries in
+    /// place, so that a million entries cost no second copy of them.
+    /// `pageStarts` (ascending indices) end runs too: two pages that happen to follow in order
+    /// are still two runs, which may have another page's names between them.
+    static func sortByPath(_ all: inout [SnapshotEntry], pageStarts: [Int] = []) {
+        func precedes(_ a: SnapshotEntry, _ b: SnapshotEntry) -> Bool { NameOrder.precedes(a.node.path, b.node.path) }
+        if all.count < 2 { return }
+        var runs: [Range<Int>] = []
+        var start = 0
+        var scattered = false  // more runs than pages a listing has: sorted entry by entry
+        var nextPage = pageStarts.makeIterator()
+        var pageStart = nextPage.next()
+        for i in 1..<all.count {
+            while let p = pageStart, p < i { pageStart = nextPage.next() }
+            guard pageStart == i || !precedes(all[i - 1], all[i]) else { continue }
+            if runs.count == 4096 { scattered = true; break }
+            runs.append(start..<i)
+            start = i
         }
-        order.sort { precedes(all[Int($0)], all[Int($1)]) }
+        if runs.isEmpty { return }
+        runs.append(start..<all.count)
+        runs.sort { precedes(all[$0.lowerBound], all[$1.lowerBound]) }
+        var order: [UInt32]
+        if !scattered, zip(runs, runs.dropFirst()).allSatisfy({ precedes(all[$0.upperBound - 1], all[$1.lowerBound]) }) {
+            order = []
+            order.reserveCapacity(all.count)
+            for r in runs { for i in r { order.append(UInt32(i)) } }
+        } else {
+            order = [UInt32](unsafeUninitializedCapacity: all.count) { buf, n in
+                for i in 0..<all.count { buf[i] = UInt32(i) }
+                n = all.count
+            }
+            order.sort { precedes(all[Int($0)], all[Int($1)]) }
+        }
         // all[k] = old all[order[k]], cycle by cycle (a visited slot's order becomes .max).
         for start in 0..<all.count where order[start] != .max {
             let held = all[start]

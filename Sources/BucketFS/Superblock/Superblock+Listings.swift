@@ -58,11 +58,11 @@ extension Superblock {
             guard l.statAhead > 0 else { return [] }
             let after = n.name
             var names: [String] = []
-            for (name, ino) in l.children where after.utf8.lexicographicallyPrecedes(name.utf8) {
+            for (name, ino) in l.children where NameOrder.precedes(after, name) {
                 guard let c = table[ino], c.type == .directory, placeholderUnknownLocked(c) else { continue }
                 names.append(name)
             }
-            names.sort { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            names.sort { NameOrder.precedes($0, $1) }
             return names.prefix(l.statAhead).compactMap { childLocked(l, $0) }
         }
     }
@@ -81,11 +81,11 @@ extension Superblock {
             guard l.listAhead > 0 else { return [] }
             let after = dir.name
             var names: [String] = []
-            for (name, ino) in l.children where after.utf8.lexicographicallyPrecedes(name.utf8) {
+            for (name, ino) in l.children where NameOrder.precedes(after, name) {
                 guard let c = table[ino], c.type == .directory, !c.removed, !(c.listing?.isFresh(at: now) ?? false) else { continue }
                 names.append(name)
             }
-            names.sort { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            names.sort { NameOrder.precedes($0, $1) }
             return names.prefix(l.listAhead).compactMap { childLocked(l, $0) }
         }
     }

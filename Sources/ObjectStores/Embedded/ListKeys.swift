@@ -38,7 +38,7 @@ enum ListKeys {
 
     /// Byte-wise order, as Cloud Storage sorts names.
     static func byteLess(_ a: String, _ b: String) -> Bool {
-        a.utf8.lexicographicallyPrecedes(b.utf8)
+        NameOrder.precedes(a, b)
     }
 
     /// The common prefix `name` rolls up into (prefix + up to and including the first delimiter
