@@ -26,6 +26,8 @@ import TestSupport
         private(set) var maxInFlight = 0
         private(set) var ranged = 0
         private(set) var listed = 0
+        /// The ranged requests without a page token, in the order they were asked: (start, end).
+        private(set) var rangesAsked: [(start: String?, end: String?)] = []
         init(_ inner: MemoryStore, ignoresOffsets: Bool = false, pause: Duration = .milliseconds(2), holding: String? = nil) {
             self.inner = inner
             self.ignoresOffsets = ignoresOffsets
@@ -42,6 +44,7 @@ import TestSupport
                 // Pages of a listing (not a lookup's one-item list).
                 if request.maxResults > 2 { listed += 1 }
                 if request.startOffset != nil || request.endOffset != nil { ranged += 1 }
+                if request.startOffset != nil, request.pageToken == nil { rangesAsked.append((request.startOffset, request.endOffset)) }
             }
             defer { lock.withLock { inFlight -= 1 } }
             try await Task.sleep(for: pause)
@@ -108,6 +111,26 @@ import TestSupport
         let h1 = harness(store, server1, concurrency: 1)
         #expect(try await listed(h1, "d") == names)
         #expect(server1.ranged == 0 && server1.listed == 30)
+    }
+
+    /// Each cut of the open-ended last range asks for the new open-ended range before its
+    /// bounded siblings (its answer says where to cut next), so the listing does not wait for
+    /// the slowest of a wave before asking for more.
+    @Test func theOpenEndedRangeIsAskedBeforeItsSiblings() async throws {
+        let store = MemoryStore()
+        let names = (0..<6000).map { String(format: "f%05d", $0) }
+        for n in names { store.put("d/" + n, Data()) }
+        let server = Server(store)
+        let h = harness(store, server, concurrency: 4)
+        #expect(try await listed(h, "d") == names)
+        let asked = server.rangesAsked
+        let open = asked.indices.filter { asked[$0].end == nil }
+        #expect(open.count >= 3, "\(asked)")
+        for i in open {
+            // The sibling that ends where it starts: asked after it.
+            let sibling = asked.firstIndex { $0.end != nil && $0.end == asked[i].start }
+            #expect(sibling.map { $0 > i } ?? false, "\(asked)")
+        }
     }
 
     /// Cuts drawn from names like `s0001~zzzz` and `s0001/` land inside a subdirectory's run

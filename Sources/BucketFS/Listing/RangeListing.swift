@@ -97,10 +97,19 @@ final class RangeListing: @unchecked Sendable {
         // A range of a little less than a page mostly fits in one answer (a range of a page and
         // a few names would need a second request, after the first).
         let perRange = max(1, samples.count * 9 / 10)
-        var queue = Self.ranges(from: start,
-                                cuts: NameSplits(samples: samples)?.cuts(after: last, before: nil, pieces: 2,
-                                                                           perPiece: perRange) ?? [],
-                                to: nil, in: request)
+        var queue: [Range] = []
+        // The open-ended range goes first: its answer says where to cut next, and asked for
+        // before its siblings it mostly comes back before them, so their slots are refilled as
+        // they free up instead of all at once when the last of them comes back.
+        func enqueue(_ pieces: [Range]) {
+            for p in pieces {
+                if p.end == nil { queue.insert(p, at: 0) } else { queue.append(p) }
+            }
+        }
+        enqueue(Self.ranges(from: start,
+                            cuts: NameSplits(samples: samples)?.cuts(after: last, before: nil, pieces: 2,
+                                                                       perPiece: perRange) ?? [],
+                            to: nil, in: request))
         count { $0.ranges += queue.count }
         // The open-ended last range is cut into 2 pieces, then 4, 8… up to `concurrency` each
         // time it comes back full: a directory of a few pages costs about a walk's requests.
@@ -144,13 +153,13 @@ final class RangeListing: @unchecked Sendable {
                         let pieces = Self.ranges(from: restStart, cuts: cuts,
                                                  to: answer.range.end, in: request)
                         count { $0.ranges += pieces.count; $0.cuts += 1 }
-                        queue.append(contentsOf: pieces)
+                        enqueue(pieces)
                         continue
                     }
                 }
                 var rest = answer.range
                 rest.token = token
-                queue.append(rest)
+                enqueue([rest])
             }
         }
     }

@@ -144,8 +144,11 @@ extension Superblock {
             for e in extras { e.node.snapshotPins += 1 }
             var entries = files
             files = []
-            entries.append(contentsOf: extras)
-            Self.sortByPath(&entries)
+            // (The files are in order already, and removing some kept it.)
+            if !extras.isEmpty {
+                entries.append(contentsOf: extras)
+                Self.sortByPath(&entries)
+            }
             b.shown = entries.count
             let keep = entries.count <= config.maxCachedEntries && table.isTabled(dir)
             var listing = Listing(children: [:], expiry: t + ttl)
