@@ -159,8 +159,17 @@ run_one() {  # JOB TARGET -> RES[JOB,TARGET] (and CPU, RSS, SRV)
   echo "bench: $job on $target: ${RES[$job,$target]} (daemon CPU ${CPU[$job,$target]} s, peak RSS ${RSS[$job,$target]} MiB, server CPU ${SRV[$job,$target]} s)" >&2
 }
 
+first_job=1
 for job in $JOBS; do
   kind="$("${JOBSPY[@]}" kind "$job")"
+  # A fresh emulator for each job: it keeps growing with what its uploads held, whatever is
+  # deleted (killed by the OOM killer at 14 GB in the mix once), and in-memory it starts empty.
+  if [ "$first_job" = 0 ] && [[ " $TARGETS " =~ \ (gs|rclone-off|rclone-full|plain)\  ]]; then
+    kill "$EMU_PID" 2>/dev/null || true
+    wait "$EMU_PID" 2>/dev/null || true
+    start_emulator "$PORT" "$BUCKET"
+  fi
+  first_job=0
   "${JOBSPY[@]}" file "$job" "$SIZE" "$RUNTIME" "$WORK/$job.fio"
   "${JOBSPY[@]}" file "$job" "$SIZE" "$RUNTIME" "$WORK/$job.local.fio" local
   if [ "$kind" = read ] || [ "$kind" = mix ] || [ "$kind" = latency ] && [ -n "$("${JOBSPY[@]}" files "$job" "$SIZE")" ]; then
