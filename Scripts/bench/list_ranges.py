@@ -7,8 +7,7 @@ ranges [PREFIXf{k*1000}, PREFIXf{(k+1)*1000}), at most CONCURRENCY at once, each
 own HTTP/1.1 keep-alive connection; a range that comes back with a page token is followed. The
 cuts come from the formula, so no request is spent finding them: no lister that has to learn
 the names from the pages does better. Every page is parsed (json) and every name counted once.
-It asks for the partial response bucketfs asks for (`fields`, Sources/GCSStore/GCSJSONAPI.swift),
-so its pages are bucketfs's pages.
+It asks for the partial response bucketfs asks for (`plain_http.LIST_FIELDS`).
 Prints "SECONDS NAMES REQUESTS CPU": the time from the first request to the last page parsed, and
 the client's own CPU seconds (user + system) in it."""
 import os
@@ -18,7 +17,7 @@ import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 
-from plain_http import Getter
+from plain_http import LIST_FIELDS, Getter
 
 endpoint, bucket, prefix = sys.argv[1], sys.argv[2], sys.argv[3]
 count, concurrency = int(sys.argv[4]), int(sys.argv[5])
@@ -26,16 +25,12 @@ http = Getter(endpoint, "list_ranges")
 get = http.get
 
 
-FIELDS = ("items(bucket,name,generation,metageneration,size,timeCreated,updated,md5Hash,crc32c,"
-          "cacheControl,contentDisposition,contentEncoding,contentLanguage,contentType,metadata),prefixes,nextPageToken")
-
-
 def name(i):
     return f"{prefix}f{i:07d}"
 
 
 def list_range(k):
-    q = {"prefix": prefix, "delimiter": "/", "maxResults": "1000", "startOffset": name(k * 1000), "fields": FIELDS}
+    q = {"prefix": prefix, "delimiter": "/", "maxResults": "1000", "startOffset": name(k * 1000), "fields": LIST_FIELDS}
     if (k + 1) * 1000 < count:
         q["endOffset"] = name((k + 1) * 1000)
     names = []

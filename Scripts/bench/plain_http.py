@@ -5,6 +5,12 @@ import http.client
 import threading
 import urllib.parse
 
+# The partial response bucketfs asks a list page for (Sources/GCSStore/GCSJSONAPI.swift): the
+# plain clients ask for it too, so that their pages are bucketfs's pages.
+LIST_FIELDS = ("items(bucket,name,generation,metageneration,size,timeCreated,updated,md5Hash,crc32c,"
+               "cacheControl,contentDisposition,contentEncoding,contentLanguage,contentType,metadata),"
+               "prefixes,nextPageToken")
+
 
 class Getter:
     def __init__(self, endpoint, name):

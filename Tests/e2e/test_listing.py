@@ -134,6 +134,19 @@ def test_formula_server_answers_a_partial_response():
     assert parse_fields("") == (None, {})
 
 
+def test_the_plain_clients_ask_for_bucketfs_fields():
+    """The benches' plain clients ask a list page for what bucketfs asks for (their pages are
+    bucketfs's pages): Scripts/bench/plain_http.py against Sources/GCSStore/GCSJSONAPI.swift."""
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    swift = open(os.path.join(root, "Sources/GCSStore/GCSJSONAPI.swift")).read()
+    m = re.search(r'static let objectFields = ((?:"[^"]*"\s*\+?\s*)+)', swift)
+    object_fields = "".join(re.findall(r'"([^"]*)"', m.group(1)))
+    assert re.search(r'static let listFields = "items\(\\\(objectFields\)\),prefixes,nextPageToken"', swift)
+    text = open(os.path.join(root, "Scripts/bench/plain_http.py")).read()
+    m = re.search(r"LIST_FIELDS = \(((?:\s*\"[^\"]*\")+)\)", text)
+    assert "".join(re.findall(r'"([^"]*)"', m.group(1))) == f"items({object_fields}),prefixes,nextPageToken"
+
+
 def names_listed(client, bucket, d):
     """What the official client lists in directory `d`, as the mount shows it (file and
     subdirectory names)."""
