@@ -4,6 +4,7 @@ import FuseKit
 import PropertyBased
 import StorageModel
 import Testing
+import TestSupport
 
 /// A listing's entries are put in the bucket's order (UTF-8 bytes of the paths), whether they
 /// came as whole pages in any order (the runs are ordered as wholes) or scattered (each sorted).
@@ -25,7 +26,7 @@ import Testing
     @Test func pagesInAnyOrderComeOutSorted() async {
         let input = zip(Gen.int(in: 0...400), Gen.int(in: 1...40), Gen.uint64(in: 0...UInt64.max), Gen.bool(0.3))
         await propertyCheck(input: input) { n, pageSize, seed, moveOne in
-            var rng = SplitMix(seed)
+            var rng = SplitMix64(seed: seed)
             let names = (0..<n).map { "d/" + ["é", "a", "Z", "0", "日"][Int(rng.next() % 5)] + String($0) }
                 .sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
             var pages = stride(from: 0, to: names.count, by: pageSize).map { Array(names[$0..<min($0 + pageSize, names.count)]) }
@@ -44,17 +45,5 @@ import Testing
         Self.check((0..<100).reversed().map { "f\($0)" })
         Self.check([])
         Self.check(["only"])
-    }
-
-    struct SplitMix {
-        var state: UInt64
-        init(_ seed: UInt64) { state = seed }
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
     }
 }
