@@ -2,6 +2,7 @@
 import Foundation
 import FuseKit
 import StorageModel
+import Synchronization
 import Testing
 import TestSupport
 
@@ -26,8 +27,6 @@ import TestSupport
         private(set) var maxInFlight = 0
         private(set) var ranged = 0
         private(set) var listed = 0
-        /// The ranged requests without a page token, in the order they were asked: (start, end).
-        private(set) var rangesAsked: [(start: String?, end: String?)] = []
         init(_ inner: MemoryStore, ignoresOffsets: Bool = false, pause: Duration = .milliseconds(2), holding: String? = nil) {
             self.inner = inner
             self.ignoresOffsets = ignoresOffsets
@@ -44,7 +43,6 @@ import TestSupport
                 // Pages of a listing (not a lookup's one-item list).
                 if request.maxResults > 2 { listed += 1 }
                 if request.startOffset != nil || request.endOffset != nil { ranged += 1 }
-                if request.startOffset != nil, request.pageToken == nil { rangesAsked.append((request.startOffset, request.endOffset)) }
             }
             defer { lock.withLock { inFlight -= 1 } }
             try await Task.sleep(for: pause)
@@ -122,8 +120,13 @@ import TestSupport
         for n in names { store.put("d/" + n, Data()) }
         let server = Server(store)
         let h = harness(store, server, concurrency: 4)
+        // The ranges without a page token, (start, end), in the order the listing asked for them.
+        let order = Mutex<[(start: String?, end: String?)]>([])
+        h.fs.rangeListing.observeAsked { r in
+            if r.pageToken == nil { order.withLock { $0.append((r.startOffset, r.endOffset)) } }
+        }
         #expect(try await listed(h, "d") == names)
-        let asked = server.rangesAsked
+        let asked = order.withLock { $0 }
         let open = asked.indices.filter { asked[$0].end == nil }
         #expect(open.count >= 3, "\(asked)")
         for i in open {

@@ -27,7 +27,14 @@ final class RangeListing: @unchecked Sendable {
     /// GUARDED_BY(lock): pages by how they were asked for, ranges listed, cuts made.
     private var counts = RangeListingCounts()
 
+    /// GUARDED_BY(lock): told each ranged request as it is asked for, in the order asked (the
+    /// order the tasks that send them start in is the scheduler's).
+    private var askedObserver: (@Sendable (ListRequest) -> Void)?
+
     init(concurrency: Int) { self.concurrency = max(1, concurrency) }
+
+    /// Watches the ranged requests as they are asked for (tests).
+    func observeAsked(_ observer: @escaping @Sendable (ListRequest) -> Void) { lock.withLock { askedObserver = observer } }
 
     var snapshot: RangeListingCounts {
         lock.withLock { var c = counts; c.rangesWork = rangesWork; return c }
@@ -123,6 +130,7 @@ final class RangeListing: @unchecked Sendable {
                     r.startOffset = range.start
                     r.endOffset = range.end
                     r.pageToken = range.token
+                    lock.withLock { askedObserver }?(r)
                     group.addTask { Answer(range: range, page: try await store.list(r)) }
                     running += 1
                 }
