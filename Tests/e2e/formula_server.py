@@ -175,7 +175,7 @@ class Formula:
     KEYS = ("kind", "id", "name", "bucket", "generation", "metageneration", "contentType", "storageClass", "size",
             "md5Hash", "etag", "timeCreated", "updated", "metadata", "crc32c", "selfLink", "mediaLink")
 
-    # Per key: its JSON text as a template over the values `render_some` makes.
+    # Per key: its JSON text as a template over the values `render` makes.
     TEMPLATES = {
         "kind": '"storage#object"', "id": "{idq}", "name": "{qn}", "bucket": '"{bucket}"',
         "generation": '"{gen}"', "metageneration": '"1"', "contentType": '"application/octet-stream"',
@@ -186,9 +186,10 @@ class Formula:
     }
     _templates = {}
 
-    def render_some(self, f, i, j, base, keys):
-        """`render` of the keys `keys` only (in `KEYS` order); the values no key asks for are not
-        made."""
+    def render(self, f, i, j, base, keys=KEYS):
+        """`resource` as JSON text of the keys `keys` (in `KEYS` order), made without building the
+        dict, and without the values no key asks for (a page of 1,000 costs little, so the server
+        is not what a listing waits for)."""
         t = self._templates.get(keys)
         if t is None:
             text = "{{" + ", ".join(f'"{k}": {self.TEMPLATES[k]}' for k in keys) + "}}"
@@ -205,7 +206,7 @@ class Formula:
         if "md5" in needs or "crc" in needs:
             v["md5"], v["crc"] = self.hashes(self.PATTERN[:size])
             if v["crc"] is None and "crc32c" in keys:  # not known: the key is left out
-                return self.render_some(f, i, j, base, tuple(k for k in keys if k != "crc32c"))
+                return self.render(f, i, j, base, tuple(k for k in keys if k != "crc32c"))
         if "etag" in needs:
             v["etag"] = base64.b64encode(gen.to_bytes(8, "big")).decode()
         if "stamp" in needs:
@@ -215,27 +216,6 @@ class Formula:
         if "quoted" in needs:
             v["quoted"] = urllib.parse.quote(name, safe="")
         return text.format(**v)
-
-    def render(self, f, i, j, base=""):
-        """`resource` as JSON text, made without building the dict (a page of 1,000 costs
-        little, so the server is not what a listing waits for)."""
-        name = f.name(i, j)
-        size = self.size(i, j)
-        md5, crc = self.hashes(self.PATTERN[:size])
-        gen = 1_700_000_000_000_000 + i * 1000 + (j or 0)
-        stamp = _iso(EPOCH + i + (j or 0))
-        qn = json.dumps(name)
-        quoted = urllib.parse.quote(name, safe="")
-        meta = f'{{"i": "{i}"}}' if j is None else f'{{"i": "{i}", "j": "{j}"}}'
-        etag = base64.b64encode(gen.to_bytes(8, "big")).decode()
-        crc_field = f', "crc32c": "{crc}"' if crc is not None else ""
-        return (f'{{"kind": "storage#object", "id": {json.dumps(f"{self.bucket}/{name}/{gen}")}, "name": {qn}, '
-                f'"bucket": "{self.bucket}", "generation": "{gen}", "metageneration": "1", '
-                f'"contentType": "application/octet-stream", "storageClass": "STANDARD", "size": "{size}", '
-                f'"md5Hash": "{md5}", "etag": "{etag}", "timeCreated": "{stamp}", "updated": "{stamp}", '
-                f'"metadata": {meta}{crc_field}, '
-                f'"selfLink": "{base}/storage/v1/b/{self.bucket}/o/{quoted}", '
-                f'"mediaLink": "{base}/download/storage/v1/b/{self.bucket}/o/{quoted}?generation={gen}&alt=media"}}')
 
     def objects(self):
         """(name, bytes, custom metadata) of every object, in order (to upload them elsewhere)."""
@@ -279,7 +259,7 @@ class Formula:
 
     def list(self, q, base=""):
         top, sub = parse_fields(q.get("fields"))
-        item_keys = None  # whole resources
+        item_keys = None  # whole resources (KEYS)
         if top is not None and "items" in top and sub.get("items"):
             item_keys = tuple(k for k in self.KEYS if k in sub["items"])
 
@@ -326,7 +306,7 @@ class Formula:
                     ub = upper_bound(cp)
                     pos = self.seek(ub) if ub else None
                     continue
-            items.append(self.render(f, i, j, base) if item_keys is None else self.render_some(f, i, j, base, item_keys))
+            items.append(self.render(f, i, j, base, item_keys or self.KEYS))
             last = ("i", name)
             pos = self.after(pos)
         parts = ['"kind": "storage#objects"'] if shown("kind") else []

@@ -128,6 +128,8 @@ def test_formula_server_answers_a_partial_response():
     assert part["items"] == [{k: v for k, v in o.items() if k in keys} for o in whole["items"]]
     everything = "kind,items(" + ",".join(Formula.KEYS) + "),prefixes,nextPageToken"
     assert f.list(dict(q, fields=everything), "http://h") == f.list(q, "http://h")
+    # A whole page's items are the resources objects.get answers (one formula, two renderings).
+    assert whole["items"] == [f.resource(*f.find(o["name"]), "http://h") for o in whole["items"]]
     m = json.loads(f.list({"prefix": "m/", "delimiter": "/", "fields": "prefixes,items/name"}, "http://h"))
     assert set(m) == {"items", "prefixes"} and all(set(o) == {"name"} for o in m["items"]) and m["prefixes"]
     assert parse_fields("items(a,b/c),d") == ({"items", "d"}, {"items": {"a", "b"}, "d": None})
