@@ -285,20 +285,25 @@ def lost_and_found(cache_dir, data, timeout):
         time.sleep(0.25)
 
 
-def log_naming(log_path, text, levels=r"error|critical"):
-    """The first log line at one of these levels that contains `text`, or None."""
-    try:
-        lines = open(log_path, errors="replace").read().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        if text in line and re.search(rf"\b({levels})\b", line, re.I):
-            return line
-    return None
+def log_naming(log_path, text, levels=r"error|critical", within=0.0):
+    """The first log line at one of these levels that contains `text`, or None; waits up to
+    `within` seconds for it (a file is moved to lost+found before the line saying so is written)."""
+    end = time.monotonic() + within
+    while True:
+        try:
+            lines = open(log_path, errors="replace").read().splitlines()
+        except OSError:
+            lines = []
+        for line in lines:
+            if text in line and re.search(rf"\b({levels})\b", line, re.I):
+                return line
+        if time.monotonic() >= end:
+            return None
+        time.sleep(0.1)
 
 
-def log_error_naming(log_path, text):
-    return log_naming(log_path, text)
+def log_error_naming(log_path, text, within=0.0):
+    return log_naming(log_path, text, within=within)
 
 
 def listing(d):
@@ -489,7 +494,7 @@ def test_upload_503_forever_fails_close_and_keeps_data_in_lost_and_found(fx, tmp
     kept = lost_and_found(fx.mounts.cache_dir(mnt), new, LOST_FOUND_WAIT)
     assert kept, f"no file with the data in {fx.mounts.cache_dir(mnt)}/lost+found"
     assert "new.bin" in os.path.basename(kept), kept
-    assert log_error_naming(fx.mounts.log_path(mnt), kept), "the log does not name the lost+found file at error level"
+    assert log_error_naming(fx.mounts.log_path(mnt), kept, within=15), "the log does not name the lost+found file at error level"
     assert rule.fired >= 2, "the upload was not retried"
     assert fx.get("new.bin") is None
 
@@ -511,7 +516,7 @@ def test_write_back_upload_503_forever_keeps_data_in_lost_and_found(fx, tmp_path
     assert rr.rc == 0 and got == new, rr
     kept = lost_and_found(fx.mounts.cache_dir(mnt), new, LOST_FOUND_WAIT)
     assert kept, f"no file with the data in {fx.mounts.cache_dir(mnt)}/lost+found"
-    assert log_error_naming(fx.mounts.log_path(mnt), kept), "the log does not name the lost+found file at error level"
+    assert log_error_naming(fx.mounts.log_path(mnt), kept, within=15), "the log does not name the lost+found file at error level"
     assert rule.fired >= 2, "the upload was not retried"
     assert fx.get("new.bin") is None
 
@@ -678,7 +683,7 @@ def test_upload_403_at_close(fx, tmp_path, times):
     time.sleep(3)
     assert fx.get("f.bin") is None, "close said EACCES, yet the object was stored later"
     assert kept, f"no file with the data in {fx.mounts.cache_dir(mnt)}/lost+found"
-    assert log_error_naming(fx.mounts.log_path(mnt), kept), "the log does not name the lost+found file at error level"
+    assert log_error_naming(fx.mounts.log_path(mnt), kept, within=15), "the log does not name the lost+found file at error level"
 
 
 # --- interrupts ------------------------------------------------------------------------------
@@ -774,7 +779,7 @@ def test_crash_with_a_dirty_file_keeps_its_data(fx, mounts, tmp_path, backend):
     kept = lost_and_found(cache, data, 15)
     assert kept, f"no file with the data in {cache}/lost+found after the next mount: {os.listdir(cache)}"
     assert "dirty.bin" in os.path.basename(kept), kept
-    assert log_naming(mounts.log_path(mnt2), kept, r"warning|error|critical"), \
+    assert log_naming(mounts.log_path(mnt2), kept, r"warning|error|critical", within=15), \
         "the new mount's log does not name the lost+found file"
     leftovers = [n for n in os.listdir(cache) if n.startswith("stage-")]
     assert not leftovers, f"stage files left in the cache dir: {leftovers}"
