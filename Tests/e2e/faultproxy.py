@@ -499,8 +499,8 @@ class FaultProxy:
             if isinstance(body, str):
                 body = body.encode()
             headers = [("Content-Type", "application/json; charset=UTF-8")] + list((p.get("headers") or {}).items())
+            self._record(req, status, t, rule)  # before the answer: a client that has it finds it recorded
             self._send(c, Response(status, REASONS.get(status, "Error"), headers, body), keep, req)
-            self._record(req, status, t, rule)
             return keep
 
         if action == "hang":
@@ -515,13 +515,13 @@ class FaultProxy:
             resp = self._forward(req)
         except Exception as e:  # upstream trouble: tell the client like a gateway would
             body = json.dumps({"error": {"code": 502, "message": f"fault proxy: upstream failed: {e}"}}).encode()
-            self._send(c, Response(502, "Bad Gateway", [("Content-Type", "application/json")], body), keep, req)
             self._record(req, 502, t, rule)
+            self._send(c, Response(502, "Bad Gateway", [("Content-Type", "application/json")], body), keep, req)
             return keep
 
         if action in ("forward", "delay"):
-            self._send(c, resp, keep, req)
             self._record(req, resp.status, t, rule)
+            self._send(c, resp, keep, req)
             return keep
 
         self._record(req, action, t, rule)

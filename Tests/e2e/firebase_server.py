@@ -910,13 +910,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._headers_buffer.append(b"\r\n")
         if self.command != "HEAD":
             self._headers_buffer.append(body)
-        self.flush_headers()
+        # recorded before the answer leaves: a client that has its answer finds it recorded
         with self.srv.lock:
             if status in (401,):
                 self.srv.stats["401"] += 1
             self.srv.requests.append((self.command, self.path.split("?")[0], status))
             if len(self.srv.requests) > 100000:
                 del self.srv.requests[:50000]
+        self.flush_headers()
 
     def _error(self, e):
         if isinstance(e, HTTPError):
