@@ -96,6 +96,40 @@ import TestSupport
                 "lists \(h.store.count("list")), GETs \(h.store.count("get")) after the pass")
     }
 
+    /// A walk that reads each file's attributes and xattrs while its readdir pass is under way
+    /// (`getfattr -R -d`, `rsync -aX`: lookup, getattr, listxattr, getxattr of each entry) reads
+    /// each file's metadata once, even where a stat-ahead lasts longer than the TTL (the metadata
+    /// of its first files expired before the walk reached them): what arrived during the pass
+    /// lives until it ends, for every operation, not only lookups.
+    @Test func attributesAndXattrsReadDuringAPassCostNothingMore() async throws {
+        let (h, slow) = harness()
+        slow.getCost = 0.06  // a stat-ahead of 127 files takes 7.6 s of the clock: more than the TTL
+        _ = h.store.put("d/f0300", "x", custom: ["color": "blue"])
+        let d = try await h.ino("d")
+        h.store.resetCounts()
+        let fh = try await h.fs.opendir(ino: d)
+        var offset: UInt64 = 0
+        var seen = 0
+        while true {
+            let part = try await h.fs.readdir(ino: d, fh: fh, offset: offset, limit: 25)
+            if part.isEmpty { break }
+            for e in part {
+                let ino = try await h.fs.lookup(parent: d, name: e.name).attributes.ino
+                #expect(try await h.fs.getattr(ino: ino).0.size == 1)
+                let names = try await h.fs.listxattr(ino: ino)
+                if e.name == "f0300" {
+                    #expect(names.contains("user.color"))
+                    #expect(try await h.fs.getxattr(ino: ino, name: "user.color") == Array("blue".utf8))
+                }
+                seen += 1
+            }
+            offset = part.last!.offset
+        }
+        h.fs.releasedir(ino: d, fh: fh)
+        #expect(seen == 400)
+        #expect(h.store.count("get") == 400, "each file's metadata read once: \(h.store.count("get")) GETs")
+    }
+
     /// Once the entries have expired, `getfattr -d` on every file reads each one's metadata again
     /// (it shows a change made meanwhile), many at once (the stat-ahead), with one listing of the
     /// names: never one GET at a time.

@@ -279,7 +279,7 @@ extension Superblock {
     /// TTL from the pass's end.
     func expiredByNameLocked(_ n: Node, in l: Listing) -> Bool {
         guard l.namesOnly, n.type == .regular, n.box != nil, n.staged == nil, !n.removed, n.infoExpiry <= now else { return false }
-        return !(l.passes > 0 && n.infoExpiry >= l.heldSince + ttl)
+        return !heldByPassLocked(n)
     }
 
     /// Releases a snapshot's nodes: those nothing else holds now leave the table. The handle's

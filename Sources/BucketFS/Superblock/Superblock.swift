@@ -367,12 +367,21 @@ final class Superblock: @unchecked Sendable {
         return n
     }
 
-    /// Whether `n`'s metadata must be read before it is shown: its TTL has passed (or `force`).
-    /// A staged file keeps its metadata unless forced (rename and 412 retries must re-read).
+    /// Whether `n`'s metadata must be read before it is shown: its TTL has passed, and no readdir
+    /// pass holds it (or `force`). A staged file keeps its metadata unless forced (rename and 412
+    /// retries must re-read).
     func needsRefreshLocked(_ n: Node, force: Bool = false) -> Bool {
         if n.ino == Self.rootIno || n.removed { return false }
         if n.staged != nil && !force { return false }
-        return force || n.infoExpiry <= now
+        return force || (n.infoExpiry <= now && !heldByPassLocked(n))
+    }
+
+    /// Whether a readdir pass under way over `n`'s directory holds `n`'s metadata: it arrived
+    /// since the listing the pass reads began, and lives the TTL from the pass's end, for every
+    /// operation (lookup, getattr, xattrs), however long the pass lasts (docs/SEMANTICS.md §6).
+    func heldByPassLocked(_ n: Node) -> Bool {
+        guard n.infoExpiry > 0, let l = table.parent(of: n)?.listing, l.passes > 0 else { return false }
+        return n.infoExpiry >= l.heldSince + ttl
     }
 
     /// Whether a directory's listing should be refreshed by listing it again (rather than a
