@@ -130,6 +130,27 @@ import TestSupport
         #expect(h.store.count("get") == 400, "each file's metadata read once: \(h.store.count("get")) GETs")
     }
 
+    /// The hold is for what is shown, not for what is opened: a file opened during a pass, after
+    /// its TTL, sees the bucket's current generation (close-to-open), while its stat still shows
+    /// what the pass read and costs nothing.
+    @Test func anOpenDuringAPassSeesTheCurrentGeneration() async throws {
+        let (h, _) = harness()
+        let d = try await h.ino("d")
+        let fh = try await h.fs.opendir(ino: d)
+        _ = try await h.fs.readdir(ino: d, fh: fh, offset: 0, limit: 25)  // the pass is under way
+        let ino = try await h.fs.lookup(parent: d, name: "f0000").attributes.ino
+        _ = h.store.put("d/f0000", "yyyy")
+        h.clock.advance(Self.ttl + 1)
+        h.store.resetCounts()
+        #expect(try await h.fs.getattr(ino: ino).0.size == 1, "held by the pass")
+        #expect(h.store.count("get") == 0)
+        let f = try await h.fs.open(ino: ino, flags: OpenFlags(O_RDONLY))
+        let data = try await h.fs.read(ino: ino, fh: f, offset: 0, size: 100)
+        try await h.fs.release(ino: ino, fh: f)
+        #expect(String(decoding: data, as: UTF8.self) == "yyyy", "the open read the generation the pass had seen")
+        h.fs.releasedir(ino: d, fh: fh)
+    }
+
     /// Once the entries have expired, `getfattr -d` on every file reads each one's metadata again
     /// (it shows a change made meanwhile), many at once (the stat-ahead), with one listing of the
     /// names: never one GET at a time.

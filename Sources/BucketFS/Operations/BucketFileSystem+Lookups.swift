@@ -211,9 +211,10 @@ extension BucketFileSystem {
     /// (`Superblock.statAhead`): `getfattr -d` or `ls -l` over a directory whose entries expired
     /// costs about N / `--max-connections` round trips, not N. Returns the metadata it ended
     /// with, which the caller shows even if the cache evicts it from the node meanwhile.
+    /// `opening`: for an open, which a readdir pass does not hold (close-to-open).
     @discardableResult
-    func refreshed(_ n: Node, force: Bool = false) async throws(Errno) -> InfoBox? {
-        let (need, name, relist, box) = superblock.refreshPlan(n, force: force)
+    func refreshed(_ n: Node, force: Bool = false, opening: Bool = false) async throws(Errno) -> InfoBox? {
+        let (need, name, relist, box) = superblock.refreshPlan(n, force: force, opening: opening)
         cacheCounters.count(.attributes, hit: !need)
         guard need else { return box }
         // A directory's attributes and xattrs are those of its `dir/` placeholder.

@@ -23,8 +23,9 @@ extension BucketFileSystem {
                 throw error
             }
         } else {
-            // Close-to-open: a file opened after its TTL sees the current generation.
-            seen = try await refreshed(n)?.info
+            // Close-to-open: a file opened after its TTL sees the current generation (even while
+            // a readdir pass holds what its stat shows).
+            seen = try await refreshed(n, opening: true)?.info
             // Known to be gone (a stat saw 404, or unlinked) and not being written here.
             if superblock.isGoneAndNotStaged(n) { throw .ENOENT }
         }

@@ -303,10 +303,10 @@ final class Superblock: @unchecked Sendable {
     /// What a refresh of `n` must do: whether it is needed (TTL passed, or `force`), `n`'s path,
     /// the parent to list again instead of a GET (a file whose directory's listing expired too),
     /// and the metadata it has now.
-    func refreshPlan(_ n: Node, force: Bool) -> (need: Bool, path: String, relist: Node?, box: InfoBox?) {
+    func refreshPlan(_ n: Node, force: Bool, opening: Bool = false) -> (need: Bool, path: String, relist: Node?, box: InfoBox?) {
         locked {
             let parent = table.parent(of: n)
-            return (needsRefreshLocked(n, force: force), n.path,
+            return (needsRefreshLocked(n, force: force, opening: opening), n.path,
                     !force && n.type == .regular && parent.map(shouldRelistLocked) == true ? parent : nil, n.box)
         }
     }
@@ -368,17 +368,19 @@ final class Superblock: @unchecked Sendable {
     }
 
     /// Whether `n`'s metadata must be read before it is shown: its TTL has passed, and no readdir
-    /// pass holds it (or `force`). A staged file keeps its metadata unless forced (rename and 412
-    /// retries must re-read).
-    func needsRefreshLocked(_ n: Node, force: Bool = false) -> Bool {
+    /// pass holds it (or `force`). An open (`opening`) is not held: close-to-open, it sees the
+    /// current generation once the TTL has passed. A staged file keeps its metadata unless forced
+    /// (rename and 412 retries must re-read).
+    func needsRefreshLocked(_ n: Node, force: Bool = false, opening: Bool = false) -> Bool {
         if n.ino == Self.rootIno || n.removed { return false }
         if n.staged != nil && !force { return false }
-        return force || (n.infoExpiry <= now && !heldByPassLocked(n))
+        return force || (n.infoExpiry <= now && (opening || !heldByPassLocked(n)))
     }
 
     /// Whether a readdir pass under way over `n`'s directory holds `n`'s metadata: it arrived
     /// since the listing the pass reads began, and lives the TTL from the pass's end, for every
-    /// operation (lookup, getattr, xattrs), however long the pass lasts (docs/SEMANTICS.md §6).
+    /// operation but an open (lookup, getattr, xattrs), however long the pass lasts
+    /// (docs/SEMANTICS.md §6).
     func heldByPassLocked(_ n: Node) -> Bool {
         guard n.infoExpiry > 0, let l = table.parent(of: n)?.listing, l.passes > 0 else { return false }
         return n.infoExpiry >= l.heldSince + ttl
