@@ -31,6 +31,8 @@ let package = Package(
         ),
         // The low-level FUSE API in Swift. Knows nothing about buckets.
         .target(name: "FuseKit", dependencies: ["CFuse"]),
+        // The one reader of /proc and /sys files: read(2) to the end (their size says 0).
+        .target(name: "KernelFiles"),
         // Pure values: paths, metadata, list results, errors, validation, the store protocol and
         // the Firebase-shaped Storage / StorageReference facade over it.
         .target(name: "StorageModel", dependencies: ["CChecksum", .product(name: "Logging", package: "swift-log")]),
@@ -68,7 +70,7 @@ let package = Package(
         .target(
             name: "GCSStore",
             dependencies: [
-                "StorageModel", "CloudHTTP",
+                "StorageModel", "CloudHTTP", "KernelFiles",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -105,7 +107,7 @@ let package = Package(
         .executableTarget(
             name: "bucketfs",
             dependencies: [
-                "StorageModel", "ObjectStores", "CloudHTTP", "GCSStore", "FirebaseStore", "BucketFS", "FuseKit",
+                "StorageModel", "ObjectStores", "CloudHTTP", "GCSStore", "FirebaseStore", "BucketFS", "FuseKit", "KernelFiles",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -197,13 +199,13 @@ let package = Package(
                                                           .product(name: "Crypto", package: "swift-crypto"),
                                                           .product(name: "PropertyBased", package: "swift-property-based")]),
         // The command line's pure parts: source checks, metrics address, log lines, progress, help.
-        .testTarget(name: "CommandTests", dependencies: ["bucketfs", "StorageModel", "ObjectStores", "CloudHTTP", "GCSStore", "FirebaseStore", "FuseKit", "TestSupport"]),
+        .testTarget(name: "CommandTests", dependencies: ["bucketfs", "StorageModel", "ObjectStores", "CloudHTTP", "GCSStore", "FirebaseStore", "FuseKit", "KernelFiles", "TestSupport"]),
         // An in-memory filesystem mounted in the foreground: FuseKitTests drive it from outside.
         .executableTarget(name: "fusekit-demo", dependencies: ["FuseKit"]),
         // The Firebase guides' Swift samples through the library's front door (docs/FIREBASE.md);
         // the real-mount tier runs it against the Firebase test server.
         .executableTarget(name: "firebase-samples", dependencies: ["FirebaseStore", "StorageModel"],
                           path: "Examples/FirebaseSamples"),
-        .testTarget(name: "FuseKitTests", dependencies: ["FuseKit"]),
+        .testTarget(name: "FuseKitTests", dependencies: ["FuseKit", "KernelFiles"]),
     ]
 )

@@ -1,4 +1,5 @@
 import Foundation
+import KernelFiles
 
 /// One mount per mount point (docs/OPERATING.md, "A mount that fails fast"): before anything is
 /// started, a mount point that is a dead mount, already a mount (bucketfs or any other), not a
@@ -15,7 +16,7 @@ enum MountPointCheck {
 
     /// The mounts of /proc/self/mountinfo (or `text`) whose mount point is `path`.
     static func mounts(at path: String, mountinfo text: String? = nil) -> [Entry] {
-        guard let text = text ?? (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)) else { return [] }
+        guard let text = text ?? KernelFile.text("/proc/self/mountinfo") else { return [] }
         var out: [Entry] = []
         for line in text.split(separator: "\n") {
             let f = line.split(separator: " ", omittingEmptySubsequences: false)

@@ -1,4 +1,5 @@
 import Foundation
+import KernelFiles
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -85,7 +86,7 @@ final class DemoMount {
     var path: (String) -> String { { [mountpoint] in mountpoint + "/" + $0 } }
 
     var isMounted: Bool {
-        guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return false }
+        guard let text = KernelFile.text("/proc/self/mountinfo") else { return false }
         return text.split(separator: "\n").contains { $0.split(separator: " ").dropFirst(4).first == Substring(mountpoint) }
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import FuseKit
+import KernelFiles
 import Testing
 
 /// Lifecycle of a FuseSession in this process. The test never touches the mount itself
@@ -51,7 +52,7 @@ struct SessionTests {
         session.exit()
         #expect(Self.wait(60) { finished.isSet })
         #expect(!session.isMounted)
-        let mounts = (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)) ?? ""
+        let mounts = KernelFile.text("/proc/self/mountinfo") ?? ""
         #expect(!mounts.contains(" \(dir) "))
     }
 

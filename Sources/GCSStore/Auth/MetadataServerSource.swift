@@ -1,4 +1,5 @@
 import Foundation
+import KernelFiles
 import StorageModel
 
 /// The metadata server of Google Cloud's VMs, Cloud Run and GKE (`GCE_METADATA_HOST`, else
@@ -20,8 +21,8 @@ package struct MetadataServerSource: AccessTokenSource {
     /// Whether this machine says it is a Google Compute Engine VM (as google-auth checks it), with no
     /// request: the DMI product name.
     package static func onGoogleCloud(productNameFile: String = "/sys/class/dmi/id/product_name") -> Bool {
-        guard let d = FileManager.default.contents(atPath: productNameFile) else { return false }
-        return String(decoding: d, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).hasPrefix("Google")
+        guard let text = KernelFile.text(productNameFile) else { return false }
+        return text.trimmingCharacters(in: .whitespacesAndNewlines).hasPrefix("Google")
     }
 
     package func fetch(timeout: Duration) async throws -> FetchedToken {
@@ -50,8 +51,11 @@ package struct MetadataServerSource: AccessTokenSource {
 }
 
 /// `--token-url URL`: a local endpoint that answers a GET with `{"access_token": …, "expires_in": …}`
-/// (a Kubernetes CSI driver's sidecar). `http://HOST:PORT/PATH`, or over a unix socket,
-/// `unix:/path/to.sock` (path `/`) or `http+unix://%2Fpath%2Fto.sock/PATH`.
+/// or, as Go's oauth2 token (what gcsfuse reads), `{"access_token": …, "expiry": RFC 3339}`: the
+/// Cloud Storage FUSE CSI driver's token server (docs/KUBERNETES.md). `http://HOST:PORT/PATH`, or
+/// over a unix socket, `unix:/path/to.sock` or `unix:///path/to.sock` (path `/`), or
+/// `http+unix://%2Fpath%2Fto.sock/PATH`. A request over a unix socket names `localhost` as its
+/// `Host` (an HTTP/1.1 server such as Go's net/http refuses one without it).
 package struct TokenURLSource: AccessTokenSource {
     package let url: String
     let transport: any TokenTransport
@@ -61,17 +65,49 @@ package struct TokenURLSource: AccessTokenSource {
         self.transport = transport
     }
 
-    /// `unix:/p/s.sock` → `http+unix://%2Fp%2Fs.sock/`; anything else as given.
+    /// `unix:/p/s.sock` and `unix:///p/s.sock` → `http+unix://%2Fp%2Fs.sock/`; anything else as given.
     package static func clientURL(_ url: String) -> String {
         guard url.hasPrefix("unix:") else { return url }
-        let path = String(url.dropFirst("unix:".count))
+        var path = String(url.dropFirst("unix:".count))
+        if path.hasPrefix("//") { path.removeFirst(2) }
         let encoded = path.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? path
         return "http+unix://\(encoded)/"
     }
 
+    /// The request sent: a GET, with `Host: localhost` over a unix socket.
+    package var request: TokenRequest {
+        TokenRequest(method: "GET", url: url, headers: url.hasPrefix("http+unix://") ? [("Host", "localhost")] : [])
+    }
+
     package func fetch(timeout: Duration) async throws -> FetchedToken {
         let what = "the token URL \(url)"
-        return try TokenAnswers.accessToken(try await TokenAnswers.send(TokenRequest(method: "GET", url: url), through: transport,
-                                                                          timeout: timeout, what: what), what: what)
+        let answer = try await TokenAnswers.send(request, through: transport, timeout: timeout, what: what)
+        var token = try TokenAnswers.accessToken(answer, what: what)
+        if token.lifetime == nil, let expiry = answer.json?["expiry"] as? String {
+            token.lifetime = Self.lifetime(untilExpiry: expiry, now: Date())
+        }
+        return token
+    }
+
+    /// What is left until an RFC 3339 `expiry` (fractional seconds allowed; Go writes nanoseconds);
+    /// nil when it does not parse. A past expiry is a lifetime of 0 (the token is fetched again).
+    package static func lifetime(untilExpiry text: String, now: Date) -> Duration? {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        var date = formatter.date(from: text)
+        if date == nil {
+            formatter.formatOptions = [.withInternetDateTime]
+            date = formatter.date(from: text)
+        }
+        if date == nil, let dot = text.firstIndex(of: ".") {
+            // More than milliseconds (Go's RFC3339Nano): drop the fraction's digits past three.
+            let digits = text[text.index(after: dot)...].prefix { $0.isNumber }
+            let zone = text[text.index(after: dot)...].dropFirst(digits.count)
+            formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+            date = formatter.date(from: String(text[..<dot]) + "." + String(digits.prefix(3)) + zone)
+        }
+        guard let date else { return nil }
+        let ms = max(0, Int64((date.timeIntervalSince(now) * 1000).rounded(.down)))
+        return .milliseconds(ms)
     }
 }
