@@ -21,6 +21,7 @@ let package = Package(
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
+        .package(url: "https://github.com/jpsim/Yams", from: "5.0.1"),
     ],
     targets: [
         // libfuse3 through a tiny C module: header defines FUSE_USE_VERSION, shims are prefixed.
@@ -116,6 +117,8 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                // gcsfuse's config file (docs/KUBERNETES.md).
+                .product(name: "Yams", package: "Yams"),
             ],
             // The command line's sources: a folder named for what it is (the product stays `bucketfs`).
             path: "Sources/BucketFSCommand",

@@ -10,7 +10,7 @@ struct BucketFSCommand: AsyncParsableCommand {
         commandName: "bucketfs",
         abstract: "Mount a Cloud Storage bucket (gs://), a Firebase bucket as a signed-in user (firebase://) or an embedded local bucket as a directory, with object metadata as extended attributes.",
         version: "bucketfs \(BuildInfo.version) (commit \(BuildInfo.commit))",
-        subcommands: [Mount.self, Unmount.self, Login.self, Logout.self, Whoami.self, MakeBucket.self, Ls.self, Stat.self, Cat.self,
+        subcommands: [Mount.self, GCSFuse.self, Unmount.self, Login.self, Logout.self, Whoami.self, MakeBucket.self, Ls.self, Stat.self, Cat.self,
                       Put.self, Rm.self, Meta.self, Versions.self, Restore.self, Status.self, Recover.self]
     )
 
@@ -18,6 +18,10 @@ struct BucketFSCommand: AsyncParsableCommand {
     /// (through mount.fuse3): rewrite that form to `bucketfs mount ...`.
     static func main() async {
         var args = Array(CommandLine.arguments.dropFirst())
+        // Started as `gcsfuse` (a link to bucketfs): gcsfuse's command line (docs/KUBERNETES.md).
+        if (CommandLine.arguments.first.map { ($0 as NSString).lastPathComponent }) == GCSFuse.linkName {
+            args = [GCSFuse.linkName] + args
+        }
         // Every subcommand's name, so that a new command is never taken for a mount's source.
         let known = configuration.subcommands.map { $0._commandName } + ["help", "-h", "--help", "--version"]
         if let first = args.first, !known.contains(first), args.count >= 2, !first.hasPrefix("-") {

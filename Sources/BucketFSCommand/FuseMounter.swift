@@ -6,14 +6,14 @@ import Logging
 /// Wires the filesystem core to a FuseKit session and runs the loop on its own thread, so the
 /// Swift concurrency pool stays free for the request Tasks.
 enum FuseMounter {
-    static func mount(filesystem: any FuseFileSystemBase, mountpoint: String, options: [String], logger: Logger) throws -> FuseSession {
-        let session = FuseSession(filesystem: filesystem, mountpoint: mountpoint, options: options,
+    static func mount(filesystem: any FuseFileSystemBase, target: MountTarget, options: [String], logger: Logger) throws -> FuseSession {
+        let session = FuseSession(filesystem: filesystem, target: target, options: options,
                                   maxThreads: 8, maxInFlight: 64, logger: { logger.warning("\($0)") })
         do {
             try session.mount()
             try session.installSignalHandlers()
         } catch {
-            logger.critical("cannot mount at \(mountpoint): \(error)")
+            logger.critical("cannot \(target.isPreMounted ? "serve" : "mount at") \(target): \(error)")
             throw error
         }
         return session

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import FuseKit
 import Logging
 import StorageModel
 
@@ -21,11 +22,21 @@ struct LogOptions: ParsableArguments {
         }
     }
 
-    /// Bootstraps swift-log for the process (standard error; a background mount's standard error
-    /// is its log file) and returns the command's logger.
-    func bootstrap() -> Logger {
+    /// Bootstraps swift-log for the process and returns the command's logger. It logs to standard
+    /// error (a background mount's standard error is its log file), or, given `file` that is not
+    /// already standard error (a foreground mount's `--log-file`, e.g. gcsfuse's `/dev/fd/1`), to
+    /// that file, with standard error pointed at it too and `critical` lines (the mount cannot start
+    /// or must end) also on the original standard error (docs/KUBERNETES.md, "A pod's life").
+    func bootstrap(file: String? = nil) -> Logger {
         let level = Logger.Level(rawValue: logLevel.lowercased()) ?? .warning
         let format = logFormat
+        var criticalFD: Int32 = -1
+        if let file, let fd = Self.openUnlessStandardError(file) {
+            criticalFD = dup(2)
+            dup2(fd, 2)
+            close(fd)
+        }
+        let alsoCritical = criticalFD
         LoggingSystem.bootstrap { label in
             var h: any LogHandler
             switch format {
@@ -33,11 +44,38 @@ struct LogOptions: ParsableArguments {
             case .json: h = JSONLogHandler(label: label, fd: 2)
             }
             h.logLevel = level
-            return h
+            guard alsoCritical >= 0 else { return h }
+            let critical = JSONLogHandler(label: label, fd: alsoCritical, text: format == .text, floor: .critical)
+            return MultiplexLogHandler([h, critical])
         }
         var logger = Logger(label: "bucketfs")
         logger.logLevel = level
         return logger
+    }
+}
+
+extension LogOptions {
+    /// `path` opened for appending, unless it is standard error already (nil then, or when it
+    /// cannot be opened: the log stays on standard error).
+    static func openUnlessStandardError(_ path: String) -> Int32? {
+        // A descriptor of this process (gcsfuse's `/dev/fd/1`) is taken as it is: opened again
+        // through /proc it would be checked against its owner, who may be another user (the
+        // container runtime's pipe, or the sidecar's).
+        let own = ["/dev/stdout": 1, "/dev/stderr": 2][path]
+            ?? MountTarget.descriptorNumber(path)
+            ?? (path.hasPrefix("/proc/self/fd/") ? MountTarget.descriptorNumber("/dev/fd/" + path.dropFirst("/proc/self/fd/".count)) : nil)
+        if let own {
+            guard own != 2, fcntl(own, F_GETFD) != -1 else { return nil }
+            return dup(own)
+        }
+        let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return nil }
+        var a = stat(), b = stat()
+        if fstat(fd, &a) == 0, fstat(2, &b) == 0, a.st_dev == b.st_dev, a.st_ino == b.st_ino {
+            close(fd)
+            return nil
+        }
+        return fd
     }
 }
 
@@ -47,6 +85,11 @@ struct LogOptions: ParsableArguments {
 struct JSONLogHandler: LogHandler {
     let label: String
     let fd: Int32
+    /// `bucketfs: LEVEL: message` lines instead (a failed mount's words on a terminal).
+    var text = false
+    /// Lines below this level are dropped whatever `logLevel` says (a multiplexer sets the
+    /// logger's level on each of its handlers).
+    var floor: Logger.Level = .trace
     var logLevel: Logger.Level = .info
     var metadata: Logger.Metadata = [:]
 
@@ -57,8 +100,10 @@ struct JSONLogHandler: LogHandler {
 
     func log(level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?,
              source: String, file: String, function: String, line: UInt) {
-        let line = Self.line(time: Date(), level: level, label: label, message: "\(message)", source: source,
-                             metadata: self.metadata.merging(explicit ?? [:]) { $1 })
+        guard level >= floor else { return }
+        let line = text ? "bucketfs: \(level): \(message)\n"
+            : Self.line(time: Date(), level: level, label: label, message: "\(message)", source: source,
+                        metadata: self.metadata.merging(explicit ?? [:]) { $1 })
         let bytes = Array(line.utf8)
         _ = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
     }

@@ -29,8 +29,23 @@ struct Mount: AsyncParsableCommand {
     @OptionGroup(title: "Firebase") var firebase: FirebaseOptions
     @OptionGroup(title: "Logging and metrics") var log: LogOptions
     @OptionGroup(title: "Logging and metrics") var monitoring: MonitoringOptions
+    /// What the gcsfuse command line gave that changes nothing here, logged once (GCSFuse).
+    @Option(name: .customLong("compat-note"), help: .hidden) var compatNotes: [String] = []
 
     func validate() throws {
+        if target.isPreMounted {
+            // The process that mounted the descriptor waits for this one: no second process, and
+            // no path to name a cache directory after (every pod's would be /dev/fd/3).
+            guard foreground else {
+                throw ValidationError("a \(target) target is served in the foreground: add --foreground (the process that mounted it starts bucketfs and waits for it)")
+            }
+            guard cacheDir != nil else {
+                throw ValidationError("a \(target) target needs --cache-dir (gcsfuse's --temp-dir): the directory for staged writes and lost+found, one per mount")
+            }
+            guard !writeBack else {
+                throw ValidationError("--write-back is refused for a \(target) target: its cache directory goes with the pod, and so would the data that close reported saved (docs/KUBERNETES.md, \"What a pod's end can lose\")")
+            }
+        }
         if let at = behaviour.at {
             do { _ = try PointInTime(parsing: at) } catch { throw ValidationError("--at: \(error)") }
             // Said at once, before any login or request: the v0 API lists live objects only.
@@ -57,6 +72,11 @@ struct Mount: AsyncParsableCommand {
 
     var mountpointPath: String { URL(fileURLWithPath: mountpoint).standardizedFileURL.path }
 
+    /// The mount point: a directory, or a FUSE descriptor a parent mounted (`/dev/fd/N`).
+    var target: MountTarget {
+        MountTarget.descriptorNumber(mountpoint).map { .fileDescriptor($0) } ?? .directory(mountpointPath)
+    }
+
     /// `--cache-dir`, else one directory per mount point that a later mount finds again.
     var cacheDirectory: String {
         cacheDir.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
@@ -67,7 +87,8 @@ struct Mount: AsyncParsableCommand {
     var report: FailureReport { FailureReport(format: log.logFormat) }
 
     func run() async throws {
-        if let problem = MountPointCheck.problem(mountpointPath, allowNonEmpty: behaviour.allowNonEmpty) {
+        if let problem = target.isPreMounted ? target.descriptorProblem()
+            : MountPointCheck.problem(mountpointPath, allowNonEmpty: behaviour.allowNonEmpty) {
             report.say(problem)
             throw ExitCode(1)
         }
@@ -159,7 +180,8 @@ struct Mount: AsyncParsableCommand {
             files.rlim_cur = files.rlim_max
             _ = setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &files)
         }
-        let logger = log.bootstrap()
+        let logger = log.bootstrap(file: logFile)
+        for note in compatNotes { logger.notice("\(note)") }
         let parsed = try Source.parse(source, splitLocal: false)
         var store: any ObjectStore
         var storageAddress: String?
@@ -241,8 +263,10 @@ struct Mount: AsyncParsableCommand {
         let recoverCommand = "bucketfs recover \(cacheDirectory)"
         let settling = Task { await core.settleRecovered(recoverCommand: recoverCommand) }
         for line in CacheDirectoryRegistry.elsewhere(source: parsed.display, own: cacheDirectory) { logger.error("\(line)") }
-        if let problem = CacheDirectoryRegistry.record(.init(source: parsed.display, cacheDirectory: cacheDirectory,
-                                                             mountPoint: mountpointPath)) {
+        // A pre-mounted target is a pod's: it writes nothing outside its cache directory (no
+        // state directory; docs/KUBERNETES.md, "A pod's life").
+        if !target.isPreMounted, let problem = CacheDirectoryRegistry.record(.init(source: parsed.display, cacheDirectory: cacheDirectory,
+                                                                                     mountPoint: mountpointPath)) {
             logger.warning("\(problem)")
         }
         Recover.recordSource(parsed.display, access: RecordedAccess.of(parsed, gcs: gcs), in: cacheDirectory)
@@ -252,19 +276,28 @@ struct Mount: AsyncParsableCommand {
         if readOnly { options.append("ro") }
         // Computed once, before the mount exists: URL(fileURLWithPath:) stats its path, and a
         // stat of the mount point before the loop runs would wait for ever on the kernel's INIT.
-        let point = mountpointPath
-        let session = try FuseMounter.mount(filesystem: fs, mountpoint: point, options: options, logger: logger)
+        let target = self.target
+        let point = target.description
+        let session = try FuseMounter.mount(filesystem: fs, target: target, options: options, logger: logger)
         if let past = store as? PastStore {
             logger.notice("mounted \(source) at \(point) as it was at \(PointInTime(date: past.moment)), read-only")
         } else {
             logger.notice("mounted \(source) at \(point)")
         }
-        KernelReadAhead.apply(kilobytes: kernelReadAheadKB, mountpoint: point, logger: logger)
+        if let directory = target.directory {
+            KernelReadAhead.apply(kilobytes: kernelReadAheadKB, mountpoint: directory, logger: logger)
+        } else {
+            logger.info("\(point) was mounted by its parent: the kernel's read-ahead for it is the parent's to set (read_ahead_kb)")
+        }
         let summaries = UploadSummary.every(minutes: monitoring.logSummaryMinutes, core, logger: logger, clock: config.clock)
         // systemd (Type=notify): READY=1 once the mount answers, STATUS= while it serves,
         // STOPPING=1 when the unmount begins.
         let notifier = ServiceNotifier()
-        notifier?.readyWhenAnswering(point, status: "mounted \(source) at \(point)", logger: logger)
+        if let directory = target.directory {
+            notifier?.readyWhenAnswering(directory, status: "mounted \(source) at \(point)", logger: logger)
+        } else if let notifier {
+            session.onReady = { notifier.send("READY=1\nSTATUS=serving \(source) at \(point)") }
+        }
         let statuses = notifier?.statusEvery(.seconds(10), core, clock: config.clock)
         await FuseMounter.run(session)
         summaries.cancel()

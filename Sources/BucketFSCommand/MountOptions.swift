@@ -83,7 +83,7 @@ struct FaultOptions: ParsableArguments {
 }
 
 struct MonitoringOptions: ParsableArguments {
-    @Option(name: .customLong("log-file"), help: "Where a background mount logs (default: CACHE_DIR/bucketfs.log).")
+    @Option(name: .customLong("log-file"), help: "Where the mount logs: a background mount by default CACHE_DIR/bucketfs.log; a foreground one standard error unless given (critical lines then go to both).")
     var logFile: String?
     @Option(name: .customLong("request-log"), help: "Append one line per store request to this file (tests, debugging).")
     var requestLog: String?

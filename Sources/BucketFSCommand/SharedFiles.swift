@@ -31,6 +31,11 @@ extension Mount {
             FileHandle.standardError.write(Data("bucketfs: \(error)\n".utf8))
             throw ExitCode(1)
         }
+        // A pre-mounted target's cache directory is the pod's own, made by the sidecar with the
+        // default umask: made private here rather than warned about (docs/KUBERNETES.md).
+        if target.isPreMounted, StagingArea.exposedFiles(cacheDirectory).contains(where: { $0.path == cacheDirectory }) {
+            _ = chmod(cacheDirectory, 0o700)
+        }
         guard !allowSharedFiles else { return }
         let cache = cacheDirectory
         SharedFiles.warn(PrivateFiles.warning("the cache directory \(cache) (staged writes, lost+found, the log)", root: cache,

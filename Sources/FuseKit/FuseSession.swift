@@ -26,7 +26,9 @@ public final class FuseSession: @unchecked Sendable {
         case off
     }
 
-    public let mountpoint: String
+    public let target: MountTarget
+    /// The target as libfuse names it: the directory, or `/dev/fd/N`.
+    public var mountpoint: String { target.libfuseMountpoint }
     public let options: [String]
     public let maxThreads: Int
 
@@ -45,10 +47,18 @@ public final class FuseSession: @unchecked Sendable {
     ///   - maxThreads: libfuse worker threads.
     ///   - maxInFlight: requests handed to the filesystem at once.
     ///   - logger: one line per problem (never per request).
-    public init(filesystem: any FuseFileSystemBase, mountpoint: String, options: [String] = [],
+    public convenience init(filesystem: any FuseFileSystemBase, mountpoint: String, options: [String] = [],
+                            maxThreads: Int = 8, maxInFlight: Int = 64, readdirplus: ReaddirPlus = .always,
+                            logger: @escaping @Sendable (String) -> Void = { _ in }) {
+        self.init(filesystem: filesystem, target: .directory(mountpoint), options: options, maxThreads: maxThreads,
+                  maxInFlight: maxInFlight, readdirplus: readdirplus, logger: logger)
+    }
+
+    /// A session on `target`: a directory it mounts, or a pre-mounted FUSE descriptor it only serves.
+    public init(filesystem: any FuseFileSystemBase, target: MountTarget, options: [String] = [],
                 maxThreads: Int = 8, maxInFlight: Int = 64, readdirplus: ReaddirPlus = .always,
                 logger: @escaping @Sendable (String) -> Void = { _ in }) {
-        self.mountpoint = mountpoint
+        self.target = target
         self.options = options
         self.maxThreads = max(1, maxThreads)
         context = RequestContext(filesystem: filesystem, maxInFlight: max(1, maxInFlight),
@@ -77,15 +87,21 @@ public final class FuseSession: @unchecked Sendable {
     /// The INIT handshake is done: the mount answers requests.
     public var isReady: Bool { context.isReady }
 
-    /// Creates the libfuse session and mounts it. Throws ENOENT/ENOTDIR for a bad mount point,
-    /// EINVAL for options libfuse refuses, EIO when the mount itself fails (libfuse prints why).
+    /// Creates the libfuse session and mounts it (a pre-mounted descriptor is taken as it is).
+    /// Throws ENOENT/ENOTDIR for a bad mount point, EBADF for a descriptor that is not an open
+    /// FUSE device, EINVAL for options libfuse refuses, EIO when the mount itself fails.
     public func mount() throws(Errno) {
         lock.lock()
         defer { lock.unlock() }
         guard state == .idle else { throw .EBUSY }
-        var st = stat()
-        if lstat(mountpoint, &st) != 0 { throw Errno(errno) }
-        if st.st_mode & S_IFMT != S_IFDIR { throw .ENOTDIR }
+        switch target {
+        case .directory(let path):
+            var st = stat()
+            if lstat(path, &st) != 0 { throw Errno(errno) }
+            if st.st_mode & S_IFMT != S_IFDIR { throw .ENOTDIR }
+        case .fileDescriptor:
+            if target.descriptorProblem() != nil { throw .EBADF }
+        }
 
         var arguments = ["fusekit"]
         if !options.isEmpty { arguments += ["-o", options.joined(separator: ",")] }
@@ -137,8 +153,9 @@ public final class FuseSession: @unchecked Sendable {
     }
 
     /// Ends `run()`: flags the session as exited, wakes the loop thread (when the signal handlers
-    /// are installed) and, if the loop is still running after that, unmounts lazily so the kernel
-    /// closes the connection (libfuse's `fuse_session_exit` alone only acts on the next request).
+    /// are installed) and, if the loop is still running after that, unmounts a directory lazily so
+    /// the kernel closes the connection (libfuse's `fuse_session_exit` alone only acts on the next
+    /// request). A pre-mounted target is never unmounted here: its loop ends at the next request.
     /// Safe from any thread except the ones serving requests; returns without waiting for `run()`.
     public func exit() {
         let se: OpaquePointer? = lock.withLock { state == .running || state == .mounted ? session : nil }
@@ -151,7 +168,7 @@ public final class FuseSession: @unchecked Sendable {
                 usleep(10_000)
             }
         }
-        Self.unmountLazily(mountpoint, log: context.log)
+        if let path = target.directory { Self.unmountLazily(path, log: context.log) }
     }
 
     private func teardown(_ se: OpaquePointer) {

@@ -253,6 +253,26 @@ let oauthEnv = [GoogleAuth.oauthTokenVariable: FakeGoogleAuth.base + "/token"]
         #expect(try await url.fetch(timeout: .seconds(5)).value == "url-token-2")
         #expect(TokenURLSource.clientURL("unix:/run/t.sock") == "http+unix://%2Frun%2Ft.sock/")
         #expect(TokenURLSource.clientURL("http://127.0.0.1:1/t") == "http://127.0.0.1:1/t")
+        // gcsfuse's spelling, as the CSI driver's config file gives it.
+        #expect(TokenURLSource.clientURL("unix:///gcsfuse-tmp/.volumes/v/token.sock") == "http+unix://%2Fgcsfuse-tmp%2F.volumes%2Fv%2Ftoken.sock/")
+    }
+
+    @Test("a token URL on a unix socket is asked with a Host (Go's net/http refuses a request without one)")
+    func tokenURLOverAUnixSocketNamesItsHost() {
+        let unix = TokenURLSource(url: "unix:/run/t.sock", transport: FakeGoogleAuth())
+        #expect(unix.request.headers.contains { $0.0 == "Host" && $0.1 == "localhost" })
+        let tcp = TokenURLSource(url: "http://127.0.0.1:1/t", transport: FakeGoogleAuth())
+        #expect(!tcp.request.headers.contains { $0.0 == "Host" })
+    }
+
+    @Test("an oauth2 expiry (RFC 3339, nanoseconds as Go writes it) is the token's lifetime")
+    func expiryAsGoWritesIt() throws {
+        let now = try #require(ISO8601DateFormatter().date(from: "2026-08-21T12:45:12Z"))
+        #expect(TokenURLSource.lifetime(untilExpiry: "2026-08-21T13:45:12.123456789Z", now: now) == .milliseconds(3_600_123))
+        #expect(TokenURLSource.lifetime(untilExpiry: "2026-08-21T13:45:12Z", now: now) == .seconds(3600))
+        #expect(TokenURLSource.lifetime(untilExpiry: "2026-08-21T13:45:12.5+01:00", now: now) == .milliseconds(500))
+        #expect(TokenURLSource.lifetime(untilExpiry: "2026-08-21T11:00:00Z", now: now) == .zero)
+        #expect(TokenURLSource.lifetime(untilExpiry: "tomorrow", now: now) == nil)
     }
 
     @Test func commandLineImpersonationUsesGcloudsOrderAndIAMVariable() async throws {

@@ -17,7 +17,7 @@ CONFIGURATION = os.path.join(DOCS, "CONFIGURATION.md")
 README = os.path.join(ROOT, "README.md")
 
 # Every command whose options CONFIGURATION.md documents ("" is `bucketfs` itself).
-COMMANDS = ["", "mount", "unmount", "login", "logout", "whoami", "mb", "ls", "stat", "cat", "put", "rm",
+COMMANDS = ["", "mount", "gcsfuse", "unmount", "login", "logout", "whoami", "mb", "ls", "stat", "cat", "put", "rm",
             "meta", "meta get", "meta set", "meta rm", "versions", "restore", "status", "recover"]
 
 

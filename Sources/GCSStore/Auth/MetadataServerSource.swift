@@ -107,7 +107,7 @@ package struct TokenURLSource: AccessTokenSource {
             date = formatter.date(from: String(text[..<dot]) + "." + String(digits.prefix(3)) + zone)
         }
         guard let date else { return nil }
-        let ms = max(0, Int64((date.timeIntervalSince(now) * 1000).rounded(.down)))
+        let ms = max(0, Int64((date.timeIntervalSince(now) * 1000).rounded()))
         return .milliseconds(ms)
     }
 }
