@@ -193,6 +193,7 @@ class Sidecar:
 
     def start(self, log_path):
         config, fd = self.receive()
+        self.handed_at = time.monotonic()  # the descriptor is the sidecar's from here
         args, flags, tree = self.argv(config)
         self.write_config(tree)
         os.makedirs(flags["temp-dir"], exist_ok=True)
