@@ -6,10 +6,13 @@ import StorageModel
 /// so it is asked briefly and an unreachable server is final.
 package struct MetadataServerSource: AccessTokenSource {
     package let host: String
+    /// What chose `host`, for messages.
+    let hostSetting: String
     let transport: any TokenTransport
 
     package init(environment: [String: String], transport: any TokenTransport) {
         host = environment["GCE_METADATA_HOST"].flatMap { $0.isEmpty ? nil : $0 } ?? "metadata.google.internal"
+        hostSetting = Self.isConfigured(environment) ? "set by GCE_METADATA_HOST" : "the default; GCE_METADATA_HOST moves it"
         self.transport = transport
     }
 
@@ -33,7 +36,7 @@ package struct MetadataServerSource: AccessTokenSource {
         String(decoding: try await get("instance/service-accounts/default/email", timeout: timeout).body, as: UTF8.self)
     }
 
-    var what: String { "the GCE metadata server \(host)" }
+    var what: String { "the GCE metadata server \(host) (\(hostSetting))" }
 
     func get(_ path: String, timeout: Duration) async throws -> TokenResponse {
         let request = TokenRequest(method: "GET", url: "http://\(host)/computeMetadata/v1/\(path)", headers: [("Metadata-Flavor", "Google")])
@@ -70,7 +73,7 @@ package struct TokenURLSource: AccessTokenSource {
     }
 
     package func fetch(timeout: Duration) async throws -> FetchedToken {
-        let what = "the token URL \(url)"
+        let what = "the token URL \(url) (--token-url)"
         return try TokenAnswers.accessToken(try await TokenAnswers.send(TokenRequest(method: "GET", url: url), through: transport,
                                                                           timeout: timeout, what: what), what: what)
     }
