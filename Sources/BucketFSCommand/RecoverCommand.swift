@@ -245,7 +245,13 @@ struct Status: ParsableCommand {
                 lost.staged = 0
                 lost.stagedCutOff = 0
                 u = lost
-                state = "in use: \(busy)" + (u.isEmpty ? "" : "; it holds \(u.description)")
+                let running = RunningMountState.of(cacheDirectory: e.cacheDirectory, mountPoint: e.mountPoint, source: e.source,
+                                                   mounted: !MountPointCheck.mounts(at: MountPointCheck.resolved(e.mountPoint)).isEmpty)
+                state = running.state + (u.isEmpty ? "" : "; it holds \(u.description)")
+                if let step = running.step {
+                    FileHandle.standardError.write(Data("bucketfs: error: \(e.source) at \(e.mountPoint) is signed out; \(step)\n".utf8))
+                    todo.append(step)
+                }
             } else {
                 u = CacheDirectoryRegistry.unsaved(in: e.cacheDirectory)
                 state = u.isEmpty ? "nothing unsaved" : u.description

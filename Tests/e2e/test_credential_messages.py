@@ -6,13 +6,18 @@ endpoints (fake_google_auth.py) in front of the project's Cloud Storage test ser
 - a refusal says why at the default log level (no credentials found; a static token);
 - GOOGLE_CLOUD_QUOTA_PROJECT reaches the server over the file's quota_project_id;
 - a key file others can read is warned of; a directory as --key-file is named as one;
-- the mount's log names the metadata server's account as whoami does."""
+- the mount's log names the metadata server's account as whoami does;
+- a signed-out mount shows in `bucketfs status` and as `bucketfs_signed_out` (docs/OPERATING.md)."""
 import os
+import re
 import socket
+import subprocess
+import time
+import urllib.request
 
 import pytest
 
-from conftest import run
+from conftest import BIN, ROOT, run
 from fake_google_auth import FakeGoogleAuth
 from own_gcs import OwnServer
 from test_credentials import BUCKET, env_for, service_account, user, whoami, write
@@ -93,3 +98,37 @@ def test_the_mount_log_names_the_metadata_servers_account(fake, mounts, monkeypa
     mounts.unmount(mnt)
     assert "credentials: gce-default@p.iam.gserviceaccount.com (metadata server" in log, log[:3000]
 
+
+def test_a_signed_out_mount_shows_in_status_and_metrics(fake, tmp_path, mounts, monkeypatch):
+    """A mount whose sign-in is revoked: once its last token has expired every operation fails
+    (EACCES), `bucketfs status` says "signed out" with the server's words and what to run, and
+    exits 1; `bucketfs_signed_out` is 1. A healthy running mount is "running", exit 0."""
+    fake.lifetime = 2
+    for k in ("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_OAUTH_ACCESS_TOKEN", "STORAGE_EMULATOR_HOST", "CLOUDSDK_CONFIG", "GCE_METADATA_HOST"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("BUCKETFS_OAUTH_TOKEN_URL", fake.url + "/token")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # the registry status reads: the test's own
+    path = write(tmp_path, "adc.json", user(fake))
+    os.chmod(path, 0o600)
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    src = f"gs://{BUCKET}"
+    mnt = mounts.mount(src, "--endpoint", fake.url, "--key-file", path, "--metrics-address", f"127.0.0.1:{port}")
+    st = subprocess.run([BIN, "status", src], capture_output=True, text=True, timeout=30)
+    assert st.returncode == 0 and f"running: mounted at {mnt}" in st.stdout and "wait for it" not in st.stdout, st
+    fake.refresh_tokens = set()
+    time.sleep(fake.lifetime + 0.2)
+    with pytest.raises(PermissionError):
+        os.listdir(mnt)  # never listed yet: a request, refused
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    st = subprocess.run([BIN, "status", src], capture_output=True, text=True, timeout=30)
+    mounts.unmount(mnt)
+    assert re.search(r"^bucketfs_signed_out 1(\.0)?$", metrics, re.M), metrics
+    doc = open(os.path.join(ROOT, "docs", "OPERATING.md")).read()
+    rules = doc[doc.index("<!-- checked by Tests/e2e/test_alerts.py: alert rules -->"):].split("```", 2)[1]
+    assert re.search(r"- alert: BucketfsSignedOut.*\n\s+expr: max by \(instance\) \(bucketfs_signed_out\) > 0", rules), rules
+    assert st.returncode == 1, st
+    assert "signed out: mounted at" in st.stdout and "invalid_grant" in st.stdout, st.stdout
+    assert "gcloud auth application-default login" in st.stdout.splitlines()[-1], st.stdout
