@@ -110,7 +110,7 @@ extension BucketFileSystem {
     /// The handle closed; for the writer's last handle, its sidecar says closed (with the size
     /// and metadata) before any upload starts, so a crash during it leaves content known to be
     /// complete. nil when there was no such handle, or its file is gone from the table.
-    private func beginRelease(ino: UInt64, fh: UInt64) -> (Handle, Node)? {
+    func beginRelease(ino: UInt64, fh: UInt64) -> (Handle, Node)? {
         guard let h = superblock.closeFile(fh) else { return nil }
         h.stream?.close()
         guard let n = superblock.node(ino) else { return nil }
@@ -123,7 +123,7 @@ extension BucketFileSystem {
     /// The handle's hold on its stage ends (only the stage this handle kept: a handle opened
     /// before the file had local content, or whose content was replaced since, keeps none), and
     /// the stage goes if nobody needs it.
-    private func endRelease(_ h: Handle, _ n: Node) {
+    func endRelease(_ h: Handle, _ n: Node) {
         if let kept = h.stage { superblock.withStage(kept) { $0.handleReleased() } }
         dropStageIfIdle(n)
     }
