@@ -105,6 +105,8 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     let refusalLog = WarnOnce()
     /// Identical failure lines, logged once a minute (`fail`).
     let repeatedFailures: RepeatedLines
+    /// Directories emptied here lately, kept for the metadata TTL (`resolve`, `loadListing`).
+    let emptied: EmptiedDirectories
     /// Write-back's background uploads, in the order files were closed (UploadQueue.swift).
     let uploads: UploadQueue
     /// The unmount's bound, set by `shutdown(within:)`: no operation's deadline passes it.
@@ -132,6 +134,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
                                   counters: uploadCounters)
         failures = RecentFailures(ttl: config.failureTTL, clock: config.clock)
         repeatedFailures = RepeatedLines(clock: config.clock)
+        emptied = EmptiedDirectories(clock: config.clock, ttl: config.metadataTTL)
         createAnswers = CreateAnswers(ttl: config.createAnswerTTL, clock: config.clock)
         readPath = ReadPath(store: store, config: config, logger: logger)
         rangeListing = RangeListing(concurrency: config.listConcurrency)
