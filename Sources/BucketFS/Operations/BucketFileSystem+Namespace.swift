@@ -89,6 +89,7 @@ extension BucketFileSystem {
         }
         superblock.removedDirectory(n, from: p, name: name)
         emptied.forget(superblock.path(of: n))
+        emptied.note(superblock.path(of: p))  // its parent may be emptied by it
     }
 
     public func rename(parent: UInt64, name: String, newParent: UInt64, newName: String, flags: UInt32) async throws(Errno) {
