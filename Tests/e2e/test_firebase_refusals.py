@@ -4,6 +4,7 @@ why, and exits 1, instead of "would upload"; the real run refuses the same ones;
 finds them in another cache directory names `recover --to` for them."""
 import os
 import re
+import time
 
 from conftest import run, sh
 from firebase_http import BUCKET
@@ -55,3 +56,41 @@ def test_a_new_mount_names_recover_to_for_refused_files_elsewhere(fb, mounts):
     line = [l for l in log.splitlines() if f"another cache directory, {cache} " in l]
     assert line and f"bucketfs recover {cache} --to {SRC}/PREFIX" in line[0], log[-3000:]
     assert f"`bucketfs recover {cache}` uploads" not in line[0], line[0]
+
+
+def wait_for_line(path, words, timeout=60):
+    """The first line of the log at `path` holding `words` (a release's upload ends after close returned)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        lines = [l for l in open(path).read().splitlines() if words in l]
+        if lines or time.monotonic() > deadline:
+            return lines[0] if lines else ""
+        time.sleep(0.05)
+
+
+def test_a_first_refused_shell_create_is_said_where_the_user_looks(fb, mounts):
+    """Against a server that checks the rules only when an upload finishes (the emulator, and the
+    test server's default flavour) nothing can learn the refusal before the close without making
+    a generation: the first `echo >` (and `touch`) of a type in a read-only folder exits 0 with no
+    message, since bash and touch ignore close's error. The log line says so and where to look,
+    `bucketfs status` lists the kept data, and the next create there fails at open."""
+    seed(fb)
+    fb.login_email()
+    mnt = mounts.mount(SRC)
+    p = sh(["bash", "-c", f"echo x > {mnt}/shared/new.txt"], check=False)
+    assert p.returncode == 0 and p.stderr == b"", p  # what the shell shows: nothing
+    p = sh(["touch", f"{mnt}/shared/t.bin"], check=False)  # another type: asked again, allowed again
+    assert p.returncode == 0, p
+    log = mounts.log_path(mnt)
+    line = wait_for_line(log, "upload of 'shared/new.txt' refused")
+    assert "kept in" in line and "allowed when asked at open" in line and "bucketfs status" in line, line
+    assert "later creates of text/plain there fail at open with EACCES" in line, line
+    empty = wait_for_line(log, "upload of 'shared/t.bin' refused")
+    assert "none to keep: the file is empty" in empty and "allowed when asked at open" in empty, empty
+    p = sh(["bash", "-c", f"echo y > {mnt}/shared/other.txt"], check=False)
+    assert p.returncode != 0 and b"Permission denied" in p.stderr, p
+    cache = mounts.cache_dir(mnt)
+    mounts.unmount(mnt)
+    st = run("status", SRC, check=False)
+    [row] = [l for l in st.stdout.decode().splitlines() if l.split("\t")[1:2] == [cache]]
+    assert st.returncode == 1 and "1 refused by the store" in row, st.stdout.decode()
