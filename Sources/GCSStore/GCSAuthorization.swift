@@ -43,7 +43,7 @@ struct GCSAuthorization: TransportAuthorization {
     }
 
     /// Why a static token is refused once it has expired.
-    package static let staticTokenWhy = "a static access token from --token / GOOGLE_OAUTH_ACCESS_TOKEN, which is never refreshed: "
+    package static let staticTokenWhy = "a static token (an access token from --token / GOOGLE_OAUTH_ACCESS_TOKEN), which is never refreshed: "
         + "once it expires (Google's last an hour) every request is refused; pass a fresh one, or use a credential file or --token-url"
 
     /// `x-goog-user-project` (quota project or `--billing-project`), and `userProject=` for `--billing-project`.
