@@ -35,8 +35,12 @@ final class SignInWatch: @unchecked Sendable {
         lock.withLock {
             guard signedOut != true else { return }
             signedOut = true
-            let text = "\(RFC3339.format(Date()))\t\(message.replacingOccurrences(of: "\n", with: " "))\n"
-            FileManager.default.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600])
+            let text = Array("\(RFC3339.format(Date()))\t\(message.replacingOccurrences(of: "\n", with: " "))\n".utf8)
+            // 0600 from its creation, as every file of the cache directory (PrivateFiles).
+            let fd = PrivateFiles.open(path, O_WRONLY | O_TRUNC)
+            guard fd >= 0 else { return }
+            _ = text.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            Glibc.close(fd)
         }
     }
 
