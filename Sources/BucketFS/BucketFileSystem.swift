@@ -103,6 +103,10 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     let linkTargets = LinkTargets()
     /// Refusals logged once (hard links, device nodes).
     let refusalLog = WarnOnce()
+    /// Identical failure lines, logged once a minute (`fail`).
+    let repeatedFailures: RepeatedLines
+    /// Directories emptied here lately, kept for the metadata TTL (`resolve`, `loadListing`).
+    let emptied: EmptiedDirectories
     /// Write-back's background uploads, in the order files were closed (UploadQueue.swift).
     let uploads: UploadQueue
     /// The unmount's bound, set by `shutdown(within:)`: no operation's deadline passes it.
@@ -129,6 +133,8 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         staging = try StagingArea(directory: config.cacheDirectory, bucket: store.bucket, logger: logger, clock: config.clock,
                                   counters: uploadCounters)
         failures = RecentFailures(ttl: config.failureTTL, clock: config.clock)
+        repeatedFailures = RepeatedLines(clock: config.clock)
+        emptied = EmptiedDirectories(clock: config.clock, ttl: config.metadataTTL)
         createAnswers = CreateAnswers(ttl: config.createAnswerTTL, clock: config.clock)
         readPath = ReadPath(store: store, config: config, logger: logger)
         rangeListing = RangeListing(concurrency: config.listConcurrency)
@@ -175,7 +181,15 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         case .ENOENT: logger.debug("\(op) \(path): not found")
         // Interrupted by its caller (a signal, the kernel's interrupt): nothing went wrong.
         case .EINTR: logger.debug("\(op) '\(path)' interrupted by its caller: \(error) → \(e)")
-        default: logger.error("\(op) '\(path)' failed: \(error)\(storageNote(error)) → \(e)")
+        default:
+            let line = "\(op) '\(path)' failed: \(error)\(storageNote(error)) → \(e)"
+            let said = repeatedFailures.admit(line)
+            if said.log {
+                let omitted = said.omitted > 0 ? " (and \(said.omitted) more time(s) in the \(Int(repeatedFailures.window)) s before this, not logged)" : ""
+                logger.error("\(line)\(omitted)")
+            } else {
+                logger.debug("\(line) (again)")
+            }
         }
         return e
     }

@@ -67,6 +67,9 @@ public struct MountConfig: Sendable {
     public var cacheDirectory: String = NSTemporaryDirectory() + "bucketfs-cache"
     /// One deadline per filesystem operation, all its requests and retries included (seconds).
     public var operationTimeout: Double = 60
+    /// How long a regular file made with mknod waits, in the default mode, for an open to write it
+    /// before it is uploaded empty (seconds; docs/SEMANTICS.md §3.3, "One generation per written file").
+    public var mknodUploadDelay: Double = 5
     /// How long an object or listing whose request just failed (EIO) answers EIO at once.
     public var failureTTL: Double = 5
     /// How long what the store's access rules said about creating files in a directory (and of

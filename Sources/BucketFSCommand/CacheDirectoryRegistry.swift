@@ -130,7 +130,7 @@ enum CacheDirectoryRegistry {
             guard CacheDirectoryLock.refusal(e.cacheDirectory) == nil else { continue }
             let u = unsaved(in: e.cacheDirectory)
             if u.isEmpty { continue }
-            out.append("unsaved data of \(source) is in another cache directory, \(e.cacheDirectory) (last mounted at \(e.mountPoint)): \(u.description); this mount does not show it: upload it with `bucketfs recover \(e.cacheDirectory)` (add the options that reach the bucket, e.g. --endpoint or --key-file)")
+            out.append("unsaved data of \(source) is in another cache directory, \(e.cacheDirectory) (last mounted at \(e.mountPoint)): \(u.description); this mount does not show it: \(Status.whatToRun(e.cacheDirectory, u, busy: false, source: source)) (add the options that reach the bucket, e.g. --endpoint or --key-file)")
         }
         return out
     }

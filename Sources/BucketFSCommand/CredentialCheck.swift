@@ -11,6 +11,8 @@ struct CredentialCheck {
     let found: CredentialChain.Found
     let description: CredentialDescription
     let billingProject: String?
+    /// Said at warning level when a command or mount starts: a credential file others can read.
+    var warnings: [String] = []
 
     static func resolve(_ gcs: GCSOptions, environment: [String: String]) throws(SourceProblem) -> CredentialCheck {
         let found = gcs.credentialChain.resolve(environment: environment)
@@ -26,16 +28,30 @@ struct CredentialCheck {
         }
         let description = CredentialDescription(found.source, environment: environment,
                                                 billingProject: gcs.billingProject.flatMap { $0.isEmpty ? nil : $0 })
-        return CredentialCheck(found: found, description: description, billingProject: gcs.billingProject)
+        var check = CredentialCheck(found: found, description: description, billingProject: gcs.billingProject)
+        if let (path, _) = found.source.file, let warning = Self.readableByOthers(path) { check.warnings.append(warning) }
+        return check
     }
 
     /// Logs what a mount or command is about to use: the notice of a chain that found nothing, and
     /// that a static token is never refreshed.
     func logNotices(_ logger: Logger, mounting: Bool) {
+        for w in warnings { logger.warning("\(w)") }
         if let n = found.notice { logger.notice("\(n)") }
         if mounting, case .token = found.source {
             logger.notice("--token / GOOGLE_OAUTH_ACCESS_TOKEN is a static access token: it is never refreshed, and requests fail once it expires (Google's last an hour); use a credential file or --token-url for long mounts")
         }
+    }
+}
+
+extension CredentialCheck {
+    /// A credential file holding a secret that its group or others may read (as ssh warns of a
+    /// private key): the warning, or nil.
+    static func readableByOthers(_ path: String) -> String? {
+        guard let mode = (try? FileManager.default.attributesOfItem(atPath: path))?[.posixPermissions] as? NSNumber,
+              mode.intValue & 0o044 != 0, let file = try? CredentialFile.read(path), file.holdsSecret else { return nil }
+        return "the credential file \(path) can be read by other users (mode \(String(mode.intValue & 0o777, radix: 8))) and holds a secret: "
+            + "chmod 600 \(path)"
     }
 }
 
@@ -47,10 +63,15 @@ struct CredentialDescription: CustomStringConvertible {
     var type: String
     var impersonation: [String] = []
     var quotaProject: String?
+    /// What set `quotaProject` when not the credential file: `GOOGLE_CLOUD_QUOTA_PROJECT`, `--billing-project`.
+    var quotaProjectFrom: String?
 
     init(_ source: CredentialSource, environment: [String: String], billingProject: String?) {
         self = Self.describe(source, environment: environment)
-        if let billingProject { quotaProject = billingProject }
+        if source != .anonymous, let q = GoogleAuth.quotaProject(environment) {
+            (quotaProject, quotaProjectFrom) = (q, GoogleAuth.quotaProjectVariable)
+        }
+        if let billingProject { (quotaProject, quotaProjectFrom) = (billingProject, "--billing-project") }
     }
 
     private init(principal: String, origin: String, type: String) {
@@ -80,7 +101,7 @@ struct CredentialDescription: CustomStringConvertible {
             guard let f = try? CredentialFile.read(path) else { return CredentialDescription(principal: "?", origin: origin, type: "unreadable") }
             var d = CredentialDescription(principal: f.principal, origin: origin, type: f.typeChain)
             d.quotaProject = f.quotaProject
-            if let t = f.impersonationTarget { d.impersonation = [t] }
+            if let t = f.impersonationTarget { d.impersonation = f.delegates + [t] }
             return d
         case .impersonated(let base, let chain):
             var d = describe(base, environment: environment)
@@ -95,7 +116,7 @@ struct CredentialDescription: CustomStringConvertible {
         var s = "credentials: \(principal) (\(type), from \(origin)"
         if !impersonation.isEmpty { s += ", impersonating \(impersonation.joined(separator: " → "))" }
         s += ")"
-        if let quotaProject { s += ", quota project \(quotaProject)" }
+        if let quotaProject { s += ", quota project \(quotaProject)" + (quotaProjectFrom.map { " (\($0))" } ?? "") }
         return s
     }
 }

@@ -141,7 +141,9 @@ struct Whoami: AsyncParsableCommand {
         let logger = log.bootstrap()
         let env = ProcessInfo.processInfo.environment
         if source.hasPrefix("gs://") {
-            do { try await GCSWhoami.run(source, gcs: gcs, firebase: firebase, logger: logger) } catch {
+            do { try await GCSWhoami.run(source, gcs: gcs, firebase: firebase, logger: logger) } catch let e as ExitCode {
+                throw e  // the report said why
+            } catch {
                 throw failed(error, "whoami \(source)")
             }
             return

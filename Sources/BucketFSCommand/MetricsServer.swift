@@ -42,6 +42,8 @@ let metricsRegistry = PrometheusCollectorRegistry()
 final class CoreMetricsCollector: @unchecked Sendable {
     let core: BucketFileSystem
     let unsaved: UnsavedFilesGauge?
+    /// `SignInWatch`'s file: `bucketfs_signed_out` is 1 while it exists.
+    let signInFile: String?
     private let lock = NSLock()
     private var seenHits: [CacheKind: Int] = [:]
     private var seenMisses: [CacheKind: Int] = [:]
@@ -50,9 +52,10 @@ final class CoreMetricsCollector: @unchecked Sendable {
     private var seenCacheErrors: [String: Int] = [:]
     private var seenListing = RangeListingCounts()
 
-    init(core: BucketFileSystem, unsaved: UnsavedFilesGauge? = nil) {
+    init(core: BucketFileSystem, unsaved: UnsavedFilesGauge? = nil, signInFile: String? = nil) {
         self.core = core
         self.unsaved = unsaved
+        self.signInFile = signInFile
         collect()
     }
 
@@ -73,6 +76,9 @@ final class CoreMetricsCollector: @unchecked Sendable {
         r.makeGauge(name: "bucketfs_uploads_queued", labels: []).set(Double(s.queuedUploads))
         r.makeGauge(name: "bucketfs_uploads_in_progress", labels: []).set(Double(s.uploadingFiles))
         r.makeGauge(name: "bucketfs_lost_found_entries", labels: []).set(Double(s.lostAndFoundEntries))
+        if let signInFile {
+            r.makeGauge(name: "bucketfs_signed_out", labels: []).set(Double(access(signInFile, F_OK) == 0 ? 1 : 0))
+        }
         if let u = unsaved?.current() {
             for (place, counts) in [("here", u.here), ("elsewhere", u.elsewhere)] {
                 r.makeGauge(name: "bucketfs_unsaved_files", labels: [("where", place), ("kind", "complete")])
@@ -217,7 +223,8 @@ extension Mount {
             MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: metricsRegistry))
             s = MetricsStore(s)
         }
-        return s
+        // Outermost: what the core's calls meet, whatever the log and the metrics counted.
+        return SignInWatchStore(s, watch: SignInWatch(cacheDirectory: cacheDirectory))
     }
 
     /// With `--metrics-address`: serves /metrics and returns the filesystem wrapped to count FUSE
@@ -225,7 +232,8 @@ extension Mount {
     func startMetrics(_ core: BucketFileSystem, source: String, logger: Logger) async throws -> any FuseFileSystemBase {
         guard let text = monitoring.metricsAddress else { return core }
         let address = try MetricsAddress(parsing: text)
-        let collector = CoreMetricsCollector(core: core, unsaved: UnsavedFilesGauge(source: source, ownDirectory: cacheDirectory))
+        let collector = CoreMetricsCollector(core: core, unsaved: UnsavedFilesGauge(source: source, ownDirectory: cacheDirectory),
+                                             signInFile: cacheDirectory + "/" + SignInWatch.fileName)
         do {
             let server = try await MetricsServer.start(address, collect: { collector.collect() },
                                                        recover: { await Self.recoverThroughMount(core) })

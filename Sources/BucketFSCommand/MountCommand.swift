@@ -198,7 +198,8 @@ struct Mount: AsyncParsableCommand {
             if case .gcs(let bucket, _) = parsed, let check = try? CredentialCheck.resolve(gcs, environment: ProcessInfo.processInfo.environment) {
                 // Who the mount goes as, once, without secrets (docs/CREDENTIALS.md).
                 check.logNotices(logger, mounting: true)
-                logger.notice("gs://\(bucket): \(check.description)")
+                let described = await check.described(store as? GCSStore, environment: ProcessInfo.processInfo.environment)
+                logger.notice("gs://\(bucket): \(described)")
                 if let g = store as? GCSStore,
                    let left = await g.staticTokenTimeLeft(check.found.source, environment: ProcessInfo.processInfo.environment, timeout: .seconds(3)) {
                     logger.notice("--token / GOOGLE_OAUTH_ACCESS_TOKEN: \(left)")

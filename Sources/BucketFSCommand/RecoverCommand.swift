@@ -80,6 +80,12 @@ struct Recover: AsyncParsableCommand {
             }
             do {
                 let outcome = try await Self.recover(e, to: store, dryRun: dryRun, elsewhere: elsewhere)
+                if dryRun, let name = Self.wouldWrite(outcome, object),
+                   let why = await RefusalPreview.reason(e, name: name, store: store, elsewhere: elsewhere) {
+                    print("would be refused: '\(name)' (\(e.bytes) bytes): \(why)")
+                    summary.refused += 1
+                    continue
+                }
                 switch outcome {
                 case .uploaded(let g):
                     print("\(dryRun ? "would upload" : "uploaded"): '\(object)' (\(e.bytes) bytes\(g.map { ", generation \($0)" } ?? ""))")
@@ -109,7 +115,16 @@ struct Recover: AsyncParsableCommand {
         }
         print(summary.line(dryRun: dryRun, to: spec))
         withExtendedLifetime(staging) {}
-        if summary.left > 0 { throw ExitCode(1) }
+        if summary.left > 0 || summary.refused > 0 { throw ExitCode(1) }
+    }
+
+    /// The name a dry run's outcome would write, if any.
+    static func wouldWrite(_ outcome: Outcome, _ object: String) -> String? {
+        switch outcome {
+        case .uploaded(nil): return object
+        case .beside(let name, nil, _): return name
+        default: return nil
+        }
     }
 
     typealias Outcome = RecoveredUpload.Outcome
@@ -206,6 +221,8 @@ struct RecoverySummary {
     var keptAside = 0
     /// Of `uploaded`, those put beside a name that had moved on (`NAME.recovered-TIME`).
     var beside = 0
+    /// A dry run's complete files that would be refused (`RefusalPreview`), not in `uploaded`.
+    var refused = 0
 
     func line(dryRun: Bool, to spec: String) -> String {
         var s = "\(dryRun ? "dry run: would upload" : "recovered") \(uploaded) file(s) (\(bytes) bytes) to \(spec)"
@@ -215,6 +232,9 @@ struct RecoverySummary {
         if superseded > 0 { s += "; \(superseded) cut off and superseded by a newer copy (\(d)dropped)" }
         if dropped > 0 { s += "; \(dropped) cut off (\(d)dropped)" }
         if keptAside > 0 { s += "; \(keptAside) cut off (\(d)kept aside)" }
+        if refused > 0 {
+            s += "; \(refused) would be refused (the rules or IAM): `--to \(Status.bucketRoot(spec))/PREFIX` puts them under a prefix the rules let you write"
+        }
         return s
     }
 }
@@ -245,7 +265,13 @@ struct Status: ParsableCommand {
                 lost.staged = 0
                 lost.stagedCutOff = 0
                 u = lost
-                state = "in use: \(busy)" + (u.isEmpty ? "" : "; it holds \(u.description)")
+                let running = RunningMountState.of(cacheDirectory: e.cacheDirectory, mountPoint: e.mountPoint, source: e.source,
+                                                   mounted: !MountPointCheck.mounts(at: MountPointCheck.resolved(e.mountPoint)).isEmpty)
+                state = running.state + (u.isEmpty ? "" : "; it holds \(u.description)")
+                if let step = running.step {
+                    FileHandle.standardError.write(Data("bucketfs: error: \(e.source) at \(e.mountPoint) is signed out; \(step)\n".utf8))
+                    todo.append(step)
+                }
             } else {
                 u = CacheDirectoryRegistry.unsaved(in: e.cacheDirectory)
                 state = u.isEmpty ? "nothing unsaved" : u.description

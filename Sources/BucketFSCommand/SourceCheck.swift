@@ -97,6 +97,8 @@ enum SourceCheck {
                 try await checkCredential(g)
                 try await g.probe(timeout: probeTimeout)
             } catch {
+                var why: String? = nil
+                if case StorageError.unauthenticated = error { why = await check.refusalContext(g, environment: env) }
                 try? await g.shutdown()
                 if !mounting, case StorageError.unauthorized = error { return try openStore(source, gcs: gcs, firebase: firebase, logger: logger, prefixMount: prefixMount) }
                 var cause = error
@@ -104,7 +106,7 @@ enum SourceCheck {
                     // The HTTP client keeps retrying a refused connection until its deadline: say why.
                     cause = StorageError.unknown(status: 0, message: refusal)
                 }
-                throw explain(cause, bucket: bucket, endpoint: g.endpoint, identity: creds.identity)
+                throw explain(cause, bucket: bucket, endpoint: g.endpoint, identity: creds.identity, why: why)
             }
             return g
         }
@@ -206,7 +208,7 @@ enum SourceCheck {
     }
 
     /// The probe's failure as one line naming the cause and the fix.
-    static func explain(_ error: any Error, bucket: String, endpoint: String, identity: String) -> SourceProblem {
+    static func explain(_ error: any Error, bucket: String, endpoint: String, identity: String, why: String? = nil) -> SourceProblem {
         guard let e = error as? StorageError else { return SourceProblem("checking gs://\(bucket) at \(endpoint) failed: \(error)") }
         switch e {
         case .bucketNotFound:
@@ -217,7 +219,7 @@ enum SourceCheck {
                 + "roles/storage.objectViewer (read) or roles/storage.objectAdmin (read and write) on the bucket, "
                 + "or use other credentials (--key-file, --token)")
         case .unauthenticated(let m):
-            return SourceProblem("the credentials were refused (\(identity)): \(m)")
+            return SourceProblem("the credentials were refused (\(identity)): \(m)" + (why.map { "; \($0)" } ?? ""))
         case .invalidArgument(let m) where m.lowercased().contains("requester pays"):
             return SourceProblem("gs://\(bucket) is a requester-pays bucket (HTTP 400: \(m)): name the project to bill with --billing-project PROJECT")
         case .tls(let m):
@@ -230,6 +232,7 @@ enum SourceCheck {
         case .retryLimitExceeded(var m), .unknown(0, var m):
             // "list gs://b: gave up after N attempts within 60 s: CAUSE" → CAUSE (the probe has its own deadline).
             if let r = m.range(of: #"gave up after \d+ attempts within [^:]*: "#, options: .regularExpression) { m = String(m[r.upperBound...]) }
+            if let token = tokenEndpointFailure(m, bucket: bucket, endpoint: endpoint) { return token }
             return SourceProblem("cannot reach \(endpoint): \(m). Is the server running and the address right? "
                 + "(--endpoint / STORAGE_EMULATOR_HOST)")
         case .invalidArgument(let m):
@@ -239,6 +242,14 @@ enum SourceCheck {
         default:
             return SourceProblem("checking gs://\(bucket) at \(endpoint) failed: \(e)")
         }
+    }
+
+    /// A token endpoint that did not answer (docs/CREDENTIALS.md, "When a token endpoint fails"): the
+    /// message names it and the setting that chose it (`TokenAnswers.unreachable`); storage was not asked.
+    static func tokenEndpointFailure(_ m: String, bucket: String, endpoint: String) -> SourceProblem? {
+        guard let r = m.range(of: TokenAnswers.unreachablePrefix) else { return nil }
+        return SourceProblem("cannot get an access token: \(m[r.upperBound...]). Is it running and the address right? "
+            + "(no request went to gs://\(bucket) at \(endpoint))")
     }
 
     /// The probe's failure for firebase://, in one line naming the cause and the fix (docs/SEMANTICS.md §5: what

@@ -13,7 +13,7 @@ import Glibc
 extension FirebaseStore {
     public func copy(from source: String, sourceGeneration: Int64?, to destination: String,
                      metadata: WritableMetadata?, preconditions: Preconditions) async throws -> ObjectInfo {
-        let src = try await getMetadata(source)
+        let src = try await guardGet(source)
         if let g = sourceGeneration, src.generation != g { throw StorageError.objectNotFound(path: source) }
         let file = try await stage(source, src)
         defer { unlink(file) }

@@ -43,12 +43,14 @@ extension FirebaseStore {
             return .refused(message: m)
         }
         let request = command(session, "cancel", offset: nil, body: nil)
-        let transport = self.transport, logger = self.logger
+        let transport = self.transport, logger = self.logger, inner = innerRequests
         Task {
             do {
                 _ = try await transport.send("cancel probe", path: name, idempotent: true,
                                              deadline: transport.clock.now + .seconds(10), request)
+                inner.report("cancel", name, nil)
             } catch {
+                inner.report("cancel", name, error)
                 logger.debug("Firebase probe of \(name): cancelling its session failed (\(error)); it holds no bytes and expires by itself")
             }
         }

@@ -26,7 +26,7 @@ import StorageModel
 /// - Every call is retried on 402, 408, 429, 5xx, resets and stalls, within the deadline (v0 writes
 ///   are last-writer-wins, so repeating one does what the first would have); a 401 refreshes the
 ///   ID token once.
-public final class FirebaseStore: StoreBackend, ConnectionCounting, @unchecked Sendable {
+public final class FirebaseStore: StoreBackend, ConnectionCounting, InnerRequestReporting, @unchecked Sendable {
     public let bucket: String
     /// "" or `PREFIX/`.
     public let prefix: String
@@ -39,6 +39,9 @@ public final class FirebaseStore: StoreBackend, ConnectionCounting, @unchecked S
     let transport: HTTPTransport
     let logger: Logger
     let once = OnceLog()
+    /// Its own requests beside the one a call names: the GETs that stand in for v0's missing
+    /// preconditions and generations, a probe's cancel (`guardGet`, `probeCreate`).
+    public let innerRequests = InnerRequestObservers()
 
     /// Knobs with production defaults; tests shrink them. The HTTP layer's (backoff, clock,
     /// timeouts, trust) are `http`'s, read and set as this struct's own (`HTTPTuned`).
@@ -134,7 +137,7 @@ public final class FirebaseStore: StoreBackend, ConnectionCounting, @unchecked S
 
     public func read(_ name: String, generation: Int64?, range: Range<Int64>?) async throws -> Data {
         if let range, range.isEmpty {
-            _ = try await getMetadata(name)  // still report a missing object
+            _ = try await guardGet(name)  // still report a missing object
             return Data()
         }
         let r = try await transport.send("read", path: name, idempotent: true, expect: MediaRequests.downloadExpect(range: range),
@@ -195,7 +198,7 @@ public final class FirebaseStore: StoreBackend, ConnectionCounting, @unchecked S
         guard !p.isEmpty else { return }
         let current: ObjectInfo?
         do {
-            current = try await getMetadata(name)
+            current = try await guardGet(name)
         } catch StorageError.objectNotFound {
             current = nil
         } catch StorageError.unauthorized(_, let m) where p == .doesNotExist {
@@ -226,10 +229,23 @@ public final class FirebaseStore: StoreBackend, ConnectionCounting, @unchecked S
 
     /// For an answer without `x-goog-generation`: the live generation must still be `want`.
     func confirmGeneration(_ name: String, _ want: Int64) async throws {
-        let now = try await getMetadata(name)
+        let now = try await guardGet(name)
         guard now.generation == want else {
             logger.debug("Firebase read \(name): generation \(want) asked, \(now.generation) is live")
             throw StorageError.objectNotFound(path: name)
+        }
+    }
+
+    /// A GET the store sends of its own (a precondition, a generation, a copy's source), reported
+    /// to `innerRequests` so that the request log and the metrics count it.
+    func guardGet(_ name: String) async throws -> ObjectInfo {
+        do {
+            let info = try await getMetadata(name)
+            innerRequests.report("get", name, nil)
+            return info
+        } catch {
+            innerRequests.report("get", name, error)
+            throw error
         }
     }
 

@@ -24,9 +24,27 @@ struct GCSAuthorization: TransportAuthorization {
         await tokens.cache?.refused(token)
     }
 
+    /// A 401 no refresh can cure, with why, in the message every failed operation's line carries
+    /// (docs/CREDENTIALS.md, "When a credential is refused"): a static token is never refreshed, an
+    /// anonymous request has nothing to refresh.
     func unauthenticated(_ message: String) -> StorageError {
-        .unauthenticated(message: "\(message) (credentials: \(credentials); see docs/CREDENTIALS.md)")
+        .unauthenticated(message: "\(message) (\(Self.why(credentials)); see docs/CREDENTIALS.md)")
     }
+
+    static func why(_ credentials: CredentialSource) -> String {
+        switch credentials {
+        case .token:
+            return "credentials: \(staticTokenWhy)"
+        case .anonymous:
+            return "no credentials were sent: anonymous, by --anonymous, by STORAGE_EMULATOR_HOST, or because the chain found none"
+        default:
+            return "credentials: \(credentials)"
+        }
+    }
+
+    /// Why a static token is refused once it has expired.
+    package static let staticTokenWhy = "a static token (an access token from --token / GOOGLE_OAUTH_ACCESS_TOKEN), which is never refreshed: "
+        + "once it expires (Google's last an hour) every request is refused; pass a fresh one, or use a credential file or --token-url"
 
     /// `x-goog-user-project` (quota project or `--billing-project`), and `userProject=` for `--billing-project`.
     func decorate(_ request: inout HTTPClientRequest) {

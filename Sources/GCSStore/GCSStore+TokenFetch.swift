@@ -55,6 +55,7 @@ package struct StoreTokens: Sendable {
                 let target = chain.last ?? ""
                 return ImpersonatedSource(source: from, target: target, delegates: chain.count > 1 ? Array(chain.dropLast()) : nil,
                                           url: GoogleAuth.generateAccessTokenURL(target, environment: environment),
+                                          urlSetting: GoogleAuth.iamCredentialsSetting(environment),
                                           transport: transport, clock: clock)
             }
         }
@@ -62,7 +63,9 @@ package struct StoreTokens: Sendable {
         var token: String? = nil
         if case .token(let t) = credentials { token = t }
         let billing = billingProject.flatMap { $0.isEmpty ? nil : $0 }
+        // GOOGLE_CLOUD_QUOTA_PROJECT over the file's quota_project_id (not for anonymous requests: no one to bill).
+        let fromEnvironment = credentials == .anonymous ? nil : GoogleAuth.quotaProject(environment)
         return StoreTokens(cache: s.map { TokenCache(source: $0, clock: clock) }, staticToken: token,
-                           userProjectHeader: billing ?? quota, userProjectParameter: billing)
+                           userProjectHeader: billing ?? fromEnvironment ?? quota, userProjectParameter: billing)
     }
 }

@@ -224,7 +224,7 @@ def drill(fx, tmp_path, tiny):
     assert st.returncode == 1, st
     # status says what the running mount holds unsaved, not only that it is in use
     [line] = [l for l in st.stdout.splitlines() if l.split("\t")[1:2] == [str(tiny)]]
-    assert "in use" in line and "it holds 1 file(s) in lost+found" in line, st.stdout
+    assert "running: mounted at" in line and "it holds 1 file(s) in lost+found" in line, st.stdout
     # Recovery through the running mount, and of the old directory beside it.
     with urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}/recover", method="POST"), timeout=120) as r:
         assert "uploaded: 'night.bin'" in r.read().decode()

@@ -34,7 +34,19 @@ def writers(src_dir, mnt_dir, work):
     sh(["rsync", src, f"{d}/rsync.txt"])
     sh(["touch", f"{d}/touch.txt"])
     subprocess.run(["python3", "-c", f"f = open('{d}/python.txt', 'w'); f.write('one generation\\n'); f.close()"], check=True)
-    expected = {n: CONTENT for n in ["bash.txt", "printf.txt", "dash.txt", "cp.txt", "tar.txt", "rsync.txt", "python.txt"]}
+    # GNU tar --xattrs makes each file with mknod, sets its xattrs, then opens and writes it.
+    xtree = os.path.join(work, "xtree")
+    os.makedirs(xtree, exist_ok=True)
+    with open(os.path.join(xtree, "tar-xattrs.txt"), "wb") as f:
+        f.write(CONTENT)
+    os.setxattr(os.path.join(xtree, "tar-xattrs.txt"), "user.color", b"red")
+    sh(["tar", "--xattrs", "-cf", os.path.join(work, "x.tar"), "-C", xtree, "tar-xattrs.txt"])
+    sh(["tar", "--xattrs", "-xf", os.path.join(work, "x.tar"), "-C", d])
+    assert os.getxattr(f"{d}/tar-xattrs.txt", "user.color") == b"red"
+    subprocess.run(["python3", "-c", f"import os, stat; os.mknod('{d}/mknod.txt', 0o644 | stat.S_IFREG); "
+                    f"f = open('{d}/mknod.txt', 'w'); f.write('one generation\\n'); f.close()"], check=True)
+    expected = {n: CONTENT for n in ["bash.txt", "printf.txt", "dash.txt", "cp.txt", "tar.txt", "rsync.txt", "python.txt",
+                                     "tar-xattrs.txt", "mknod.txt"]}
     expected["touch.txt"] = b""
     return expected
 

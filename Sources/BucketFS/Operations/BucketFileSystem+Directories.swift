@@ -10,6 +10,9 @@ extension BucketFileSystem {
     public func opendir(ino: UInt64) async throws(Errno) -> UInt64 {
         let n = try node(ino)
         guard n.type == .directory else { throw .ENOTDIR }
+        // Emptied here and its time kept is over: what a listing cached since (or the kernel's
+        // copy of it) says is not the answer; the bucket's is (EmptiedDirectories).
+        if emptied.expired(superblock.path(of: n)) { superblock.dropListing(n) }
         return superblock.openDirectory(ino)
     }
 

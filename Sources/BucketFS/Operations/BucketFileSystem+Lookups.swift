@@ -29,10 +29,12 @@ extension BucketFileSystem {
         let build = superblock.beginListing(dir, prefix: prefix, since: since)
         var placeholder: ObjectInfo? = nil
         var placeholderUnread = false
+        var bucketShowsSome = false   // anything under the prefix, shown or hidden
         // One page's entries, applied at once. A file listed by name only (nil info) has its
         // metadata read when something asks for it (a stat: `shownInfo`), so a names-only `ls`
         // costs list requests only.
         func take(_ page: ListPage) {
+            if !page.prefixes.isEmpty || !page.items.isEmpty || !page.names.isEmpty { bucketShowsSome = true }
             var dirs: [String] = []
             var files: [(name: String, info: ObjectInfo?)] = []
             files.reserveCapacity(page.items.count + page.names.count)
@@ -89,6 +91,15 @@ extension BucketFileSystem {
         }
         let listing = superblock.finishListing(build, placeholder: placeholderUnread ? .unread : .read(placeholder),
                                                at: now, into: handle)
+        let dirPath = superblock.path(of: dir)
+        if !bucketShowsSome, listing.children.isEmpty, emptied.expired(dirPath),
+           !superblock.hasPendingFiles(below: dirPath) {
+            // Emptied here, its TTL over, and the bucket shows nothing: gone, as a lookup finds
+            // (and the empty listing is not kept to say otherwise).
+            superblock.dropListing(dir)
+            throw .ENOENT
+        }
+        if bucketShowsSome { emptied.forget(dirPath) }
         if build.shown + listing.hiddenFiles.count >= largeListingNames {
             // The pages of a large listing were parsed into many short-lived objects, and the
             // metadata it brought may have evicted as much again: give the freed memory back
@@ -107,8 +118,19 @@ extension BucketFileSystem {
     }
 
     /// Resolves one name in a directory: from a fresh listing, else by asking the bucket for the name
-    /// (`askBucket`).
+    /// (`askBucket`). A directory emptied here within the TTL is found even when the bucket no
+    /// longer shows it (`EmptiedDirectories`).
     func resolve(_ parent: Node, _ name: String) async throws(Errno) -> Node {
+        do {
+            return try await resolveShown(parent, name)
+        } catch where error == .ENOENT {
+            let path = try names.childPath(superblock.path(of: parent), name)
+            guard emptied.kept(path) else { throw error }
+            return try superblock.bindLookedUp(path, listed: ListPage(prefixes: [path + "/"]), info: nil, at: now)
+        }
+    }
+
+    private func resolveShown(_ parent: Node, _ name: String) async throws(Errno) -> Node {
         let path = try names.childPath(superblock.path(of: parent), name)
         if let l = superblock.freshListing(parent) {
             cacheCounters.count(.listing, hit: true)

@@ -56,6 +56,7 @@ extension BucketFileSystem {
                 discardStaged(s, path: path, because: "the file was deleted")
             }
         }
+        emptied.note(superblock.path(of: p))
         dropStageIfIdle(n)
     }
 
@@ -87,6 +88,8 @@ extension BucketFileSystem {
             throw fail(error, "rmdir", prefix)
         }
         superblock.removedDirectory(n, from: p, name: name)
+        emptied.forget(superblock.path(of: n))
+        emptied.note(superblock.path(of: p))  // its parent may be emptied by it
     }
 
     public func rename(parent: UInt64, name: String, newParent: UInt64, newName: String, flags: UInt32) async throws(Errno) {
@@ -96,6 +99,7 @@ extension BucketFileSystem {
         let p = try node(parent)
         let np = try node(newParent)
         let src = try await resolve(p, name)
+        let srcPath = superblock.path(of: src)  // before a directory's rename moves its node
         let dstPath = try names.childPath(superblock.path(of: np), newName, directory: src.type == .directory)
         var dst: Node? = nil
         do { dst = try await resolve(np, newName) } catch where error == .ENOENT {}
@@ -118,6 +122,8 @@ extension BucketFileSystem {
             try await renameDirectory(src, to: dstPath)
         }
         superblock.renamed(from: p, name, to: np, newName, at: dstPath, isDirectory: src.type == .directory)
+        if src.type == .directory { emptied.forget(srcPath) }
+        emptied.note(superblock.path(of: p))
     }
 
     func renameFile(_ src: Node, to dstPath: String, replacing dst: Node?, noReplace: Bool = false) async throws(Errno) {

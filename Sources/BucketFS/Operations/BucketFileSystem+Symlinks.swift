@@ -66,10 +66,14 @@ extension BucketFileSystem {
     public func mknod(parent: UInt64, name: String, mode: UInt32, rdev: UInt64) async throws(Errno) -> FuseEntry {
         if config.readOnly { throw .EROFS }
         if mode & UInt32(S_IFMT) == UInt32(S_IFREG) {
-            // The kernel makes a regular file with mknod when the open that creates it was not
-            // atomic (GNU tar's extraction does this): an empty file, uploaded at once.
+            // A regular file made with mknod (GNU tar --xattrs: mknod, setxattr, open, write,
+            // close; a non-atomic create): an empty file that waits for what follows.
             let (entry, fh) = try await create(parent: parent, name: name, mode: mode & 0o7777, flags: OpenFlags(O_WRONLY | O_CREAT | O_EXCL))
-            try await release(ino: entry.attributes.ino, fh: fh)
+            if config.writeBack {
+                try await release(ino: entry.attributes.ino, fh: fh)  // queued: the write-back delay joins what follows
+            } else {
+                holdMknodded(ino: entry.attributes.ino, fh: fh)
+            }
             return entry
         }
         refusalLog.warn("device nodes, FIFOs and sockets are refused (EPERM): a bucket holds only files, directories and symbolic links")

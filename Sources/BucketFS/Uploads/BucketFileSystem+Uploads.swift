@@ -110,7 +110,7 @@ extension BucketFileSystem {
     /// The handle closed; for the writer's last handle, its sidecar says closed (with the size
     /// and metadata) before any upload starts, so a crash during it leaves content known to be
     /// complete. nil when there was no such handle, or its file is gone from the table.
-    private func beginRelease(ino: UInt64, fh: UInt64) -> (Handle, Node)? {
+    func beginRelease(ino: UInt64, fh: UInt64) -> (Handle, Node)? {
         guard let h = superblock.closeFile(fh) else { return nil }
         h.stream?.close()
         guard let n = superblock.node(ino) else { return nil }
@@ -123,7 +123,7 @@ extension BucketFileSystem {
     /// The handle's hold on its stage ends (only the stage this handle kept: a handle opened
     /// before the file had local content, or whose content was replaced since, keeps none), and
     /// the stage goes if nobody needs it.
-    private func endRelease(_ h: Handle, _ n: Node) {
+    func endRelease(_ h: Handle, _ n: Node) {
         if let kept = h.stage { superblock.withStage(kept) { $0.handleReleased() } }
         dropStageIfIdle(n)
     }
@@ -258,7 +258,9 @@ extension BucketFileSystem {
                              metadata: failed.merging(["event": "upload_given_up", "kept": "\(kept)"]) { $1 })
             } else if Self.isRefusal(e) {
                 let kept = giveUp(n, s, e, reason: "\(LostEntry.refusedReason): \(error)", keeping: result.keep)
-                logger.error("upload of '\(path)' refused: \(error) → \(e); not retried; your data: \(kept)",
+                let atClose = e == .EACCES && result.createdHere
+                    ? Self.refusedAtClose(path, contentType: meta.contentType ?? "", asked: createAnswers.answer(createKey(path, meta.contentType ?? ""))) : ""
+                logger.error("upload of '\(path)' refused: \(error) → \(e); not retried; your data: \(kept)\(atClose)",
                              metadata: failed.merging(["event": "upload_given_up", "kept": "\(kept)"]) { $1 })
                 if e == .EACCES, result.createdHere { rememberRefusedCreate(path, contentType: meta.contentType ?? "", error) }
             } else if result.shuttingDown {
@@ -276,8 +278,24 @@ extension BucketFileSystem {
     /// open(2) with EACCES instead of being refused again at close (docs/SEMANTICS.md §3.3,
     /// "Refused creates").
     private func rememberRefusedCreate(_ path: String, contentType: String, _ error: any Error) {
-        let directory = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? ""
-        createAnswers.note(CreateAnswers.Key(directory: directory, contentType: contentType), .refused(message: "\(error)"))
+        createAnswers.note(createKey(path, contentType), .refused(message: "\(error)"))
+    }
+
+    private func createKey(_ path: String, _ contentType: String) -> CreateAnswers.Key {
+        CreateAnswers.Key(directory: path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "", contentType: contentType)
+    }
+
+    /// What the log line of a new file refused at its upload adds (docs/FIREBASE.md, "Refused
+    /// creates"): the create was not refused at open (the rules allowed its start, or the store
+    /// has none to ask), so a writer that ignores close's error (a shell's `>`, `touch`) showed
+    /// none; where that is said, and that the next create there fails at open.
+    static func refusedAtClose(_ path: String, contentType: String, asked: CreateAnswer?) -> String {
+        let why = asked == .allowed
+            ? "its create was allowed when asked at open (this server checks these rules only when an upload finishes)"
+            : "nothing refused its create at open (the store has no rules to ask before an upload)"
+        return "; \(why), so a writer that ignores close's error (a shell's `>`, `touch`) reported success: "
+            + "`bucketfs status` lists what lost+found keeps, `bucketfs_uploads_failed_total` counts it; "
+            + "later creates of \(contentType.isEmpty ? "this type" : contentType) there fail at open with EACCES"
     }
 
     /// Errors that another attempt of the same upload cannot cure.

@@ -37,6 +37,9 @@ public enum CacheDirectoryLock {
         return inUseMessage(directory, pid: readPID(path))
     }
 
+    /// The pid the holder of `directory` wrote in its lock file (meaningful while `refusal` is not nil).
+    public static func holderPID(_ directory: String) -> pid_t? { readPID(directory + "/.lock") }
+
     static func readPID(_ path: String) -> pid_t? {
         guard let d = FileManager.default.contents(atPath: path) else { return nil }
         return pid_t(String(decoding: d, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))

@@ -10,6 +10,8 @@ package struct AuthorizedUserSource: AccessTokenSource {
     package var clientSecret: String
     package var refreshToken: String
     package var tokenURL: String
+    /// What chose `tokenURL`, for messages.
+    let tokenURLSetting: String
     /// Sent as `scope` when set (not when the user sign-in is impersonation's source).
     package var scope: String?
     let transport: any TokenTransport
@@ -23,6 +25,7 @@ package struct AuthorizedUserSource: AccessTokenSource {
         clientSecret = secret
         refreshToken = refresh
         tokenURL = GoogleAuth.oauthTokenURL(environment)
+        tokenURLSetting = GoogleAuth.oauthTokenSetting(environment)
         self.scope = scope
         self.transport = transport
     }
@@ -33,7 +36,7 @@ package struct AuthorizedUserSource: AccessTokenSource {
         var fields = [("grant_type", "refresh_token"), ("client_id", clientID), ("client_secret", clientSecret),
                       ("refresh_token", refreshToken)]
         if let scope { fields.append(("scope", scope)) }
-        let what = "the OAuth token endpoint \(tokenURL) (user sign-in)"
+        let what = "the OAuth token endpoint \(tokenURL) (user sign-in; \(tokenURLSetting))"
         let resp = try await TokenAnswers.send(.form(tokenURL, fields), through: transport, timeout: timeout, what: what)
         return try TokenAnswers.accessToken(resp, what: what)
     }

@@ -14,6 +14,10 @@ package struct CredentialFile: @unchecked Sendable {
 
     /// Reads and checks the file; an unreadable, malformed or unknown one is `unauthenticated`, named.
     package static func read(_ path: String) throws -> CredentialFile {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+            throw StorageError.unauthenticated(message: "\(path) is a directory, not a credential file: give the JSON file itself")
+        }
         let data: Data
         do { data = try Data(contentsOf: URL(fileURLWithPath: path)) } catch {
             throw StorageError.unauthenticated(message: "cannot read the credential file \(path): \(error.localizedDescription)")
@@ -31,12 +35,32 @@ package struct CredentialFile: @unchecked Sendable {
         guard Self.types.contains(type) else {
             throw StorageError.unauthenticated(message: "\(path) has the credential type \"\(type)\", which bucketfs does not know (it reads \(Self.types.joined(separator: ", ")))")
         }
+        // Another universe has its own token and storage endpoints, which bucketfs does not know.
+        if let u = o["universe_domain"] as? String, !u.isEmpty, u != GoogleAuth.defaultUniverse {
+            throw StorageError.unauthenticated(message: "\(path) is for the universe \"\(u)\": bucketfs reaches Google's default universe "
+                + "(\(GoogleAuth.defaultUniverse)) only")
+        }
         self.path = path
         self.type = type
         self.object = o
     }
 
-    /// `quota_project_id`: sent as `x-goog-user-project`.
+    /// Whether the file holds a secret (a private key, a refresh token, a client secret): such a file
+    /// should be readable by its owner only (CredentialCheck warns otherwise).
+    package var holdsSecret: Bool {
+        func has(_ o: [String: Any]) -> Bool {
+            ["private_key", "refresh_token", "client_secret"].contains { (o[$0] as? String).map { !$0.isEmpty } ?? false }
+        }
+        return has(object) || (object["source_credentials"] as? [String: Any]).map(has) ?? false
+    }
+
+    /// The `delegates` of an `impersonated_service_account` file, as emails.
+    package var delegates: [String] {
+        (object["delegates"] as? [String] ?? []).map { $0.components(separatedBy: "/serviceAccounts/").last ?? $0 }
+    }
+
+    /// `quota_project_id` (of any type, a service-account key's too, as google-auth reads it): sent as
+    /// `x-goog-user-project` unless `GOOGLE_CLOUD_QUOTA_PROJECT` or `--billing-project` replaces it.
     package var quotaProject: String? { (object["quota_project_id"] as? String).flatMap { $0.isEmpty ? nil : $0 } }
 
     /// The target of the file's impersonation, if any.
@@ -104,7 +128,8 @@ package struct CredentialFile: @unchecked Sendable {
             guard let url, let target else { return sts }
             let options = object["service_account_impersonation"] as? [String: Any]
             let lifetime = (options?["token_lifetime_seconds"] as? NSNumber)?.intValue ?? 3600
-            return ImpersonatedSource(source: sts, target: target, delegates: nil, url: url, scope: scope, lifetime: lifetime,
+            return ImpersonatedSource(source: sts, target: target, delegates: nil, url: url,
+                                      urlSetting: "service_account_impersonation_url in \(path)", scope: scope, lifetime: lifetime,
                                       transport: transport, clock: clock)
         case "impersonated_service_account":
             // The file's URL names the target only: the token comes from IAM Credentials itself
@@ -115,7 +140,7 @@ package struct CredentialFile: @unchecked Sendable {
             let source = try inner.source(scope: GoogleAuth.iamScope, environment: environment, transport: transport, clock: clock)
             return ImpersonatedSource(source: source, target: target, delegates: object["delegates"] as? [String],
                                       url: GoogleAuth.generateAccessTokenURL(target, environment: environment),
-                                      scope: scope, transport: transport, clock: clock)
+                                      urlSetting: GoogleAuth.iamCredentialsSetting(environment), scope: scope, transport: transport, clock: clock)
         default:
             throw StorageError.unauthenticated(message: "\(path): unknown credential type \(type)")
         }

@@ -9,6 +9,8 @@ package struct ExternalAccountSource: AccessTokenSource {
     package let audience: String
     package let subjectTokenType: String
     package let tokenURL: String
+    /// The file that named `tokenURL`, for messages.
+    let path: String
     package let scope: String
     package let subject: any SubjectTokenSource
     let clientID: String?
@@ -30,6 +32,7 @@ package struct ExternalAccountSource: AccessTokenSource {
         audience = try required("audience")
         subjectTokenType = try required("subject_token_type")
         tokenURL = try required("token_url")
+        self.path = path
         self.scope = scope
         clientID = (o["client_id"] as? String).flatMap { $0.isEmpty ? nil : $0 }
         clientSecret = o["client_secret"] as? String
@@ -38,6 +41,11 @@ package struct ExternalAccountSource: AccessTokenSource {
         guard let cs = o["credential_source"] as? [String: Any] else {
             throw StorageError.unauthenticated(message: "\(path) is not a usable external_account file (credential_source is required)")
         }
+        let kinds = ["file", "url", "executable"].filter { cs[$0] != nil }
+        if kinds.count > 1 {
+            // As google-auth refuses it: which one was meant cannot be known.
+            throw StorageError.unauthenticated(message: "\(path): credential_source has both \(kinds.joined(separator: " and ")): give exactly one of file, url or executable")
+        }
         if let exe = cs["executable"] as? [String: Any] {
             subject = try ExecutableSubjectSource(exe, path: path, audience: audience, tokenType: subjectTokenType,
                                                   impersonated: impersonated, environment: environment, clock: clock)
@@ -45,7 +53,7 @@ package struct ExternalAccountSource: AccessTokenSource {
             subject = FileSubjectSource(file: file, format: try SubjectFormat(cs["format"] as? [String: Any], path: path))
         } else if let url = cs["url"] as? String {
             let headers = (cs["headers"] as? [String: String] ?? [:]).sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
-            subject = URLSubjectSource(url: url, headers: headers, format: try SubjectFormat(cs["format"] as? [String: Any], path: path),
+            subject = URLSubjectSource(url: url, path: path, headers: headers, format: try SubjectFormat(cs["format"] as? [String: Any], path: path),
                                        transport: transport)
         } else if cs["environment_id"] != nil {
             throw StorageError.unauthenticated(message: "\(path): AWS credential sources (environment_id) are not supported; use a file, url or executable source")
@@ -63,7 +71,7 @@ package struct ExternalAccountSource: AccessTokenSource {
             let options = (try? JSONSerialization.data(withJSONObject: ["userProject": p])).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
             fields.append(("options", options.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? options))
         }
-        let what = "the token exchange (STS) \(tokenURL)"
+        let what = "the token exchange (STS) \(tokenURL) (token_url in \(path))"
         let request = TokenRequest.form(tokenURL, fields, headers: ExternalAccountAuthorizedUserSource.basic(clientID, clientSecret))
         let resp = try await TokenAnswers.send(request, through: transport, timeout: timeout, what: what,
                                                fix: "check the workload identity pool provider's audience and attribute conditions")
@@ -75,6 +83,7 @@ package struct ExternalAccountSource: AccessTokenSource {
 /// `refresh_token` grant at the file's `token_url`, the client authenticated with HTTP Basic.
 package final class ExternalAccountAuthorizedUserSource: AccessTokenSource, @unchecked Sendable {
     let tokenURL: String
+    let path: String
     let clientID: String?
     let clientSecret: String?
     let transport: any TokenTransport
@@ -88,6 +97,7 @@ package final class ExternalAccountAuthorizedUserSource: AccessTokenSource, @unc
             throw StorageError.unauthenticated(message: "\(path) is not a usable external_account_authorized_user file (token_url, refresh_token, client_id and client_secret are required); sign in again with `gcloud auth application-default login --login-config=FILE`")
         }
         tokenURL = url
+        self.path = path
         refreshToken = refresh
         clientID = id
         clientSecret = secret
@@ -95,12 +105,13 @@ package final class ExternalAccountAuthorizedUserSource: AccessTokenSource, @unc
     }
 
     package var userSignIn: Bool { true }
+    package var signInFix: String { TokenAnswers.workforceLoginFix }
 
     package func fetch(timeout: Duration) async throws -> FetchedToken {
         let current = lock.withLock { refreshToken }
         let request = TokenRequest.form(tokenURL, [("grant_type", "refresh_token"), ("refresh_token", current)],
                                         headers: Self.basic(clientID, clientSecret))
-        let what = "the token endpoint \(tokenURL) (workforce sign-in)"
+        let what = "the token endpoint \(tokenURL) (workforce sign-in; token_url in \(path))"
         let resp = try await TokenAnswers.send(request, through: transport, timeout: timeout, what: what)
         if let next = resp.json?["refresh_token"] as? String, !next.isEmpty { lock.withLock { refreshToken = next } }
         return try TokenAnswers.accessToken(resp, what: what)

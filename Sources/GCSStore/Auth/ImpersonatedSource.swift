@@ -10,22 +10,27 @@ package struct ImpersonatedSource: AccessTokenSource {
     /// As sent: `projects/-/serviceAccounts/EMAIL`; nil is sent as JSON null, as google-auth sends "none given".
     package let delegates: [String]?
     package let url: String
+    /// What chose `url`, for messages: the credential file, or `BUCKETFS_IAM_CREDENTIALS_URL`.
+    let urlSetting: String
     package let scope: String
     package let lifetime: Int
     /// The source's tokens, kept while they live (google-auth refreshes the source only when stale).
     let source: TokenCache
     package let userSignIn: Bool
+    package let signInFix: String
     let transport: any TokenTransport
     let clock: BucketClock
 
-    package init(source: any AccessTokenSource, target: String, delegates: [String]?, url: String,
+    package init(source: any AccessTokenSource, target: String, delegates: [String]?, url: String, urlSetting: String,
                  scope: String = GoogleAuth.storageScope, lifetime: Int = 3600,
                  transport: any TokenTransport, clock: BucketClock) {
         self.source = TokenCache(source: source, clock: clock)
         self.userSignIn = source.userSignIn
+        self.signInFix = source.signInFix
         self.target = target
         self.delegates = delegates?.map { $0.hasPrefix("projects/") ? $0 : "projects/-/serviceAccounts/\($0)" }
         self.url = url
+        self.urlSetting = urlSetting
         self.scope = scope
         self.lifetime = lifetime
         self.transport = transport
@@ -45,7 +50,7 @@ package struct ImpersonatedSource: AccessTokenSource {
         let sourceToken = try await source.token(timeout: timeout)
         let body: [String: Any] = ["delegates": delegates.map { $0 as Any } ?? NSNull(), "scope": [scope], "lifetime": "\(lifetime)s"]
         let request = TokenRequest.json(url, body, headers: [("Authorization", "Bearer \(sourceToken)")])
-        let what = "IAM Credentials generateAccessToken for \(target)"
+        let what = "IAM Credentials generateAccessToken for \(target) at \(url) (\(urlSetting))"
         let resp: TokenResponse
         do {
             resp = try await TokenAnswers.send(request, through: transport, timeout: timeout, what: what,

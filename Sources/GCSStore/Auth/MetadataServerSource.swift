@@ -7,10 +7,13 @@ import StorageModel
 /// so it is asked briefly and an unreachable server is final.
 package struct MetadataServerSource: AccessTokenSource {
     package let host: String
+    /// What chose `host`, for messages.
+    let hostSetting: String
     let transport: any TokenTransport
 
     package init(environment: [String: String], transport: any TokenTransport) {
         host = environment["GCE_METADATA_HOST"].flatMap { $0.isEmpty ? nil : $0 } ?? "metadata.google.internal"
+        hostSetting = Self.isConfigured(environment) ? "set by GCE_METADATA_HOST" : "the default; GCE_METADATA_HOST moves it"
         self.transport = transport
     }
 
@@ -34,7 +37,7 @@ package struct MetadataServerSource: AccessTokenSource {
         String(decoding: try await get("instance/service-accounts/default/email", timeout: timeout).body, as: UTF8.self)
     }
 
-    var what: String { "the GCE metadata server \(host)" }
+    var what: String { "the GCE metadata server \(host) (\(hostSetting))" }
 
     func get(_ path: String, timeout: Duration) async throws -> TokenResponse {
         let request = TokenRequest(method: "GET", url: "http://\(host)/computeMetadata/v1/\(path)", headers: [("Metadata-Flavor", "Google")])
@@ -80,7 +83,7 @@ package struct TokenURLSource: AccessTokenSource {
     }
 
     package func fetch(timeout: Duration) async throws -> FetchedToken {
-        let what = "the token URL \(url)"
+        let what = "the token URL \(url) (--token-url)"
         let answer = try await TokenAnswers.send(request, through: transport, timeout: timeout, what: what)
         var token = try TokenAnswers.accessToken(answer, what: what)
         if token.lifetime == nil, let expiry = answer.json?["expiry"] as? String {

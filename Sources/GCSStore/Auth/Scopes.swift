@@ -14,8 +14,27 @@ package enum GoogleAuth {
     package static let iamCredentialsBase = "https://iamcredentials.googleapis.com/v1"
     package static let iamCredentialsVariable = "BUCKETFS_IAM_CREDENTIALS_URL"
 
+    /// The only universe bucketfs reaches; a credential file for another is refused by name.
+    package static let defaultUniverse = "googleapis.com"
+    /// Replaces any credential file's `quota_project_id`, as google-auth's `default()` lets it.
+    package static let quotaProjectVariable = "GOOGLE_CLOUD_QUOTA_PROJECT"
+
+    package static func quotaProject(_ environment: [String: String]) -> String? {
+        environment[quotaProjectVariable].flatMap { $0.isEmpty ? nil : $0 }
+    }
+
     package static func oauthTokenURL(_ environment: [String: String]) -> String {
         environment[oauthTokenVariable].flatMap { $0.isEmpty ? nil : $0 } ?? oauthTokenURL
+    }
+
+    /// What chose the OAuth token endpoint, for messages (docs/CREDENTIALS.md, "When a token endpoint fails").
+    package static func oauthTokenSetting(_ environment: [String: String]) -> String {
+        environment[oauthTokenVariable].map { !$0.isEmpty } ?? false ? "set by \(oauthTokenVariable)" : "Google's; \(oauthTokenVariable) moves it"
+    }
+
+    /// What chose IAM Credentials' address, for messages.
+    package static func iamCredentialsSetting(_ environment: [String: String]) -> String {
+        environment[iamCredentialsVariable].map { !$0.isEmpty } ?? false ? "set by \(iamCredentialsVariable)" : "Google's; \(iamCredentialsVariable) moves it"
     }
 
     package static func generateAccessTokenURL(_ email: String, environment: [String: String]) -> String {

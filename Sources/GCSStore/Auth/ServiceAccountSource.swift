@@ -10,6 +10,8 @@ package struct ServiceAccountSource: AccessTokenSource {
     package var privateKeyPEM: String
     package var privateKeyID: String?
     package var tokenURI: String
+    /// What chose `tokenURI`, for messages.
+    let tokenURISetting: String
     package var scope: String
     let transport: any TokenTransport
     let clock: BucketClock
@@ -25,7 +27,11 @@ package struct ServiceAccountSource: AccessTokenSource {
         clientEmail = email
         privateKeyPEM = pem
         privateKeyID = o["private_key_id"] as? String
-        tokenURI = (o["token_uri"] as? String).flatMap { $0.isEmpty ? nil : $0 } ?? GoogleAuth.oauthTokenURL(environment)
+        if let uri = (o["token_uri"] as? String).flatMap({ $0.isEmpty ? nil : $0 }) {
+            (tokenURI, tokenURISetting) = (uri, "token_uri in \(path)")
+        } else {
+            (tokenURI, tokenURISetting) = (GoogleAuth.oauthTokenURL(environment), GoogleAuth.oauthTokenSetting(environment))
+        }
         self.scope = scope
         self.transport = transport
         self.clock = clock
@@ -35,7 +41,7 @@ package struct ServiceAccountSource: AccessTokenSource {
 
     package func fetch(timeout: Duration) async throws -> FetchedToken {
         let request = TokenRequest.form(tokenURI, [("assertion", try assertion(now: clock.date)), ("grant_type", Self.grantType)])
-        let what = "the token endpoint \(tokenURI) (service account \(clientEmail))"
+        let what = "the token endpoint \(tokenURI) (service account \(clientEmail); \(tokenURISetting))"
         return try TokenAnswers.accessToken(try await TokenAnswers.send(request, through: transport, timeout: timeout, what: what), what: what)
     }
 

@@ -60,13 +60,15 @@ package struct FileSubjectSource: SubjectTokenSource {
 /// `credential_source.url`: a GET with the file's `headers` (Azure's IMDS, a sidecar).
 package struct URLSubjectSource: SubjectTokenSource {
     let url: String
+    /// The file whose credential_source.url it is, for messages.
+    let path: String
     let headers: [(String, String)]
     let format: SubjectFormat
     let transport: any TokenTransport
 
     package func subjectToken(timeout: Duration) async throws -> String {
         let request = TokenRequest(method: "GET", url: url, headers: headers)
-        let resp = try await TokenAnswers.send(request, through: transport, timeout: timeout, what: "the subject token URL \(url)")
+        let resp = try await TokenAnswers.send(request, through: transport, timeout: timeout, what: "the subject token URL \(url) (credential_source.url in \(path))")
         return try format.token(resp.body, location: "the answer of \(url)")
     }
 

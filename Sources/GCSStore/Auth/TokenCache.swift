@@ -72,6 +72,6 @@ package actor TokenCache {
     private func named(_ error: any Error) -> any Error {
         guard source.userSignIn, TokenAnswers.isInvalidGrant(error), case StorageError.unauthenticated(let m)? = error as? StorageError,
               !m.contains("gcloud auth") else { return error }
-        return StorageError.unauthenticated(message: "\(m); the sign-in was revoked or has expired: \(TokenAnswers.loginFix)")
+        return StorageError.unauthenticated(message: "\(m); the sign-in was revoked or has expired: \(source.signInFix)")
     }
 }

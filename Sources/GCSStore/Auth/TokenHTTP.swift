@@ -86,6 +86,16 @@ package struct HTTPTokenTransport: TokenTransport {
 package enum TokenAnswers {
     /// The fix for a refused user sign-in, as Google's tools say it.
     package static let loginFix = "run `gcloud auth application-default login` to sign in again"
+    /// The same for a workforce identity sign-in (`external_account_authorized_user`).
+    package static let workforceLoginFix = "run `gcloud auth application-default login --login-config=LOGIN_CONFIG` "
+        + "(the workforce pool's login configuration) to sign in again"
+
+    /// What a token endpoint that did not answer is called in an error: `what` names the endpoint
+    /// and the setting that chose it; the prefix tells it from storage's own endpoint (SourceCheck).
+    package static func unreachable(_ what: String, _ cause: String) -> String {
+        "\(unreachablePrefix)\(what) did not answer: \(cause)"
+    }
+    package static let unreachablePrefix = "no access token: "
 
     /// Sends `request`; a 2xx answer is returned, a 408/429/5xx is transient (`unknown`, retried by the
     /// store), any other refusal `unauthenticated` naming `what`, the server's `error` and `fix`.
@@ -96,7 +106,7 @@ package enum TokenAnswers {
             if e == .cancelled { throw e }
             // No answer: transient, unless it is a certificate refusal (named by the transport).
             if case .tls = e { throw e }
-            throw StorageError.unknown(status: 0, message: "\(what) did not answer: \(e)")
+            throw StorageError.unknown(status: 0, message: unreachable(what, "\(e)"))
         }
         if (200..<300).contains(resp.status) { return resp }
         let reason = refusal(resp)

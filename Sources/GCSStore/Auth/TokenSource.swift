@@ -17,10 +17,13 @@ package protocol AccessTokenSource: Sendable {
     /// Whether a refused refresh is cured by signing in again (`authorized_user`): the error then
     /// says `gcloud auth application-default login`.
     var userSignIn: Bool { get }
+    /// The command that signs in again, when `userSignIn`.
+    var signInFix: String { get }
 }
 
 extension AccessTokenSource {
     package var userSignIn: Bool { false }
+    package var signInFix: String { TokenAnswers.loginFix }
 }
 
 /// A source whose credential could not be read: every fetch fails with the reason (the command line

@@ -67,6 +67,10 @@ public final class MetricsStore: StoreWrapper {
             t[op] = Metrics.Timer(label: "bucketfs_store_request_duration_seconds", dimensions: [("operation", op)])
         }
         timers = t
+        // The store's own requests (v0's guard GETs, a probe's cancel), counted as the request log writes them.
+        (inner.innermost as? any InnerRequestReporting)?.innerRequests.add { op, _, error in
+            Counter(label: "bucketfs_store_requests_total", dimensions: [("operation", op), ("status", MetricsStore.status(of: error))]).increment()
+        }
     }
 
     /// The `status` label of an outcome.

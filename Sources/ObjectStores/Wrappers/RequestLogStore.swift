@@ -42,6 +42,8 @@ public final class RequestLogStore: StoreWrapper, @unchecked Sendable {
         self.inner = inner
         fd = PrivateFiles.open(path, O_WRONLY | O_APPEND)  // 0600: it names every object touched
         if fd < 0 { throw StorageError.invalidArgument(message: "cannot open request log \(path)") }
+        // The store's own requests (v0's guard GETs, a probe's cancel): one line each too.
+        (inner.innermost as? any InnerRequestReporting)?.innerRequests.add { [weak self] op, name, _ in self?.note(op, name) }
     }
 
     deinit { close(fd) }
