@@ -6,8 +6,9 @@ import StorageModel
 /// directory stops existing in the bucket when its last object goes; the mount keeps it for that
 /// long, as a cached listing keeps any entry, whether or not the kernel still holds it: a lookup
 /// finds it (`kept`), empty. Once the TTL has passed it is gone the same way: a lookup answers
-/// ENOENT from the bucket, and a listing of it that comes back empty, with no placeholder, answers
-/// ENOENT too (`expired`), so a kernel that still holds its entry sees what one that dropped it sees.
+/// ENOENT from the bucket, and so does an opendir of it whose listing comes back empty, with no
+/// placeholder (`expired`), so a kernel that still holds its entry sees what one that dropped it
+/// sees (at opendir: glibc reads a readdir's ENOENT as the directory's end, an empty `ls`).
 final class EmptiedDirectories: @unchecked Sendable {
     private let lock = NSLock()
     /// Directory path (no trailing `/`) → until when it is kept (the mount's clock, seconds).

@@ -11,8 +11,14 @@ extension BucketFileSystem {
         let n = try node(ino)
         guard n.type == .directory else { throw .ENOTDIR }
         // Emptied here and its time kept is over: what a listing cached since (or the kernel's
-        // copy of it) says is not the answer; the bucket's is (EmptiedDirectories).
-        if emptied.expired(superblock.path(of: n)) { superblock.dropListing(n) }
+        // copy of it) says is not the answer; the bucket's is (EmptiedDirectories), and it is
+        // said here: a kernel that still holds the directory's entry opens it, and an ENOENT of
+        // readdir reads as the directory's end to glibc (an empty directory to `ls`), while one
+        // of opendir is the error a lookup would give.
+        if emptied.expired(superblock.path(of: n)) {
+            superblock.dropListing(n)
+            _ = try await loadListing(n)
+        }
         return superblock.openDirectory(ino)
     }
 
