@@ -11,13 +11,19 @@ import Testing
 @Suite struct CredentialMessageTests {
     let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
 
-    @Test func anUnreachableTokenEndpointIsNamedNotStorage() async throws {
-        let dir = NSTemporaryDirectory() + "bucketfs-tokendown-\(UUID().uuidString)"
+    /// A user sign-in file (gcloud's `authorized_user`) in a directory of its own: (directory, file).
+    static func userCredentialFile(_ tag: String) throws -> (String, String) {
+        let dir = NSTemporaryDirectory() + "bucketfs-\(tag)-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: dir) }
         let path = dir + "/adc.json"
         try Data(#"{"type": "authorized_user", "client_id": "c", "client_secret": "s", "refresh_token": "r"}"#.utf8)
             .write(to: URL(fileURLWithPath: path))
+        return (dir, path)
+    }
+
+    @Test func anUnreachableTokenEndpointIsNamedNotStorage() async throws {
+        let (dir, path) = try Self.userCredentialFile("tokendown")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
         let tokenURL = "http://127.0.0.1:\(TestSupport.deadPort())/token"
         let storage = "http://127.0.0.1:\(TestSupport.deadPort())"
         let store = GCSStore(bucket: "b", endpoint: URL(string: storage), credentials: .file(path: path, from: "--key-file"), logger: quiet,
@@ -34,12 +40,8 @@ import Testing
     }
 
     @Test func aKeyFileOthersCanReadIsWarnedOf() throws {
-        let dir = NSTemporaryDirectory() + "bucketfs-keymode-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let (dir, path) = try Self.userCredentialFile("keymode")
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let path = dir + "/adc.json"
-        try Data(#"{"type": "authorized_user", "client_id": "c", "client_secret": "s", "refresh_token": "r"}"#.utf8)
-            .write(to: URL(fileURLWithPath: path))
         try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: path)
         let w = CredentialCheck.readableByOthers(path)
         #expect(w?.contains("mode 644") == true && w?.contains("chmod 600 \(path)") == true, "\(w ?? "")")

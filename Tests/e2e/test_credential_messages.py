@@ -18,18 +18,7 @@ import urllib.request
 import pytest
 
 from conftest import BIN, ROOT, run
-from fake_google_auth import FakeGoogleAuth
-from own_gcs import OwnServer
-from test_credentials import BUCKET, env_for, service_account, user, whoami, write
-
-
-@pytest.fixture
-def fake():
-    srv = OwnServer(BUCKET)
-    f = FakeGoogleAuth(backend=srv.endpoint)
-    yield f
-    f.stop()
-    srv.stop()
+from test_credentials import BUCKET, env_for, fake, service_account, user, whoami, write  # noqa: F401 (fake: the fixture)
 
 
 def dead_url():
