@@ -237,7 +237,14 @@ def test_a_host_network_pods_token_comes_from_the_sidecars_unix_socket(pod):
         sent = {v[len("Bearer "):] for r in fake.storage_records() for k, v in r["headers"] if k.lower() == "authorization"}
         assert sent and all(t.startswith("csi-token-") for t in sent), sent
         assert fake.unauthorized == 0
+        with urllib.request.urlopen(f"http://127.0.0.1:{pod.port}/metrics", timeout=30) as r:
+            metrics = r.read().decode()
+        title = open(f"/proc/{sidecar.proc.pid}/cmdline", "rb").read().decode(errors="replace")
         assert sidecar.stop() == 0 and sidecar.errors() == ""
+        # No token reaches the log (the pod's standard output), the error file, the metrics or
+        # the process title.
+        said = open(sidecar.log.name).read() + sidecar.errors() + metrics + title
+        assert not [t for t in sent if t in said], "a token reached the daemon's output"
         tokens.stop()
     finally:
         fake.stop()
