@@ -36,4 +36,25 @@ import Testing
         #expect(Self.sidecar(s)?.object == "newer")
         #expect(Self.sidecar(s)?.closed == true)
     }
+
+    /// A rename or an xattr read its target under the superblock's lock, then the stage's upload
+    /// ended and the stage was discarded before it wrote the sidecar: nothing is written after the
+    /// discard (a sidecar naming no stage file would be left in the cache directory for good).
+    @Test func nothingIsRecordedAfterADiscard() throws {
+        let dir = NSTemporaryDirectory() + "bucketfs-sidecar-order-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let staging = try StagingArea(directory: dir, bucket: "b", logger: Logger(label: "test"), clock: ManualClock().clock)
+        let s = try staging.makeStage(origin: .createdHere, metadata: WritableMetadata(), dirty: true, object: "a")
+        #expect(Self.sidecar(s)?.object == "a")
+        let rename = s.sidecarTarget(object: "b")
+        let xattr = s.sidecarTarget(object: "b")
+        let close = s.sidecarTarget(object: "b")
+        staging.discard(s)
+        staging.rerecord(s, rename)
+        staging.recordIfNeeded(s, content: false, xattr)
+        staging.recordClosed(s, close)
+        staging.record(s, close)
+        let left = try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0.hasPrefix("stage-") }
+        #expect(left == [], "left in the cache directory after the discard: \(left)")
+    }
 }

@@ -433,6 +433,10 @@ class Stress:
             ("stage files left / lost+found entries", f"{len(staged)} / {len(lost)}", not staged and not lost),
         ]
         self.print_table(checks)
+        for n in sorted(staged)[:20]:
+            p = os.path.join(self.tmp, "mnt1.cache", n)
+            body = open(p, errors="replace").read(400) if n.endswith(".json") else f"{os.path.getsize(p)} bytes"
+            print(f"  left in the cache directory: {n}: {body}")
         for e in self.errors[:30]:
             print("  error:", *e)
         for s, started in self.hangs[:10]:

@@ -57,6 +57,9 @@ final class StagedFile: @unchecked Sendable {
     private(set) var recorded = false
     /// That sidecar says the writer closed the file (`StageRecord.closed`). GUARDED_BY(sidecarLock)
     private(set) var recordedClosed = false
+    /// The stage file was deleted (`StagingArea.discard`): a sidecar written now would name
+    /// nothing. GUARDED_BY(sidecarLock)
+    private(set) var discarded = false
     /// The newest target any caller handed the sidecar (the highest serial). GUARDED_BY(sidecarLock)
     private var newestTarget: SidecarTarget?
     /// Orders the writes of this stage's sidecar (StagingArea.swift): each is written from the
@@ -341,6 +344,12 @@ final class StagedFile: @unchecked Sendable {
     func sidecarDeleted() {
         recorded = false
         recordedClosed = false
+    }
+
+    /// The stage was discarded: no sidecar is written for it again (LOCKS_REQUIRED(sidecarLock)).
+    func sidecarDiscarded() {
+        sidecarDeleted()
+        discarded = true
     }
 
     /// The upload life's invariants that do not hold now (under the superblock's lock).

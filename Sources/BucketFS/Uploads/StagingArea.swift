@@ -170,6 +170,7 @@ public final class StagingArea: @unchecked Sendable {
     }
 
     private func writeSidecarLocked(_ s: StagedFile, _ target: SidecarTarget, closed: Bool) {
+        guard !s.discarded else { return }
         let record = StageRecord(bucket: bucket, object: target.object, baseGeneration: target.baseGeneration,
                                  closed: closed, size: closed ? target.size : nil, metadata: target.metadata)
         let d = SidecarJSON.data(record, created: RFC3339.format(clock.date))
@@ -192,10 +193,16 @@ public final class StagingArea: @unchecked Sendable {
         s.sidecarWritten(closed: closed)
     }
 
-    /// Closes and deletes a stage file and its sidecar (once; later calls do nothing).
+    /// Closes and deletes a stage file and its sidecar (once; later calls do nothing). A sidecar
+    /// write whose caller read its target before the discard (a rename, an xattr, a close racing
+    /// the upload that ended the stage) writes nothing after it: a sidecar naming no stage file
+    /// would stay in the cache directory.
     func discard(_ s: StagedFile) {
         s.close()
-        unlink(s.path + ".json")
+        s.sidecarLock.withLock {
+            unlink(s.path + ".json")
+            s.sidecarDiscarded()
+        }
     }
 
     /// Deletes a stage's sidecar once its data is safe elsewhere (in lost+found), so that a crash
