@@ -68,8 +68,10 @@ EMU="http://127.0.0.1:$EMU_PORT"
 FAKE="http://127.0.0.1:$FAKE_PORT"
 PROXY="http://127.0.0.1:$PROXY_PORT"
 ONLY="${BENCH_ONLY:-tar cp write rsync mkdir}"
-# The server behind the proxy for (1): emu (gcp-storage-emulator, single-threaded Python, whose
-# CPU alone is about the --write-back target) or fake (fake-gcs-server, Go, concurrent).
+# The server behind the proxy for (1): emu (gcp-storage-emulator, threaded for the benches:
+# Scripts/bench/emulator.py; its CPU alone is about the --write-back target), stock (the stock
+# gcp-storage-emulator: one request at a time, its object table written out after every insert)
+# or fake (fake-gcs-server, Go, concurrent).
 TAR_SERVER="${BENCH_TAR_SERVER:-emu}"
 wants() { [[ " $ONLY " == *" $1 "* ]]; }
 command -v rclone >/dev/null || { echo "bench: rclone is not installed (Scripts/setup.sh installs it)" >&2; exit 1; }
@@ -85,18 +87,19 @@ T_START=$(now)
 next_run() { echo "r$(date +%s%N)"; }  # a fresh prefix per run (runs are made in subshells)
 
 echo "bench: tar -x of $SMALL_N x 32 KiB at +$DELAY_MS ms, cp of $MIB MiB on two servers; $REPS repetitions; work dir $WORK" >&2
-start_emulator "$EMU_PORT" "$BUCKET"
+start_emulator "$EMU_PORT" "$BUCKET" "$([ "$TAR_SERVER" = stock ] && echo stock)"
 if wants cp || [ "$TAR_SERVER" = fake ]; then
   FAKE_GCS_PORT="$FAKE_PORT" FAKE_GCS_BUCKET="$BUCKET" Scripts/fake-gcs.sh start >/dev/null
   stop_fake() { FAKE_GCS_PORT="$FAKE_PORT" Scripts/fake-gcs.sh stop 2>/dev/null || true; }
   trap 'stop_fake; bench_cleanup' EXIT
 fi
 case "$TAR_SERVER" in
-  emu) TAR_EP="$EMU"; TAR_PID="$EMU_PID"; TAR_LABEL=gcp-storage-emulator
+  emu|stock) TAR_EP="$EMU"; TAR_PID="$EMU_PID"; TAR_LABEL=gcp-storage-emulator
+       [ "$TAR_SERVER" = stock ] && TAR_LABEL="the stock gcp-storage-emulator"
        start_latency_proxy "$EMU_PORT" "$PROXY_PORT" "$DELAY_MS" --timing-log "$WORK/timing.log" ;;
   fake) TAR_EP="$FAKE"; TAR_PID="$(cat "/tmp/bucketfs-fake-gcs-$FAKE_PORT.pid")"; TAR_LABEL=fake-gcs-server
         start_latency_proxy "$FAKE_PORT" "$PROXY_PORT" "$DELAY_MS" --timing-log "$WORK/timing.log" ;;
-  *) echo "bench: BENCH_TAR_SERVER is emu or fake" >&2; exit 2 ;;
+  *) echo "bench: BENCH_TAR_SERVER is emu, stock or fake" >&2; exit 2 ;;
 esac
 mount_rclone_rw() {  # REMOTE:BUCKET/PATH [WRITE_BACK] -> mount point (rclone's write cache, uploads at close: 0s)
   local mnt; mnt="$(mktemp -d "$WORK/mnt-rclone.XXXX")"
