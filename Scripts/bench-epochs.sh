@@ -48,7 +48,20 @@ echo "bench: $N x $SIZE_MIB MiB + $BIG_MIB MiB behind +$DELAY_MS ms and $CONN_MB
 start_emulator "$PORT" "$BUCKET"
 start_latency_proxy "$PORT" "$PROXY_PORT" "$DELAY_MS" --conn-rate "$((CONN_MBPS * 1000000))"
 echo "bench: filling the emulator" >&2
-"$PY" Scripts/bench/fill.py "$ENDPOINT" "$BUCKET" bench/epochs/big 1 "$((BIG_MIB * 1048576))"
+# The big object through a resumable session in 32 MiB chunks (one multipart request of 1 GiB
+# outlasts the emulator's patience).
+head -c "$((BIG_MIB * 1048576))" /dev/urandom >"$WORK/big.bin"
+"$PY" - "$ENDPOINT" "$BUCKET" "$WORK/big.bin" <<'PYEOF'
+import sys
+from google.auth.credentials import AnonymousCredentials
+from google.cloud import storage
+endpoint, bucket, path = sys.argv[1:]
+client = storage.Client(project="bench", client_options={"api_endpoint": endpoint}, credentials=AnonymousCredentials())
+blob = client.bucket(bucket).blob("bench/epochs/big/f000000")
+blob.chunk_size = 32 << 20
+blob.upload_from_filename(path, content_type="application/octet-stream")
+PYEOF
+rm -f "$WORK/big.bin"
 "$PY" Scripts/bench/fill.py "$ENDPOINT" "$BUCKET" bench/epochs/set "$N" "$((SIZE_MIB * 1048576))"
 NAMES=(bench/epochs/big/f000000)
 for i in $(seq 0 $((N - 1))); do NAMES+=("$(printf 'bench/epochs/set/f%06d' "$i")"); done
