@@ -83,6 +83,14 @@ epoch() {  # DIR -> seconds for 4 readers reading every file of DIR (big first);
   [ "$got" = "$((TOTAL_MIB * 1048576))" ] || { echo "bench: read $got bytes from $1, expected $((TOTAL_MIB * 1048576))" >&2; exit 1; }
   elapsed "$t0" "$t1"
 }
+two_epochs() {  # KEY DIR: RES[KEY_e1], RES[KEY_e2] and their media GETs (RES[KEY_e1_gets]...), one mount
+  local e
+  for e in e1 e2; do
+    curl -sf -o /dev/null "$PROXY/__reset"
+    RES[$1_$e]=$(epoch "$2")
+    RES[$1_${e}_gets]=$(media_gets)
+  done
+}
 peak_kib() { awk '$1 == "VmHWM:" {print $2}' "/proc/$1/status"; }
 
 # --- (1) epochs -------------------------------------------------------------------------------------
@@ -104,12 +112,7 @@ if wants epochs; then
     cache="$WORK/read-cache"
     mnt=$(mount_bucketfs "gs://$BUCKET/bench/epochs" --endpoint "$PROXY" --anonymous --read-only \
           --read-cache-dir "$cache" --read-cache-mb $((TOTAL_MIB * 2)))
-    curl -sf -o /dev/null "$PROXY/__reset"
-    RES[cache_e1]=$(epoch "$mnt")
-    RES[cache_e1_gets]=$(media_gets)
-    curl -sf -o /dev/null "$PROXY/__reset"
-    RES[cache_e2]=$(epoch "$mnt")
-    RES[cache_e2_gets]=$(media_gets)
+    two_epochs cache "$mnt"
     RES[cache_rss]=$(( $(peak_kib "$(mount_pid "$mnt")") / 1024 ))
     unmount "$mnt"
     # The same reads straight from the cache directory's disk: its files over 1 MiB (the entries).
@@ -125,12 +128,7 @@ if wants epochs; then
       --cache-dir "$WORK/rclone-cache" --vfs-cache-max-size "$((TOTAL_MIB * 2))M" --log-file "$mnt.log" >/dev/null 2>&1 &
     echo "$!" >>"$WORK/pids"
     for _ in $(seq 1 400); do mountpoint -q "$mnt" && break; sleep 0.05; done
-    curl -sf -o /dev/null "$PROXY/__reset"
-    RES[rc_e1]=$(epoch "$mnt")
-    RES[rc_e1_gets]=$(media_gets)
-    curl -sf -o /dev/null "$PROXY/__reset"
-    RES[rc_e2]=$(epoch "$mnt")
-    RES[rc_e2_gets]=$(media_gets)
+    two_epochs rc "$mnt"
     unmount "$mnt"
     echo "bench: rclone --vfs-cache-mode full: epoch 1 ${RES[rc_e1]} s (${RES[rc_e1_gets]} media GETs), epoch 2 ${RES[rc_e2]} s (${RES[rc_e2_gets]} media GETs)" >&2
   fi
