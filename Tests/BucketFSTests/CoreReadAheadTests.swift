@@ -44,7 +44,7 @@ import TestSupport
         #expect(h.fs.readBudget.inUse == 0)
     }
 
-    /// A link whose every stream carries only so much (20 MB/s here): a reader faster than its
+    /// A link whose every stream carries only so much (8 MB/s here): a reader faster than its
     /// streams waits for parts on their way, and gets one more in flight at a time, up to the
     /// most allowed (`readStreamsMax`, the mount's connections), never past it; the bytes are
     /// the object's. With the most allowed at the first count, the count stays there.
@@ -54,8 +54,8 @@ import TestSupport
                 $0.readPartFirst = 1 << 20; $0.readPartMax = 1 << 20; $0.readStreams = 2; $0.readStreamsMax = most
                 $0.readAheadBudget = 64 << 20
             }
-            h.store.setStreamRate(20e6)
-            let (content, ino, fh) = try await openedBig(h, size: 24 << 20, seed: 23)
+            h.store.setStreamRate(8e6)
+            let (content, ino, fh) = try await openedBig(h, size: 12 << 20, seed: 23)
             var out = Data()
             while true {
                 let d = try await h.fs.read(ino: ino, fh: fh, offset: UInt64(out.count), size: 128 << 10)

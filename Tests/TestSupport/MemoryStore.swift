@@ -344,12 +344,19 @@ public final class MemoryStore: StoreBackend, @unchecked Sendable {
             _mostStreamsAtOnce = max(_mostStreamsAtOnce, streamsNow)
             return (streamCuts.isEmpty ? nil : streamCuts.removeFirst(), _streamRate)
         }
-        defer { withLock { streamsNow -= 1 } }
+        // A stream stops counting before its last bytes are handed over: the reader may start
+        // the next part as soon as they are in (a server has sent its answer by then too).
+        var counted = true
+        defer { if counted { withLock { streamsNow -= 1 } } }
         let n = min(data.count, cut ?? data.count)
         var at = 0
         while at < n {
             let k = min(n - at, 1 << 16)
             if let rate { try await Task.sleep(for: .seconds(Double(k) / rate)) }
+            if at + k == data.count, counted {
+                withLock { streamsNow -= 1 }
+                counted = false
+            }
             try deliver(data.subdata(in: (data.startIndex + at)..<(data.startIndex + at + k)))
             at += k
         }
