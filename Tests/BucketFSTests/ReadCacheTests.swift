@@ -166,6 +166,40 @@ import TestSupport
         #expect(counts.hits == 0 && mediaReads(store) > 0)
     }
 
+    /// Small files fetched ahead of a walk are kept too, and a walk through the next mount
+    /// takes them from the cache: no request for any of them.
+    @Test func aWalkThroughTheNextMountTakesItsFilesFetchedAheadFromTheCache() async throws {
+        let store = MemoryStore()
+        var content: [String: Data] = [:]
+        for i in 0..<12 {
+            let name = String(format: "w/f%02d", i)
+            content[name] = Data.pattern(100 << 10, seed: UInt32(i + 40))
+            store.put(name, content[name]!)
+        }
+        func walk(_ h: Harness) async throws {
+            _ = try await h.names("w")
+            for name in content.keys.sorted() { #expect(try await h.readAll(name) == content[name]) }
+            await h.core.readPath.settle()
+        }
+        func walking() -> Harness {
+            Harness(store: store) { [directory] in
+                $0.readCacheDirectory = directory
+                $0.readCacheBytes = 64 << 20
+            }
+        }
+        do {
+            let h = walking()
+            try await walk(h)
+            // Whatever the walk fetched ahead (and lent to the opens) is kept and checked.
+            #expect(await eventually { files(".json").count == 12 })
+            h.core.readPath.dropAll()
+        }
+        store.resetCounts()
+        let h = walking()
+        try await walk(h)
+        #expect(mediaReads(store) == 0, "\(store.reads.map { "\($0.name) \($0.range.map { "\($0)" } ?? "")" })")
+    }
+
     // MARK: - the directory itself
 
     func object(_ name: String, _ data: Data, generation: Int64 = 1) -> ObjectInfo {

@@ -160,12 +160,17 @@ public final class ReadCache: @unchecked Sendable {
         }
     }
 
-    /// A checked whole object fetched elsewhere (the walk-ahead's small files), kept.
+    /// A checked whole object fetched elsewhere (the walk-ahead's small files), kept: written
+    /// into its file filling now (an open whose stream was lent these bytes writes nothing
+    /// itself), or into a new one.
     func keep(_ info: ObjectInfo, _ data: Data) {
         guard let key = ReadCacheRecord.key(info), Int64(data.count) == info.size else { return }
         let fill: CacheFill? = lock.withLock {
             let hash = key.hash
-            if entries[hash] != nil { return nil }
+            if let e = entries[hash] {
+                if case let .filling(fill) = e.state { return fill }
+                return nil
+            }
             if let other = byName[key.bucket + "/" + key.name] { dropLocked(other) }
             tick += 1
             return startFillLocked(key, size: info.size, hash: hash)
