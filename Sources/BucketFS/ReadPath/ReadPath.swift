@@ -40,6 +40,9 @@ final class ReadPath: @unchecked Sendable {
         walkAhead = WalkAhead(budget: budget, pool: pool, ttl: config.walkAheadTTL, limit: config.walkAheadFiles, clock: config.clock)
         walkOrder = WalkOrder(capacity: config.maxCachedEntries)
         hedge = Hedge(factor: config.walkHedge, floor: config.walkHedgeFloor, clock: config.clock)
+        if store.isLocal, config.readCacheDirectory != nil {
+            logger.notice("read cache: not used for the embedded bucket, whose reads go straight to its own files")
+        }
         readCache = store.isLocal ? nil : config.readCacheDirectory.flatMap {
             ReadCache.open(directory: $0, capacity: config.readCacheBytes, logger: logger, writer: config.readCacheWriter)
         }
