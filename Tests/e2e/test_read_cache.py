@@ -124,3 +124,21 @@ def test_a_cache_disk_that_fills_up_costs_the_cache_not_the_bytes(emulator, pref
     finally:
         mounts.cleanup()
         subprocess.run(["umount", str(cache)], capture_output=True)
+
+
+@pytest.mark.one_server
+def test_a_second_mount_on_the_same_cache_directory_reads_without_it(emulator, prefix, mounts, tmp_path):
+    content = _fill(emulator, prefix)
+    cache = tmp_path / "read-cache"
+    first = _mount(mounts, emulator, prefix, cache, tmp_path / "first.log")
+    second = _mount(mounts, emulator, prefix, cache, tmp_path / "second.log")
+    text = open(mounts.log_path(second)).read()
+    assert "in use by another mount" in text and str(cache) in text, text[-2000:]
+    for mnt in (first, second):
+        for n, data in content.items():
+            assert _read(f"{mnt}/d/{n}") == data
+    # The second reads from the bucket each time; only the first fills the directory.
+    assert _read(f"{second}/d/a.bin") == content["a.bin"]
+    mounts.unmount(second)
+    mounts.unmount(first)
+    assert len([f for f in os.listdir(cache) if f.endswith(".json")]) == len(FILES)
