@@ -68,8 +68,10 @@ EMU="http://127.0.0.1:$EMU_PORT"
 FAKE="http://127.0.0.1:$FAKE_PORT"
 PROXY="http://127.0.0.1:$PROXY_PORT"
 ONLY="${BENCH_ONLY:-tar cp write rsync mkdir}"
-# The server behind the proxy for (1): emu (gcp-storage-emulator, single-threaded Python, whose
-# CPU alone is about the --write-back target) or fake (fake-gcs-server, Go, concurrent).
+# The server behind the proxy for (1): emu (gcp-storage-emulator, threaded for the benches:
+# Scripts/bench/emulator.py; its CPU alone is about the --write-back target), stock (the stock
+# gcp-storage-emulator: one request at a time, its object table written out after every insert)
+# or fake (fake-gcs-server, Go, concurrent).
 TAR_SERVER="${BENCH_TAR_SERVER:-emu}"
 wants() { [[ " $ONLY " == *" $1 "* ]]; }
 command -v rclone >/dev/null || { echo "bench: rclone is not installed (Scripts/setup.sh installs it)" >&2; exit 1; }
@@ -85,18 +87,19 @@ T_START=$(now)
 next_run() { echo "r$(date +%s%N)"; }  # a fresh prefix per run (runs are made in subshells)
 
 echo "bench: tar -x of $SMALL_N x 32 KiB at +$DELAY_MS ms, cp of $MIB MiB on two servers; $REPS repetitions; work dir $WORK" >&2
-start_emulator "$EMU_PORT" "$BUCKET"
+start_emulator "$EMU_PORT" "$BUCKET" "$([ "$TAR_SERVER" = stock ] && echo stock)"
 if wants cp || [ "$TAR_SERVER" = fake ]; then
   FAKE_GCS_PORT="$FAKE_PORT" FAKE_GCS_BUCKET="$BUCKET" Scripts/fake-gcs.sh start >/dev/null
   stop_fake() { FAKE_GCS_PORT="$FAKE_PORT" Scripts/fake-gcs.sh stop 2>/dev/null || true; }
   trap 'stop_fake; bench_cleanup' EXIT
 fi
 case "$TAR_SERVER" in
-  emu) TAR_EP="$EMU"; TAR_PID="$EMU_PID"; TAR_LABEL=gcp-storage-emulator
+  emu|stock) TAR_EP="$EMU"; TAR_PID="$EMU_PID"; TAR_LABEL=gcp-storage-emulator
+       [ "$TAR_SERVER" = stock ] && TAR_LABEL="the stock gcp-storage-emulator"
        start_latency_proxy "$EMU_PORT" "$PROXY_PORT" "$DELAY_MS" --timing-log "$WORK/timing.log" ;;
   fake) TAR_EP="$FAKE"; TAR_PID="$(cat "/tmp/bucketfs-fake-gcs-$FAKE_PORT.pid")"; TAR_LABEL=fake-gcs-server
         start_latency_proxy "$FAKE_PORT" "$PROXY_PORT" "$DELAY_MS" --timing-log "$WORK/timing.log" ;;
-  *) echo "bench: BENCH_TAR_SERVER is emu or fake" >&2; exit 2 ;;
+  *) echo "bench: BENCH_TAR_SERVER is emu, stock or fake" >&2; exit 2 ;;
 esac
 mount_rclone_rw() {  # REMOTE:BUCKET/PATH [WRITE_BACK] -> mount point (rclone's write cache, uploads at close: 0s)
   local mnt; mnt="$(mktemp -d "$WORK/mnt-rclone.XXXX")"
@@ -174,13 +177,25 @@ if wants tar; then
     "$PY" Scripts/bench/request_gaps.py "$WORK/timing.log" "$t0" "$t1" "$SMALL_N" >"$WORK/gaps-direct-$1" || true
     elapsed "$t0" "$t1"
   }
+  # The stock emulator writes its whole object table out after every insert, so each upload costs
+  # more the more objects it holds: every run gets a fresh one (in the main shell: the runs are
+  # subshells), or a run would pay for the objects of the runs before it.
+  fresh_stock() {
+    [ "$TAR_SERVER" = stock ] || return 0
+    kill "$EMU_PID" 2>/dev/null; wait "$EMU_PID" 2>/dev/null || true
+    for _ in $(seq 1 100); do curl -s -o /dev/null "$EMU/" || break; sleep 0.05; done
+    start_emulator "$EMU_PORT" "$BUCKET" stock
+    TAR_PID=$EMU_PID
+  }
   for _ in $(seq 1 "$REPS"); do
     for kind in direct-1 "direct-$UPLOAD_CONC"; do
+      fresh_stock
       s=$(direct_run "${kind#direct-}")
       echo "bench: $kind (a plain client, ${kind#direct-} at a time): $s s" >&2
       RES[tar_runs_$kind]+=" $s"
     done
     for kind in bucketfs bucketfs-wb rclone; do
+      fresh_stock
       line=$(tar_run "$kind")
       echo "bench: tar -x $kind: $line (s until in the bucket, s until tar exited, requests: total list metadata media other; CPU s: tar, the mount's daemon, emulator, proxy)" >&2
       RES[tar_runs_$kind]+=" ${line%% *}"

@@ -49,13 +49,16 @@ drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || DROP_FAILE
 # --- the emulator ---------------------------------------------------------------------------------
 # The emulator Scripts/emulator.sh runs (same package, flags and in-memory store), started through
 # Scripts/bench/emulator.py, which only skips the stock emulator's O(N) re-serialisation after every
-# insert (see there). Adds it to PIDS.
-start_emulator() {  # PORT BUCKET
+# insert (see there). With a third argument `stock`, the stock gcp-storage-emulator itself (one
+# request at a time; the tests' Scripts/emulator.sh). Adds it to PIDS.
+start_emulator() {  # PORT BUCKET [stock]
   local endpoint="http://127.0.0.1:$1"
   if curl -s -o /dev/null "$endpoint/"; then
     echo "bench: something already answers on $endpoint; set EMULATOR_PORT" >&2; exit 1
   fi
-  "$PY" "$ROOT/Scripts/bench/emulator.py" start --host=127.0.0.1 --port="$1" --in-memory \
+  local run=("$PY" "$ROOT/Scripts/bench/emulator.py")
+  [ "${3:-}" = stock ] && run=("$ROOT/.venv/bin/gcp-storage-emulator")
+  "${run[@]}" start --host=127.0.0.1 --port="$1" --in-memory \
     --default-bucket="$2" >"$WORK/emulator-$1.log" 2>&1 &
   PIDS+=("$!")
   EMU_PID=$!

@@ -45,8 +45,11 @@ public struct MountConfig: Sendable {
     /// Parts of a sequential read start at `readPartFirst` bytes and double up to `readPartMax`.
     public var readPartFirst = 1 << 20
     public var readPartMax = 8 << 20
-    /// Ranged requests in flight or unread ahead of one sequential reader.
+    /// Ranged requests in flight or unread ahead of one sequential reader, at first.
     public var readStreams = 4
+    /// The most a sequential reader that keeps waiting for bytes on their way grows to (the mount
+    /// sets it to its connections; docs/SEMANTICS.md §3.6).
+    public var readStreamsMax = 16
     /// The kernel's read-ahead for the mount (bytes): it sends a sequential reader's requests
     /// for this much at once, and they may arrive in any order within it.
     public var kernelReadAhead = 1 << 20

@@ -232,6 +232,8 @@ struct Mount: AsyncParsableCommand {
         config.listConcurrency = listConcurrency
         config.readAheadBudget = max(0, readAheadMB) << 20
         config.readStreams = max(0, readStreams)
+        // A reader waiting on the link grows to as many streams as the connections allow (docs/SEMANTICS.md §3.6).
+        config.readStreamsMax = max(config.readStreams, maxConnections)
         config.readPartMax = max(1, readPartMB) << 20
         config.readPartFirst = min(config.readPartFirst, config.readPartMax)
         config.kernelReadAhead = (kernelReadAheadKB > 0 ? kernelReadAheadKB : 128) << 10

@@ -50,7 +50,7 @@ struct CachingOptions: ParsableArguments {
     var readCacheMB: Int?
     @Option(name: .customLong("read-ahead-mb"), help: "Memory for everything fetched ahead of readers, all open files together, MiB (0: read on demand only).")
     var readAheadMB: Int = MountConfig.defaults.readAheadBudget >> 20
-    @Option(name: .customLong("read-streams"), help: "Ranged requests in flight ahead of one sequential reader (0: no read-ahead).")
+    @Option(name: .customLong("read-streams"), help: "Ranged requests in flight ahead of one sequential reader at first (0: no read-ahead); a reader that keeps waiting for them gets twice as many, up to --max-connections.")
     var readStreams: Int = MountConfig.defaults.readStreams
     @Option(name: .customLong("read-part-mb"), help: "Largest ranged request of a sequential read, MiB (parts start at \(MountConfig.defaults.readPartFirst >> 20) MiB and double).")
     var readPartMB: Int = MountConfig.defaults.readPartMax >> 20

@@ -44,6 +44,39 @@ import TestSupport
         #expect(h.fs.readBudget.inUse == 0)
     }
 
+    /// A link whose every stream carries only so much (20 MB/s here): a reader faster than its
+    /// streams waits for parts on their way, and gets one more in flight at a time, up to the
+    /// most allowed (`readStreamsMax`, the mount's connections), never past it; the bytes are
+    /// the object's. With the most allowed at the first count, the count stays there.
+    @Test func aReaderWaitingOnSlowStreamsGetsMoreOfThem() async throws {
+        for (most, grows) in [(6, true), (2, false)] {
+            let h = Harness {
+                $0.readPartFirst = 1 << 20; $0.readPartMax = 1 << 20; $0.readStreams = 2; $0.readStreamsMax = most
+                $0.readAheadBudget = 64 << 20
+            }
+            h.store.setStreamRate(20e6)
+            let (content, ino, fh) = try await openedBig(h, size: 24 << 20, seed: 23)
+            var out = Data()
+            while true {
+                let d = try await h.fs.read(ino: ino, fh: fh, offset: UInt64(out.count), size: 128 << 10)
+                if d.isEmpty { break }
+                out += d
+            }
+            let stream = try #require(h.fs.superblock.handle(fh)?.stream)
+            let streams = stream.currentStreams
+            try await h.fs.release(ino: ino, fh: fh)
+            #expect(out == content)
+            #expect(h.store.mostStreamsAtOnce <= most, "at most \(most) streams")
+            if grows {
+                #expect(streams > 2 && streams <= most, "grew from 2 to \(streams) of \(most)")
+                #expect(h.store.mostStreamsAtOnce > 2, "streams in flight at once: \(h.store.mostStreamsAtOnce)")
+            } else {
+                #expect(streams == 2)
+            }
+            #expect(h.fs.readBudget.inUse == 0)
+        }
+    }
+
     /// Once the reader has moved into a second part the read is sequential: parts that landed no
     /// longer count against `--read-streams`, so the next ones go while the reader works through
     /// the first, up to a window of twice the streams' largest parts ahead of it; before that, a

@@ -85,6 +85,9 @@ public final class MemoryStore: StoreBackend, @unchecked Sendable {
     /// right bytes and returns what is answered instead.
     private var readDamage: [@Sendable (Data) -> Data] = []
     private var streamCuts: [Int] = []
+    private var _streamRate: Double?
+    private var streamsNow = 0
+    private var _mostStreamsAtOnce = 0
     private var _patches: [PatchCall] = []
     private var _writes: [WriteCall] = []
     private var _reads: [ReadCall] = []
@@ -128,6 +131,7 @@ public final class MemoryStore: StoreBackend, @unchecked Sendable {
         withLock {
             _counts = [:]
             _patches = []; _writes = []; _reads = []; _deletes = []; _copies = []; _lists = []; _gets = []
+            _mostStreamsAtOnce = streamsNow
         }
     }
 
@@ -143,6 +147,15 @@ public final class MemoryStore: StoreBackend, @unchecked Sendable {
     public func cutNextStreams(times: Int = 1, after: Int) {
         withLock { streamCuts += Array(repeating: after, count: times) }
     }
+
+    /// Each streamed read delivers at most `bytesPerSecond` (nil: at once), on its own: a link
+    /// whose every connection carries only so much, whatever the others do.
+    public func setStreamRate(_ bytesPerSecond: Double?) {
+        withLock { _streamRate = bytesPerSecond }
+    }
+
+    /// The most streamed reads that were delivering at once since the last `resetCounts`.
+    public var mostStreamsAtOnce: Int { withLock { _mostStreamsAtOnce } }
 
     /// The next `times` writes are held before they read their source, as uploads to a server
     /// that does not answer, until `WriteHold.release` (with an error, or to go on); a held write
@@ -326,11 +339,17 @@ public final class MemoryStore: StoreBackend, @unchecked Sendable {
     public func stream(_ name: String, generation: Int64, range: Range<Int64>,
                        deliver: @escaping @Sendable (Data) throws -> Void) async throws {
         let data = try await read(name, generation: generation, range: range)
-        let cut = withLock { streamCuts.isEmpty ? nil : streamCuts.removeFirst() }
+        let (cut, rate) = withLock { () -> (Int?, Double?) in
+            streamsNow += 1
+            _mostStreamsAtOnce = max(_mostStreamsAtOnce, streamsNow)
+            return (streamCuts.isEmpty ? nil : streamCuts.removeFirst(), _streamRate)
+        }
+        defer { withLock { streamsNow -= 1 } }
         let n = min(data.count, cut ?? data.count)
         var at = 0
         while at < n {
             let k = min(n - at, 1 << 16)
+            if let rate { try await Task.sleep(for: .seconds(Double(k) / rate)) }
             try deliver(data.subdata(in: (data.startIndex + at)..<(data.startIndex + at + k)))
             at += k
         }

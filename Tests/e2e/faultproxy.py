@@ -46,6 +46,11 @@ and their bodies, the upload direction) passes at most `rate` bytes a second, al
 together, and so does everything it sends them (the download direction, a budget of its own). The
 client sockets' receive buffers are kept small then, so a client's sending slows at once, as on a
 slow link, instead of filling megabytes of kernel buffers first.
+
+A per-connection limit, `FaultProxy(upstream, conn_rate=BYTES_PER_SECOND)`, caps each client
+connection on its own, each way (beside the shared `rate`, if any): one TCP stream over a long
+round trip, or one request to Cloud Storage, carries only so much, and a client fills a link of
+such streams only with several requests at once.
 """
 import collections
 import json
@@ -176,6 +181,26 @@ class Throttle:
             self._stopped.wait(wait)
 
 
+class _Throttles:
+    """Several limits at once (the link's shared one and the connection's own): a piece is the
+    smallest of theirs and waits for its turn in each."""
+
+    def __init__(self, *throttles):
+        self.throttles = [t for t in throttles if t is not None]
+
+    @property
+    def rate(self):
+        rates = [t.rate for t in self.throttles if t.rate]
+        return min(rates) if rates else None
+
+    def piece(self):
+        return min([t.piece() for t in self.throttles if t.rate] or [1 << 16])
+
+    def take(self, n):
+        for t in self.throttles:
+            t.take(n)
+
+
 class _Conn:
     """Buffered reading from a socket (through `throttle`, if given)."""
 
@@ -256,9 +281,13 @@ def _get(headers, name):
 
 
 class FaultProxy:
-    def __init__(self, upstream, upstream_timeout=120, rate=None):
+    def __init__(self, upstream, upstream_timeout=120, rate=None, conn_rate=None):
         """`upstream` is "host:port" (or "http://host:port") of the real server; `rate`, bytes a
-        second each way between the proxy and its clients (None: no limit)."""
+        second each way between the proxy and its clients (None: no limit); `conn_rate`, bytes a
+        second each way for each client connection on its own (None: no limit)."""
+        self.conn_rate = conn_rate
+        # The connection's own limits, for the thread serving it (`_serve`).
+        self._own = threading.local()
         upstream = upstream.split("://", 1)[-1].rstrip("/")
         host, _, port = upstream.rpartition(":")
         self.upstream = (host, int(port))
@@ -406,7 +435,7 @@ class FaultProxy:
                 return
             c.settimeout(None)
             c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if self.rate:
+            if self.rate or self.conn_rate:
                 c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
                 c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 16)
             with self._lock:
@@ -416,7 +445,9 @@ class FaultProxy:
             self._threads = [x for x in self._threads if x.is_alive()] + [t]
 
     def _serve(self, c):
-        conn = _Conn(c, self._up)
+        own_up = Throttle(self.conn_rate, self._stopped) if self.conn_rate else None
+        self._own.down = Throttle(self.conn_rate, self._stopped) if self.conn_rate else None
+        conn = _Conn(c, _Throttles(self._up, own_up) if own_up else self._up)
         try:
             while not self._stopped.is_set():
                 req = self._read_request(conn)
@@ -566,13 +597,15 @@ class FaultProxy:
 
     def _sendall(self, c, data):
         """Sends `data` to a client through the link's download direction."""
-        if not self._down.rate:
+        own = getattr(self._own, "down", None)
+        down = _Throttles(self._down, own) if own else self._down
+        if not down.rate:
             c.sendall(data)
             return
         view = memoryview(data)
         while len(view):
-            n = self._down.piece()
-            self._down.take(min(n, len(view)))
+            n = down.piece()
+            down.take(min(n, len(view)))
             c.sendall(view[:n])
             view = view[n:]
 

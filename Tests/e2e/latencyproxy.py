@@ -18,6 +18,8 @@ the emulator is single-threaded HTTP/1.0), but
 - with `stall_fraction`, that share of media GETs (drawn at random, seeded) waits `stall`
   seconds more before it is forwarded: the rare slow answer of a real network (counted as
   `stalled`);
+- with `conn_rate`, each client connection carries at most that many bytes a second each way
+  (FaultProxy's per-connection limit), beside the shared `rate`;
 - every request is counted by kind: `list` (GET .../o), `metadata` (GET .../o/NAME without
   alt=media), `media` (alt=media, either path form) and `other`, for the JSON API and for
   Firebase's v0 (`/v0/b/BUCKET/o...`); `media_bytes` is the body bytes of media answers sent on.
@@ -62,8 +64,8 @@ def classify(method, path, query):
 
 class LatencyProxy(FaultProxy):
     def __init__(self, upstream, delay=0.02, max_upstream=None, upstream_timeout=120, log_file=None, rate=None,
-                 timing_file=None, stall_fraction=0.0, stall=1.0, seed=1):
-        super().__init__(upstream, upstream_timeout=upstream_timeout, rate=rate)
+                 timing_file=None, stall_fraction=0.0, stall=1.0, seed=1, conn_rate=None):
+        super().__init__(upstream, upstream_timeout=upstream_timeout, rate=rate, conn_rate=conn_rate)
         self.delay = delay
         self.log_file = open(log_file, "a", buffering=1) if log_file else None
         # One line per answered request: arrival and answer times (s), kind, method, target.
@@ -173,6 +175,8 @@ def main(argv=None):
     ap.add_argument("--max-upstream", type=int, default=None, help="requests at the upstream at once (default: no limit)")
     ap.add_argument("--rate", type=float, default=None,
                     help="bandwidth limit, bytes a second each way (faultproxy.py's Throttle; default: none)")
+    ap.add_argument("--conn-rate", type=float, default=None,
+                    help="bandwidth limit of each client connection on its own, bytes a second each way (default: none)")
     ap.add_argument("--stall-fraction", type=float, default=0.0,
                     help="share of media GETs that wait --stall-ms more (random, seeded by --seed; default 0)")
     ap.add_argument("--stall-ms", type=float, default=1000.0, help="the extra wait of a stalled media GET (default 1000)")
@@ -180,8 +184,9 @@ def main(argv=None):
     a = ap.parse_args(argv)
     proxy = LatencyProxy(a.upstream, delay=a.delay_ms / 1000, max_upstream=a.max_upstream, log_file=a.log,
                          rate=a.rate, timing_file=a.timing_log, stall_fraction=a.stall_fraction,
-                         stall=a.stall_ms / 1000, seed=a.seed).start(a.port)
+                         stall=a.stall_ms / 1000, seed=a.seed, conn_rate=a.conn_rate).start(a.port)
     limit = f", {a.rate / 1e6:g} MB/s each way" if a.rate else ""
+    limit += f", {a.conn_rate / 1e6:g} MB/s a connection" if a.conn_rate else ""
     print(f"latencyproxy: {proxy.endpoint} -> {proxy.upstream_origin}, +{a.delay_ms:g} ms a request{limit}", flush=True)
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())

@@ -86,6 +86,47 @@ def test_proxy_rate_limits_each_way():
     assert up0 < up / 2 and down0 < down / 2
 
 
+def test_proxy_conn_rate_limits_each_connection_on_its_own():
+    """The proxy's `conn_rate`: each connection carries at most 256 KiB/s, so 512 KiB down takes
+    about 2 s (at least 1.7 s) on each of two connections at once, and the two together take less
+    than one link of 256 KiB/s shared by both could carry them in (4 s; 3.4 s with its slack)."""
+    from faultproxy import FaultProxy
+    upstream = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Store)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    data = os.urandom(512 << 10)
+    times = {}
+
+    def down(proxy, key):
+        conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=60)
+        t0 = time.monotonic()
+        conn.request("GET", "/conn-rate.bin")
+        r = conn.getresponse()
+        got = r.read()
+        times[key] = time.monotonic() - t0
+        assert r.status == 200 and got == data
+        conn.close()
+
+    try:
+        with FaultProxy(f"127.0.0.1:{upstream.server_port}") as fast:
+            conn = http.client.HTTPConnection("127.0.0.1", fast.port, timeout=60)
+            conn.request("POST", "/conn-rate.bin", body=data, headers={"Content-Type": "application/octet-stream"})
+            assert conn.getresponse().status == 200
+            conn.close()
+        with FaultProxy(f"127.0.0.1:{upstream.server_port}", conn_rate=256 << 10) as slow:
+            t0 = time.monotonic()
+            ts = [threading.Thread(target=down, args=(slow, k)) for k in (1, 2)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            both = time.monotonic() - t0
+    finally:
+        upstream.shutdown()
+    print(f"512 KiB on each of 2 connections at 256 KiB/s a connection: {times[1]:.2f} s, {times[2]:.2f} s, {both:.2f} s together")
+    assert times[1] >= 1.7 and times[2] >= 1.7, times
+    assert both < 3.4, f"two connections took {both:.2f} s: the limit is shared, not per connection"
+
+
 # --- what a session answers when it is asked --------------------------------------------------
 
 

@@ -19,19 +19,24 @@ final class ReadStream: @unchecked Sendable {
     struct Tuning: Sendable {
         var firstPart: Int
         var maxPart: Int
-        /// Parts in flight or unread ahead of the reader; 0 reads on demand only.
+        /// Parts in flight or unread ahead of the reader at first; 0 reads on demand only.
         var streams: Int
+        /// The most parts in flight a reader that keeps waiting for bytes on their way grows to
+        /// (docs/SEMANTICS.md §3.6, "a link of slow streams").
+        var maxStreams: Int
         /// How far apart in order the requests of one sequential reader may arrive (the kernel's
         /// read-ahead sends that much at once).
         var reorder: Int64
-        /// The most bytes held ahead of a sequential reader, fetched or on their way: twice the
-        /// streams' largest parts, so parts that landed do not stop the next ones going.
-        var window: Int { 2 * max(1, streams) * maxPart }
+        /// The most bytes held ahead of a sequential reader with `streams` parts in flight,
+        /// fetched or on their way: twice the streams' largest parts, so parts that landed do not
+        /// stop the next ones going.
+        func window(_ streams: Int) -> Int { 2 * max(1, streams) * maxPart }
 
         init(_ config: MountConfig) {
             firstPart = config.readPartFirst
             maxPart = config.readPartMax
             streams = config.readStreams
+            maxStreams = config.readStreams == 0 ? 0 : max(config.readStreams, config.readStreamsMax)
             reorder = Int64(config.kernelReadAhead)
         }
     }
@@ -78,6 +83,13 @@ final class ReadStream: @unchecked Sendable {
     /// Contiguous parts in order, from the one being read on.
     private var parts: [Part] = []
     private var nextPartSize: Int
+    /// Parts in flight at once ahead of this sequential reader now: `tuning.streams` at first,
+    /// twice as many each time the reader waits for bytes of a part it has not waited in before
+    /// (the link's streams, not the reader, are the limit), up to `tuning.maxStreams`; back to the
+    /// first count after a seek.
+    private var streams: Int
+    /// Where the part the stream count last grew at starts (once a part).
+    private var grewAt: Int64 = -1
     /// Parts the reader has moved into in order: how far ahead to fetch.
     private var streak = 0
     /// Where the part the reader is in starts.
@@ -122,8 +134,12 @@ final class ReadStream: @unchecked Sendable {
         self.pool = pool
         self.fetch = fetch
         nextPartSize = tuning.firstPart
+        streams = tuning.streams
         check = ContentCheck(info)
     }
+
+    /// Parts in flight at once ahead of the reader now (tests, statistics).
+    var currentStreams: Int { lock.withLock { streams } }
 
     /// Starts with the whole object fetched (or being fetched) by the walk-ahead, which keeps
     /// the bytes and their reservation: `giveBack` when this stream is done with them.
@@ -266,6 +282,7 @@ final class ReadStream: @unchecked Sendable {
             }
         }
         lock.withLock {
+            if streams > tuning.streams { logger.debug("'\(path)': read with up to \(streams) streams (\(tuning.streams) at first)") }
             closed = true
             dropLocked { _ in true }
             if let fd = localFile { Glibc.close(fd) }
@@ -337,6 +354,7 @@ final class ReadStream: @unchecked Sendable {
             // A seek: what was fetched ahead is for another place.
             dropLocked { _ in true }
             nextPartSize = tuning.firstPart
+            streams = tuning.streams
             streak = 0
             currentPart = end
             return nil
@@ -358,7 +376,10 @@ final class ReadStream: @unchecked Sendable {
         for p in parts where p.range.upperBound > at && p.range.lowerBound <= at {
             plan.append(p)
             at = p.range.upperBound
-            if at >= end { return plan }
+            if at >= end {
+                if growIfWaitingLocked(plan, until: end) { scheduleLocked(from: off) }
+                return plan
+            }
         }
         return nil
     }
@@ -378,8 +399,9 @@ final class ReadStream: @unchecked Sendable {
         let sequential = streak > 0
         var going = sequential ? ahead.filter { !$0.bytes.isComplete }.count : ahead.count
         var held = ahead.reduce(Int64(0)) { $0 + $1.range.upperBound - max(off, $1.range.lowerBound) }
-        let allowed = sequential ? tuning.streams : min(tuning.streams, 1)
-        while going < allowed && held < Int64(tuning.window) || next < through, next < size {
+        let allowed = sequential ? streams : min(streams, 1)
+        let window = Int64(tuning.window(streams))
+        while going < allowed && held < window || next < through, next < size {
             let len = Int(min(Int64(nextPartSize), size - next))
             guard budget.reserve(len, for: self, floor: tuning.firstPart) else { break }
             let range = next..<(next + Int64(len))
@@ -389,6 +411,20 @@ final class ReadStream: @unchecked Sendable {
             held += Int64(len)
             nextPartSize = min(tuning.maxPart, nextPartSize * 2)
         }
+    }
+
+    /// A sequential reader asking for bytes of a part that have not arrived yet waits on the
+    /// link: the parts ahead of it are all on their way and the reader is faster than their
+    /// streams (a link whose each connection carries only so much). Twice as many parts go in
+    /// flight from now on, at most once a part, up to `maxStreams`; the budget and the window
+    /// still bound the bytes. True when the count grew.
+    private func growIfWaitingLocked(_ plan: [Part], until end: Int64) -> Bool {
+        guard streak >= 2, streams < tuning.maxStreams,
+              let p = plan.first(where: { $0.range.lowerBound + Int64($0.bytes.filledCount) < min(end, $0.range.upperBound) }),
+              grewAt < p.range.lowerBound else { return false }
+        grewAt = p.range.lowerBound
+        streams = min(tuning.maxStreams, 2 * streams)
+        return true
     }
 
     private func dropLocked(_ which: (Part) -> Bool) {
