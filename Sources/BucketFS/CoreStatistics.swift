@@ -65,6 +65,8 @@ public struct CoreStatistics: Sendable, Equatable {
     /// second answer came first (`Hedge`).
     public var walkHedges = 0
     public var walkHedgesWon = 0
+    /// The read cache's counts (`--read-cache-dir`); nil when it is off.
+    public var readCache: ReadCache.Counts?
     /// List pages by how they were asked for, name ranges, and whether the store honours them.
     public var listing = RangeListingCounts()
 
@@ -81,6 +83,7 @@ extension BucketFileSystem {
         s.readAheadBytes = readBudget.inUse
         (s.walkHedges, s.walkHedgesWon) = readPath.hedge.counts
         s.listing = rangeListing.snapshot
+        s.readCache = readPath.readCache?.snapshot
         (s.queuedUploads, s.uploadingFiles, _) = uploads.counts
         (s.failedUploads, s.cacheErrors) = uploadCounters.snapshot
         // Each kept file has a JSON sidecar naming its object: count the data files (not the

@@ -66,6 +66,12 @@ public struct MountConfig: Sendable {
     public var walkHedgeFloor: Double = 0.02
     /// How long a file fetched ahead of a walk waits to be opened before it is dropped (seconds).
     public var walkAheadTTL: Double = 10
+    /// The read cache on local disk (docs/SEMANTICS.md §3.6, "The read cache"): its directory
+    /// (nil: off) and its bound in bytes.
+    public var readCacheDirectory: String? = nil
+    public var readCacheBytes: Int64 = 10 << 30
+    /// How the read cache writes its files (tests inject a full disk).
+    var readCacheWriter: CacheFill.Writer = CacheFill.pwriteAll
     /// Where written files are staged before upload, and where data of failed uploads is kept.
     public var cacheDirectory: String = NSTemporaryDirectory() + "bucketfs-cache"
     /// One deadline per filesystem operation, all its requests and retries included (seconds).

@@ -51,6 +51,7 @@ final class CoreMetricsCollector: @unchecked Sendable {
     private var seenHedges = (sent: 0, won: 0)
     private var seenCacheErrors: [String: Int] = [:]
     private var seenListing = RangeListingCounts()
+    private var seenReadCache = ReadCache.Counts()
 
     init(core: BucketFileSystem, unsaved: UnsavedFilesGauge? = nil, signInFile: String? = nil) {
         self.core = core
@@ -112,6 +113,19 @@ final class CoreMetricsCollector: @unchecked Sendable {
             r.makeCounter(name: "bucketfs_list_ranges_total", labels: []).increment(by: Int64(l.ranges - was.ranges))
             r.makeCounter(name: "bucketfs_list_range_cuts_total", labels: []).increment(by: Int64(l.cuts - was.cuts))
             seenListing = l
+            // The read cache (docs/SEMANTICS.md §3.6): exported only while it is on.
+            if let c = s.readCache {
+                let was = seenReadCache
+                r.makeCounter(name: "bucketfs_read_cache_hits_total", labels: []).increment(by: Int64(c.hits - was.hits))
+                r.makeCounter(name: "bucketfs_read_cache_misses_total", labels: []).increment(by: Int64(c.misses - was.misses))
+                r.makeCounter(name: "bucketfs_read_cache_read_bytes_total", labels: []).increment(by: c.readBytes - was.readBytes)
+                r.makeCounter(name: "bucketfs_read_cache_evictions_total", labels: []).increment(by: Int64(c.evictions - was.evictions))
+                r.makeCounter(name: "bucketfs_read_cache_dropped_total", labels: []).increment(by: Int64(c.dropped - was.dropped))
+                r.makeGauge(name: "bucketfs_read_cache_bytes", labels: []).set(Double(c.bytes))
+                r.makeGauge(name: "bucketfs_read_cache_files", labels: []).set(Double(c.entries))
+                r.makeGauge(name: "bucketfs_read_cache_capacity_bytes", labels: []).set(Double(c.capacity))
+                seenReadCache = c
+            }
             r.makeGauge(name: "bucketfs_list_ranges_honoured", labels: []).set(Double(l.rangesWork ? 1 : 0))
             for kind in CacheKind.allCases {
                 let h = s.hits[kind] ?? 0, m = s.misses[kind] ?? 0

@@ -242,6 +242,11 @@ struct Mount: AsyncParsableCommand {
         config.walkHedge = max(0, walkHedge)
         config.maxCachedEntries = maxCachedEntries
         config.cacheDirectory = cacheDirectory
+        // On with a directory or a bound (docs/SEMANTICS.md §3.6, "The read cache").
+        if readCacheDir != nil || readCacheMB != nil {
+            config.readCacheDirectory = readCacheDir.map { URL(fileURLWithPath: $0).standardizedFileURL.path } ?? cacheDirectory + "/read-cache"
+            config.readCacheBytes = Int64(max(0, readCacheMB ?? Int(MountConfig.defaults.readCacheBytes >> 20))) << 20
+        }
         config.operationTimeout = opTimeout
         config.uploadRetries = uploadRetries
         config.retryBackoffMax = retryBackoffMax

@@ -44,6 +44,10 @@ struct CachingOptions: ParsableArguments {
     var metadataTTL: Double = MountConfig.defaults.metadataTTL
     @Option(name: .customLong("cache-dir"), help: "Where writes are staged before upload and failed uploads are kept (CACHE_DIR/lost+found).")
     var cacheDir: String?
+    @Option(name: .customLong("read-cache-dir"), help: "Keep what is read in this directory, across opens and mounts, checked, within --read-cache-mb (gs:// and firebase://; one mount per directory). Off by default; --read-cache-mb alone uses CACHE_DIR/read-cache.")
+    var readCacheDir: String?
+    @Option(name: .customLong("read-cache-mb"), help: "Bound on the read cache, MiB (default \(MountConfig.defaults.readCacheBytes >> 20) once it is on); the least recently used files go first.")
+    var readCacheMB: Int?
     @Option(name: .customLong("read-ahead-mb"), help: "Memory for everything fetched ahead of readers, all open files together, MiB (0: read on demand only).")
     var readAheadMB: Int = MountConfig.defaults.readAheadBudget >> 20
     @Option(name: .customLong("read-streams"), help: "Ranged requests in flight ahead of one sequential reader at first (0: no read-ahead); a reader that keeps waiting for them gets twice as many, up to --max-connections.")
@@ -121,6 +125,8 @@ extension Mount {
     var metadataTTL: Double { caching.metadataTTL }
     var cacheDir: String? { caching.cacheDir }
     var readAheadMB: Int { caching.readAheadMB }
+    var readCacheDir: String? { caching.readCacheDir }
+    var readCacheMB: Int? { caching.readCacheMB }
     var readStreams: Int { caching.readStreams }
     var walkAheadFiles: Int { caching.walkAheadFiles }
     var walkHedge: Double { caching.walkHedge }

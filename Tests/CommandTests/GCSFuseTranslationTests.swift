@@ -99,6 +99,18 @@ import Testing
         #expect(Set(refused) == ["client-protocol", "enable-dummy-io", "limit-bytes-per-sec", "limit-ops-per-sec"])
     }
 
+    @Test("gcsfuse's file cache becomes the read cache: cache-dir with file-cache:max-size-mb not 0")
+    func fileCache() throws {
+        let on = Self.pairs(Array(try Self.translate(["--cache-dir=/c", "--file-cache-max-size-mb=2048", "b", "/m"]).mountArguments.dropFirst(2)))
+        #expect(on["--read-cache-dir"] == "/c/bucketfs-read-cache" && on["--read-cache-mb"] == "2048")
+        let unbounded = Self.pairs(Array(try Self.translate(["--cache-dir=/c", "--file-cache-max-size-mb=-1", "b", "/m"]).mountArguments.dropFirst(2)))
+        #expect(unbounded["--read-cache-dir"] == "/c/bucketfs-read-cache" && unbounded["--read-cache-mb"] == nil)
+        for args in [["--cache-dir=/c", "--file-cache-max-size-mb=0"], ["--file-cache-max-size-mb=100"], ["--cache-dir="]] {
+            let a = try Self.translate(args + ["b", "/m"]).mountArguments
+            #expect(!a.contains("--read-cache-dir") && !a.contains("--read-cache-mb"), "\(args)")
+        }
+    }
+
     @Test("the same through the config file: every key with a place in it")
     func everyConfigKey() throws {
         for param in GCSFuseParam.all where !param.configPath.isEmpty {

@@ -26,6 +26,8 @@ final class ReadPath: @unchecked Sendable {
     let hedge: Hedge
     /// Where a file stands in its directory's walk orders, and what follows it.
     private let walkOrder: WalkOrder
+    /// What was read, kept on local disk across opens and mounts (`--read-cache-dir`); nil when off.
+    let readCache: ReadCache?
 
     init(store: any ObjectStore, config: MountConfig, logger: Logger) {
         self.store = store
@@ -38,16 +40,33 @@ final class ReadPath: @unchecked Sendable {
         walkAhead = WalkAhead(budget: budget, pool: pool, ttl: config.walkAheadTTL, limit: config.walkAheadFiles, clock: config.clock)
         walkOrder = WalkOrder(capacity: config.maxCachedEntries)
         hedge = Hedge(factor: config.walkHedge, floor: config.walkHedgeFloor, clock: config.clock)
+        if store.isLocal, config.readCacheDirectory != nil {
+            logger.notice("read cache: not used for the embedded bucket, whose reads go straight to its own files")
+        }
+        readCache = store.isLocal ? nil : config.readCacheDirectory.flatMap {
+            ReadCache.open(directory: $0, capacity: config.readCacheBytes, logger: logger, writer: config.readCacheWriter)
+        }
     }
 
     /// Reads of one generation of `path`: a local store's (`localFile`, its blob) on demand,
-    /// anything else with parts fetched ahead.
+    /// one complete in the read cache from its file there, anything else with parts fetched
+    /// ahead (and written into the read cache as they come).
     func stream(_ path: String, _ info: ObjectInfo, localFile: Int32? = nil) -> ReadStream {
         var tuning = ReadStream.Tuning(config)
         if store.isLocal { tuning.streams = 0 }
         let generation = info.generation
         let store = self.store
+        var cached: CachedFile? = nil
+        var fill: CacheFill? = nil
+        if localFile == nil, let readCache {
+            switch readCache.open(info) {
+            case let .complete(file): cached = file
+            case let .filling(f): fill = f
+            case .none: break
+            }
+        }
         let s = ReadStream(path: path, info: info, tuning: tuning, budget: budget, pool: pool, logger: logger, localFile: localFile,
+                          cached: cached, fill: fill,
                           stream: { range, deliver in
                               try await store.stream(path, generation: generation, range: range, deliver: deliver)
                           }, fetch: { [weak self] range in
@@ -106,18 +125,24 @@ final class ReadPath: @unchecked Sendable {
     private func walk(_ window: [WalkAhead.Candidate], in directory: String, order: WalkAhead.Order, width: Int, reach: Int) {
         walkAhead.prefetch(window, in: directory, order: order, width: width, reach: reach) { [weak self] c in
             guard let self else { throw StorageError.cancelled }
+            // A file the read cache holds costs no request.
+            if let data = self.readCache?.whole(c.info) { return data }
             let data = try await self.hedge.run { try await self.fetch(c.path, generation: c.info.generation, 0..<c.info.size) }
             var check = ContentCheck(c.info)
             if let (expected, got) = check.add(data, at: 0) {
                 throw StorageError.nonMatchingChecksum(path: "\(c.path) generation \(c.info.generation) (fetched ahead)",
                                                        expected: expected, got: got)
             }
+            self.readCache?.keep(c.info, data)
             return data
         }
     }
 
     /// The mount ends: what was fetched ahead goes.
     func dropAll() { walkAhead.dropAll() }
+
+    /// The read cache's checks under way end (unmount: what was read whole is kept).
+    func settle() async { await readCache?.settle() }
 
     /// Reads exactly `range` of a generation. An answer of another length is a transport fault:
     /// retried within the operation's deadline (`RetryBudget.wrongLengthReadAttempts`), never

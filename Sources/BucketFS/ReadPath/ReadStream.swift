@@ -11,7 +11,9 @@ import StorageModel
 /// seek) cancels the parts and reads just what was asked. Every piece, fetched ahead or on demand,
 /// goes through `ContentCheck`: the read that completes the object fails if its checksum differs.
 /// With `streams == 0` (a local store) every read goes straight to the store, and with a local
-/// file (the embedded bucket's blob of this generation) straight to that file.
+/// file (the embedded bucket's blob of this generation) straight to that file. With the read
+/// cache (`ReadCache`), a generation whose file there is complete is read from that file, and one
+/// whose file is filling has what this stream reads written into it.
 final class ReadStream: @unchecked Sendable {
     /// From the mount's options (`MountConfig`, where their defaults are).
     struct Tuning: Sendable {
@@ -52,6 +54,12 @@ final class ReadStream: @unchecked Sendable {
     private let logger: Logger
     /// The generation's bytes as a file on this machine (closed by `close()`).
     private var localFile: Int32?
+    /// The generation's checked file in the read cache: reads go to it until one finds it
+    /// changed (then to the bucket, as if it were not there).
+    private var cached: CachedFile?
+    /// The generation's read-cache file being filled: what the parts and on-demand reads bring
+    /// is written into it.
+    private let fill: CacheFill?
 
     private final class Part {
         let range: Range<Int64>
@@ -111,9 +119,11 @@ final class ReadStream: @unchecked Sendable {
     private static let slack: Int64 = 4 << 20
 
     init(path: String, info: ObjectInfo, tuning: Tuning, budget: ReadBudget, pool: BufferPool, logger: Logger,
-         localFile: Int32? = nil, stream: @escaping StreamFetch,
+         localFile: Int32? = nil, cached: CachedFile? = nil, fill: CacheFill? = nil, stream: @escaping StreamFetch,
          fetch: @escaping @Sendable (Range<Int64>) async throws -> Data) {
         self.localFile = localFile
+        self.cached = cached
+        self.fill = fill
         self.logger = logger
         streamFetch = stream
         self.path = path
@@ -177,6 +187,15 @@ final class ReadStream: @unchecked Sendable {
             try verify(data, at: off)
             return (data, noteServed(off, end))
         }
+        if let cached = lock.withLock({ self.cached }) {
+            // A block changed on disk is never served: the cache dropped the file, and this
+            // stream reads from the bucket from here on.
+            if let data = try? cached.read(off..<end) {
+                try verify(data, at: off)
+                return (data, noteServed(off, end))
+            }
+            lock.withLock { if self.cached === cached { self.cached = nil } }
+        }
         let plan = try lock.withLock { () throws -> [Part]? in
             if let corrupt { throw corrupt }
             return planLocked(off, end)
@@ -203,6 +222,7 @@ final class ReadStream: @unchecked Sendable {
                         logger.debug("part \(p.range) of \(path): \(error); reading on demand")
                         let data = try await fetch(off..<end)
                         try verify(data, at: off)
+                        fill?.write(data, at: off)
                         return (data, false)
                     }
                 }
@@ -210,6 +230,7 @@ final class ReadStream: @unchecked Sendable {
         } else {
             let data = try await fetch(off..<end)
             try verify(data, at: off)
+            fill?.write(data, at: off)
             pieces = [data]
         }
         let whole = noteServed(off, end)
@@ -266,6 +287,7 @@ final class ReadStream: @unchecked Sendable {
             dropLocked { _ in true }
             if let fd = localFile { Glibc.close(fd) }
             localFile = nil
+            cached = nil
         }
         flushGiveBacks()
     }
@@ -425,6 +447,7 @@ final class ReadStream: @unchecked Sendable {
     /// object.
     private func fillPart(_ range: Range<Int64>) -> @Sendable (PartBuffer) async throws -> Void {
         let streamFetch = self.streamFetch
+        let fill = self.fill
         return { [weak self] buf in
             let running = RunningCRC()
             let from = buf.withFilledBytes { bytes in
@@ -437,7 +460,9 @@ final class ReadStream: @unchecked Sendable {
                 if buf.filledCount + chunk.count == buf.capacity {
                     try owner?.verify(crc32c: crc, of: range)
                 }
+                let at = range.lowerBound + Int64(buf.filledCount)
                 try buf.append(chunk)
+                fill?.write(chunk, at: at)
             }
         }
     }

@@ -412,6 +412,7 @@ extension BucketFileSystem {
         // Queued uploads start no more: the last attempts below cover them.
         uploads.stop()
         readPath.dropAll()
+        await readPath.settle()
         let staged = superblock.beginShutdown()
         let pending = staged.filter { superblock.withStage($0.1) { $0.state.unsaved } }.count
         if pending > 0 {

@@ -12,7 +12,7 @@ struct GCSFuseParam: Sendable {
         case renames = "bucketfs renames a directory of any size, object by object"
         case kernelListCache = "bucketfs decides itself when the kernel may keep a listing (while its own is fresh)"
         case profiler = "bucketfs has no Cloud Profiler agent"
-        case fileCache = "bucketfs keeps no file cache on disk: reads stream from the bucket, and the kernel's page cache keeps what was read"
+        case fileCache = "bucketfs's read cache (on with cache-dir, bounded by file-cache:max-size-mb) has no such setting: it fills by the read-ahead's parallel ranged reads and checks every file"
         case metadataCache = "bucketfs bounds its metadata cache by --max-cached-entries and ages it by --metadata-ttl"
         case telemetry = "bucketfs exports Prometheus metrics only (--prometheus-port)"
         case writes = "bucketfs stages a written file and uploads it whole at close"
@@ -87,7 +87,7 @@ struct GCSFuseParam: Sendable {
         .init("file-cache-experimental-parallel-downloads-default-on", "file-cache.experimental-parallel-downloads-default-on", .bool, .noEffect(.fileCache)),
         .init("file-cache-include-regex", "file-cache.include-regex", .value, .noEffect(.fileCache)),
         .init("file-cache-max-parallel-downloads", "file-cache.max-parallel-downloads", .value, .noEffect(.fileCache)),
-        .init("file-cache-max-size-mb", "file-cache.max-size-mb", .value, .noEffect(.fileCache)),
+        .init("file-cache-max-size-mb", "file-cache.max-size-mb", .value, .mapped),
         .init("file-cache-parallel-downloads-per-file", "file-cache.parallel-downloads-per-file", .value, .noEffect(.fileCache)),
         .init("file-cache-shared-cache-chunk-size-mb", "file-cache.shared-cache-chunk-size-mb", .value, .noEffect(.fileCache)),
         .init("file-cache-write-buffer-size", "file-cache.write-buffer-size", .value, .noEffect(.fileCache)),

@@ -44,6 +44,8 @@ struct GCSFuseTranslation: Equatable {
         var logLevel = "info"  // gcsfuse's default severity
         var metadataTTL: String?
         var deprecatedTTL: String?
+        var fileCacheDir = ""
+        var fileCacheMB: (value: Int, origin: String)?
         var seenNotes: Set<String> = []
         func note(_ origin: String, _ text: String) {
             let line = "gcsfuse \(origin): accepted, no effect: \(text)"
@@ -59,7 +61,10 @@ struct GCSFuseTranslation: Equatable {
             switch name {
             case "foreground": if on { options.append("--foreground") }
             case "temp-dir": if !value.isEmpty { options += ["--cache-dir", value] }
-            case "cache-dir": if !value.isEmpty { note(origin, GCSFuseParam.NoEffect.fileCache.rawValue) }
+            case "cache-dir": fileCacheDir = value
+            case "file-cache-max-size-mb":
+                guard let n = Int(value), n >= -1 else { throw Refusal(description: "invalid argument \"\(value)\" for \(origin): give MiB (-1: no bound of its own, 0: off)") }
+                fileCacheMB = (n, origin)
             case "implicit-dirs": note(origin, "bucketfs always shows the directories that object names imply")
             case "kernel-params-file": if !value.isEmpty { note(origin, "bucketfs writes no kernel parameters for the node to apply; the node's stay") }
             case "debug_fuse", "debug_gcs", "debug_fs", "debug_http": if on { logLevel = "debug" }
@@ -137,6 +142,15 @@ struct GCSFuseTranslation: Equatable {
             }
         }
         if let ttl = metadataTTL ?? deprecatedTTL { options += ["--metadata-ttl", ttl] }
+        // gcsfuse's file cache is on with a cache-dir and a max-size-mb that is not 0: bucketfs's
+        // read cache then, in a directory of its own there (docs/KUBERNETES.md); -1 (gcsfuse's
+        // "unbounded") keeps bucketfs's default bound.
+        if !fileCacheDir.isEmpty, fileCacheMB?.value != 0 {
+            options += ["--read-cache-dir", fileCacheDir + "/bucketfs-read-cache"]
+            if let mb = fileCacheMB?.value, mb > 0 { options += ["--read-cache-mb", String(mb)] }
+        } else if let (mb, origin) = fileCacheMB, mb != 0 {
+            note(origin, "without cache-dir there is no file cache (as in gcsfuse)")
+        }
         options += ["--log-level", logLevel]
         let source = "gs://" + bucket + (onlyDir.isEmpty ? "" : "/" + onlyDir)
         mountArguments = [source, parsed.positionals[1]] + options + parsed.others

@@ -1,0 +1,100 @@
+import Foundation
+import StorageModel
+
+/// One open of a complete read-cache file (docs/SEMANTICS.md §3.6, "The read cache"): reads
+/// become `pread`s of the file, each checked block by block against the CRC-32C its record
+/// holds, so bytes changed on disk after the file was filled and checked are never returned.
+/// The descriptor stays open while a stream holds this (an eviction may unlink the file
+/// meanwhile; its bytes stay readable and checked).
+final class CachedFile: @unchecked Sendable {
+    /// A block of the file does not hold what it held when it was checked.
+    struct Changed: Error, CustomStringConvertible {
+        let block: Int
+        let expected: UInt32
+        let got: UInt32?
+        var description: String {
+            let g = got.map { CRC32C.base64($0) } ?? "(unreadable)"
+            return "block \(block) has CRC-32C \(g), not \(CRC32C.base64(expected))"
+        }
+    }
+
+    let record: ReadCacheRecord
+    private let fd: Int32
+    private let crcs: [UInt32]
+    /// Told once a read found the file changed (the cache drops it), and of each read's bytes.
+    private let onChanged: @Sendable (Changed) -> Void
+    private let onServed: @Sendable (Int) -> Void
+
+    /// The file at `path` for `record`, or nil when it is missing or not the size the record says.
+    init?(path: String, record: ReadCacheRecord, onChanged: @escaping @Sendable (Changed) -> Void,
+          onServed: @escaping @Sendable (Int) -> Void) {
+        guard let crcs = record.crcs else { return nil }
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        var st = stat()
+        guard fstat(fd, &st) == 0, Int64(st.st_size) == record.size else {
+            Glibc.close(fd)
+            return nil
+        }
+        self.fd = fd
+        self.record = record
+        self.crcs = crcs
+        self.onChanged = onChanged
+        self.onServed = onServed
+    }
+
+    deinit { Glibc.close(fd) }
+
+    /// The bytes at `range` (within the object), read with the whole blocks around them, each
+    /// block checked; `Changed` (after telling the cache) when one differs or cannot be read.
+    func read(_ range: Range<Int64>) throws(Changed) -> Data {
+        let bs = Int64(record.blockSize)
+        let lo = range.lowerBound / bs * bs
+        let hi = min(record.size, (range.upperBound + bs - 1) / bs * bs)
+        let count = Int(hi - lo)
+        guard let base = malloc(max(1, count)) else { fatalError("out of memory") }
+        var done = 0
+        while done < count {
+            let n = pread(fd, base + done, count - done, off_t(lo) + off_t(done))
+            if n < 0, errno == EINTR { continue }
+            if n <= 0 { break }
+            done += n
+        }
+        var block = Int(lo / bs)
+        var at = 0
+        while at < count {
+            let len = min(Int(bs), count - at)
+            let got: UInt32? = at + len <= done ? Self.crc(UnsafeRawBufferPointer(start: base + at, count: len)) : nil
+            if got != crcs[block] {
+                free(base)
+                let e = Changed(block: block, expected: crcs[block], got: got)
+                onChanged(e)
+                throw e
+            }
+            block += 1
+            at += len
+        }
+        // The disk is asked for what a reader in order reads next while this read goes to the
+        // kernel (the FUSE request in flight is the only read-ahead the cache file gets otherwise).
+        if hi < record.size {
+            _ = posix_fadvise(fd, off_t(hi), off_t(min(Self.readAhead, record.size - hi)), POSIX_FADV_WILLNEED)
+        }
+        let whole = Data(bytesNoCopy: base, count: count, deallocator: .free)
+        let data = range == lo..<hi ? whole : whole.subdata(in: Int(range.lowerBound - lo)..<Int(range.upperBound - lo))
+        onServed(data.count)
+        return data
+    }
+
+    /// How far past each read the disk is asked to read ahead.
+    static let readAhead: Int64 = 8 << 20
+
+    static func crc(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
+        var c = CRC32C()
+        c.update(bytes)
+        return c.value
+    }
+
+    /// The whole object (the walk-ahead's small files), checked.
+    func whole() throws(Changed) -> Data { try read(0..<record.size) }
+}
+
