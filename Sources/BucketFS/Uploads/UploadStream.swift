@@ -211,7 +211,9 @@ final class UploadStream: @unchecked Sendable {
     /// made from it; the whole upload at close is the only one.
     private func cancelSession() async {
         guard let s = lock.withLock({ () -> (any GrowingUpload)? in let s = session; session = nil; return s }) else { return }
-        await s.cancel()
+        // In a task of its own: this one may be cancelled (a give-up cancels the chunk in flight),
+        // and the DELETE must still be sent.
+        await Task { await s.cancel() }.value
     }
 
     private func giveUpLocked(_ reason: String) {
