@@ -9,6 +9,7 @@ Every request the proxy sees is recorded with its Content-Range (`Recorder`), so
 what was sent and when, not only the object.
 """
 import base64
+import subprocess
 import json
 import os
 import signal
@@ -252,3 +253,51 @@ def test_a_crash_mid_stream_leaves_no_object_and_the_data_cut_off(sx, mounts):
     assert kept, f"no file with the data in {cache}/lost+found: {os.listdir(cache)}"
     assert kept.endswith(".cut-off"), kept
     assert blob(sx, "crash.bin") is None
+
+
+# A writer of SIZE bytes at RATE bytes a second from a 1 MiB buffer (never the whole file in
+# memory), 1 MiB a write; prints when its last write ended and when close ended.
+PACED_WRITER = r"""
+import json, os, sys, time
+dst, size, rate = os.environ["DST"], int(os.environ["SIZE"]), float(os.environ["RATE"])
+buf = os.urandom(1 << 20)
+fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+t0, at = time.time(), 0
+while at < size:
+    n = os.write(fd, buf[:min(len(buf), size - at)])
+    at += n
+    time.sleep(max(0.0, t0 + at / rate - time.time()))
+last = time.time()
+os.close(fd)
+end = time.time()
+print(json.dumps({"last_write": last, "close_end": end, "seconds": end - t0}), flush=True)
+"""
+
+
+def vm_hwm_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return None
+
+
+@pytest.mark.slow
+def test_a_2_gib_writer_at_50_mb_s_closes_within_a_second(emulator, prefix, mounts, tmp_path):
+    """The promise of issue 58: a writer producing 2 GiB at 50 MB/s into the mount (no proxy):
+    close returns within 1 s of its last write, and the daemon's memory stays bounded (its peak
+    RSS is printed; the stream reads 256 KiB at a time from the stage file). BUCKETFS_SLOW=1."""
+    size = int(os.environ.get("BUCKETFS_STREAM_SIZE", str(2 << 30)))
+    mnt = mounts.mount(emulator.src(prefix))
+    pid = daemon_pid(mnt)
+    env = {**os.environ, "DST": f"{mnt}/big.bin", "SIZE": str(size), "RATE": str(50_000_000)}
+    p = subprocess.run([sys.executable, "-c", PACED_WRITER], env=env, capture_output=True, timeout=size / 50e6 + 300)
+    assert p.returncode == 0, p.stderr
+    t = json.loads(p.stdout.decode().splitlines()[-1])
+    hwm = vm_hwm_kib(pid)
+    close = t["close_end"] - t["last_write"]
+    print(f"\n{emulator.name}: {size} bytes at 50 MB/s in {t['seconds']:.1f} s; close took {close:.3f} s; daemon peak RSS {hwm / 1024:.0f} MiB")
+    b = emulator.bucket().get_blob(f"{prefix}/big.bin")
+    assert b is not None and b.size == size
+    assert close <= 1.0, f"close took {close:.3f} s after the last write"
+    assert hwm < 512 * 1024, f"the daemon's peak RSS was {hwm / 1024:.0f} MiB"
