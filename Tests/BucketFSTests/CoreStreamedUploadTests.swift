@@ -18,6 +18,7 @@ import TestSupport
         let store = MemoryStore()
         store.streams = true
         return Harness(store: store) { c in
+            c.streamUploads = true
             c.streamUploadStart = Int64(Self.mib)
             c.streamUploadChunk = Int64(Self.mib)
             configure(&c)

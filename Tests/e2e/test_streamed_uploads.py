@@ -97,6 +97,9 @@ def crc32c_b64(data):
     return base64.b64encode(google_crc32c.Checksum(data).digest()).decode()
 
 
+STREAM = ["--stream-uploads", "on"]
+
+
 @pytest.fixture
 def sx(emulator, prefix, mounts, tmp_path):
     f = Fx(emulator, prefix, mounts, tmp_path)
@@ -131,7 +134,7 @@ def test_in_order_file_sends_its_chunks_before_close(sx):
     """64 MiB written in order at 16 MiB/s (a writer the servers here keep up with): the
     session's chunks reach the server, and are answered, while the file is written; close sends
     only the rest with the total; the object has the bytes and their crc32c."""
-    mnt = sx.mount()
+    mnt = sx.mount(*STREAM)
     data = os.urandom(64 * MIB + 12345)
     r = write(sx, mnt, "ckpt.bin", data, rate=16 * MIB).result(OP * 20)
     assert r.rc == 0 and not r.hung, r
@@ -161,7 +164,7 @@ def test_in_order_file_sends_its_chunks_before_close(sx):
 def test_seek_back_cancels_the_stream_and_uploads_the_file_once(sx):
     """A writer that seeks back after 24 MiB (once a chunk is in the server): the session is
     cancelled and close uploads the whole file, with the rewritten bytes, in one generation."""
-    mnt = sx.mount()
+    mnt = sx.mount(*STREAM)
     data = bytearray(os.urandom(40 * MIB + 7))
     go = sx.tmp / "go"
     job = write(sx, mnt, "seek.bin", bytes(data), seek_at=24, go=go)
@@ -187,7 +190,7 @@ def test_a_fault_mid_stream_resumes_and_sends_nothing_twice(sx, fault):
     """The second chunk of the session meets a 503, a reset (not forwarded) or a lost answer
     (forwarded, then the connection closed): the session is asked what it holds and the rest is
     sent from there; the object is right, made once, and no byte the server kept is sent twice."""
-    mnt = sx.mount()
+    mnt = sx.mount(*STREAM)
     action = {"503": dict(action="status", status=503), "reset": dict(action="reset"),
               "lost answer": dict(action="lose_response")}[fault]
     rule = sx.proxy.add_rule(method="PUT", path_re=r"/upload/", req_headers={"Content-Range": r"/\*$"}, times=1, skip=1, **action)
@@ -223,7 +226,7 @@ def test_a_fault_mid_stream_resumes_and_sends_nothing_twice(sx, fault):
 def test_a_crash_mid_stream_leaves_no_object_and_the_data_cut_off(sx, mounts):
     """kill -9 of the mount while a streamed upload is under way: the session never got its
     size, so the bucket has no object; the next mount keeps the data in lost+found, cut off."""
-    mnt = sx.mount()
+    mnt = sx.mount(*STREAM)
     cache = mounts.cache_dir(mnt)
     data = os.urandom(24 * MIB)
     go = sx.tmp / "never"
@@ -247,7 +250,7 @@ def test_a_crash_mid_stream_leaves_no_object_and_the_data_cut_off(sx, mounts):
     job.p.kill()
     job.result(10)
     assert blob(sx, "crash.bin") is None, "a streamed session made an object without its size"
-    opts = mount_options([*MOUNT_OPTS, "--endpoint", sx.proxy.endpoint, "--anonymous"])
+    opts = mount_options([*MOUNT_OPTS, *STREAM, "--endpoint", sx.proxy.endpoint, "--anonymous"])
     mounts.mount(f"gs://{sx.emulator.bucket_name}/{sx.prefix}", *opts, cache_dir=cache)
     kept = lost_and_found(cache, data, 15)
     assert kept, f"no file with the data in {cache}/lost+found: {os.listdir(cache)}"
@@ -288,7 +291,7 @@ def test_a_2_gib_writer_at_50_mb_s_closes_within_a_second(emulator, prefix, moun
     close returns within 1 s of its last write, and the daemon's memory stays bounded (its peak
     RSS is printed; the stream reads 256 KiB at a time from the stage file). BUCKETFS_SLOW=1."""
     size = int(os.environ.get("BUCKETFS_STREAM_SIZE", str(2 << 30)))
-    mnt = mounts.mount(emulator.src(prefix))
+    mnt = mounts.mount(emulator.src(prefix), *STREAM)
     pid = daemon_pid(mnt)
     env = {**os.environ, "DST": f"{mnt}/big.bin", "SIZE": str(size), "RATE": str(50_000_000)}
     p = subprocess.run([sys.executable, "-c", PACED_WRITER], env=env, capture_output=True, timeout=size / 50e6 + 300)
