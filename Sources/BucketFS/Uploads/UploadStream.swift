@@ -84,27 +84,21 @@ final class UploadStream: @unchecked Sendable {
 
     /// Handle `fh` wrote `count` bytes at `offset` (they have landed in the stage file).
     func wrote(fh: UInt64, at offset: Int64, count: Int64) {
-        let startTask: Bool = lock.withLock {
-            guard phase == .watching || phase == .sending, !givenUp else { return false }
+        lock.withLock {
+            guard phase == .watching || phase == .sending, !givenUp else { return }
             if owner == nil { owner = fh }
-            guard owner == fh else { giveUpLocked("another handle wrote"); return false }
+            guard owner == fh else { giveUpLocked("another handle wrote"); return }
             guard offset == end else {
                 giveUpLocked(offset < end ? "a write at \(offset), before the end \(end) (a seek back)" : "a write at \(offset), past the end \(end)")
-                return false
+                return
             }
             end += count
-            if phase == .sending { resumeLocked(); return false }
-            guard end >= settings.start else { return false }
+            if phase == .sending { resumeLocked(); return }
+            guard end >= settings.start else { return }
             phase = .sending
-            return true
-        }
-        if startTask {
-            let t = Task { [self] in await run() }
-            let stopNow = lock.withLock { () -> Bool in
-                task = t
-                return givenUp || phase == .stopped
-            }
-            if stopNow { resumeWake() }
+            // Made under the lock (its body runs later, and takes the lock itself): `finish`
+            // finds either no stream or its task, never a stream whose task it cannot wait for.
+            task = Task { [self] in await run() }
         }
     }
 
@@ -231,5 +225,4 @@ final class UploadStream: @unchecked Sendable {
         c?.resume()
     }
 
-    private func resumeWake() { lock.withLock { resumeLocked() } }
 }
