@@ -106,6 +106,15 @@ public struct MountConfig: Sendable {
     /// a close that finds the queue full waits until an upload starts (docs/SEMANTICS.md §3.4).
     public var writeBackMaxFiles = 10_000
     public var writeBackMaxBytes: Int64 = 4 << 30
+    /// Streamed uploads (docs/SEMANTICS.md §3.3): a new file written in order from its start
+    /// begins its one resumable upload once `streamUploadStart` bytes are written, and sends each
+    /// `streamUploadChunk` bytes the writer adds; close sends the rest. Off with write-back, and on
+    /// a store that cannot stream (the file is then uploaded whole at close). Off by default:
+    /// measured on the test servers, it gained nothing and cost a fast writer up to half its
+    /// pace (docs/BENCHMARKS.md, `Scripts/bench-fio.sh`).
+    public var streamUploads = false
+    public var streamUploadStart: Int64 = 8 << 20
+    public var streamUploadChunk: Int64 = 8 << 20
     /// The type an object created here gets when nobody gives one, at its upload and again at a
     /// rename when that type was inferred here (docs/SEMANTICS.md §4.1).
     public var contentTypes = ContentTypePolicy()

@@ -60,6 +60,7 @@ struct Mount: AsyncParsableCommand {
         guard (1...256).contains(listConcurrency) else { throw ValidationError("--list-concurrency must be 1…256") }
         guard uploadChunkMB >= 0 else { throw ValidationError("--upload-chunk-mb must be ≥ 0 (0: the whole file in one request)") }
         guard uploadConcurrency >= 1 else { throw ValidationError("--upload-concurrency must be ≥ 1") }
+        guard streamUploadMB >= 1, streamUploadMB <= 1024 else { throw ValidationError("--stream-upload-mb must be between 1 and 1024") }
         guard writeBackDelay >= 0, writeBackDelay <= 3600 else { throw ValidationError("--write-back-delay must be between 0 and 3600 seconds") }
         guard writeBackMaxFiles >= 1, writeBackMaxMB >= 1 else { throw ValidationError("--write-back-max-files and --write-back-max-mb must be at least 1") }
         guard metadataTTL >= 0 else { throw ValidationError("--metadata-ttl must be ≥ 0") }
@@ -255,6 +256,9 @@ struct Mount: AsyncParsableCommand {
         config.writeBackDelay = writeBackDelay
         config.writeBackMaxFiles = writeBackMaxFiles
         config.writeBackMaxBytes = Int64(writeBackMaxMB) << 20
+        config.streamUploads = streamUploads
+        config.streamUploadStart = Int64(streamUploadMB) << 20
+        config.streamUploadChunk = Int64(streamUploadMB) << 20
         config.failureTTL = failureTTL
         config.contentTypes = contentTypes.policy
         let core: BucketFileSystem

@@ -31,6 +31,10 @@ struct MountBehaviourOptions: ParsableArguments {
     var writeBackMaxFiles: Int = MountConfig.defaults.writeBackMaxFiles
     @Option(name: .customLong("write-back-max-mb"), help: "With --write-back: MiB of data waiting for upload at most; a close that finds the queue full waits until an upload starts.")
     var writeBackMaxMB: Int = Int(MountConfig.defaults.writeBackMaxBytes >> 20)
+    @Option(name: .customLong("stream-uploads"), help: "on: a new file written in order from its start begins its one resumable upload while it is written (once --stream-upload-mb MiB are written), and close sends only the rest; a seek back, a truncate, another writer, a rename or changed metadata before close cancels it and the file is uploaded whole at close. Off with --write-back, and on a store that cannot stream.")
+    var streamUploads: OnOff = MountConfig.defaults.streamUploads ? .on : .off
+    @Option(name: .customLong("stream-upload-mb"), help: "With --stream-uploads on: MiB written in order before the upload starts, and MiB sent per request while the file is written.")
+    var streamUploadMB: Int = Int(MountConfig.defaults.streamUploadChunk >> 20)
     @Flag(help: "Stay in the foreground (logs go to standard error); for systemd units and debugging.")
     var foreground = false
     @Flag(name: .customLong("allow-shared-files"), help: SharedFiles.help)
@@ -122,6 +126,8 @@ extension Mount {
     var writeBackDelay: Double { behaviour.writeBackDelay }
     var writeBackMaxFiles: Int { behaviour.writeBackMaxFiles }
     var writeBackMaxMB: Int { behaviour.writeBackMaxMB }
+    var streamUploads: Bool { behaviour.streamUploads == .on }
+    var streamUploadMB: Int { behaviour.streamUploadMB }
     var metadataTTL: Double { caching.metadataTTL }
     var cacheDir: String? { caching.cacheDir }
     var readAheadMB: Int { caching.readAheadMB }

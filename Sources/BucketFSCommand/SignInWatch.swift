@@ -110,6 +110,12 @@ final class SignInWatchStore: StoreWrapper {
     func write(_ name: String, from source: UploadSource, metadata: WritableMetadata, preconditions: Preconditions) async throws -> ObjectInfo {
         try await seen { try await inner.write(name, from: source, metadata: metadata, preconditions: preconditions) }
     }
+    func beginGrowingUpload(_ name: String, file path: String, metadata: WritableMetadata,
+                            preconditions: Preconditions) async throws -> (any GrowingUpload)? {
+        guard let upload = try await seen({ try await inner.beginGrowingUpload(name, file: path, metadata: metadata, preconditions: preconditions) })
+        else { return nil }
+        return WrappedGrowingUpload(upload) { [self] finish in try await seen { try await finish() } }
+    }
     func delete(_ name: String, preconditions: Preconditions) async throws {
         try await seen { try await inner.delete(name, preconditions: preconditions) }
     }

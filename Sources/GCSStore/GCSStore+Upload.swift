@@ -120,7 +120,7 @@ extension GCSStore {
         try await confirmed(name, try parseObject(r), sums: sums, size: size)
     }
 
-    private func confirmed(_ name: String, _ info: ObjectInfo, sums: UploadChecksums, size: Int64) async throws -> ObjectInfo {
+    func confirmed(_ name: String, _ info: ObjectInfo, sums: UploadChecksums, size: Int64) async throws -> ObjectInfo {
         let sent = sums.bytesSummed
         // A session that finished before every byte was sent cannot hold the file, whatever its
         // size says (a server that finishes a session when asked what it holds).

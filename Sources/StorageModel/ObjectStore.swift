@@ -131,6 +131,10 @@ public protocol ObjectStore: Sendable {
     func read(_ name: String, generation: Int64?, range: Range<Int64>?) async throws -> Data
     func write(_ name: String, from source: UploadSource, metadata: WritableMetadata,
                preconditions: Preconditions) async throws -> ObjectInfo
+    /// Starts an upload of the file at `path`, whose bytes are sent as it grows (`GrowingUpload`);
+    /// nil when the store cannot stream one (it is then uploaded whole by `write`).
+    func beginGrowingUpload(_ name: String, file path: String, metadata: WritableMetadata,
+                            preconditions: Preconditions) async throws -> (any GrowingUpload)?
     func delete(_ name: String, preconditions: Preconditions) async throws
     /// Server-side copy of the live (or given) source generation; metadata is copied unless
     /// `metadata` is given.
@@ -205,4 +209,51 @@ extension StoreBackend {
                        deliver: @escaping @Sendable (Data) throws -> Void) async throws {
         try deliver(try await read(name, generation: generation, range: range))
     }
+}
+
+/// A resumable upload begun before its size is known (docs/SEMANTICS.md §3.3, "Streamed
+/// uploads"): a file written in order sends its bytes as the writer makes them available, and
+/// the last ones, with the total size, when it is closed. The session's object name, metadata and
+/// preconditions are fixed when it starts.
+public protocol GrowingUpload: AnyObject, Sendable {
+    /// What each `send` must end on a multiple of (256 KiB for Cloud Storage).
+    var granularity: Int64 { get }
+    /// Bytes the server holds.
+    var persisted: Int64 { get }
+    /// Sends bytes up to `end` (a multiple of `granularity`) from the file, resuming after a
+    /// transient fault from what the server holds.
+    func send(upTo end: Int64) async throws
+    /// Sends the rest, up to `size`, with the total: the object is made, checked against the
+    /// crc32c of every byte sent.
+    func finish(size: Int64) async throws -> ObjectInfo
+    /// Ends the session without making an object (best effort: an error is swallowed).
+    func cancel() async
+}
+
+extension StoreBackend {
+    /// nil: this store cannot stream an upload of unknown size; files upload whole at close.
+    public func beginGrowingUpload(_ name: String, file path: String, metadata: WritableMetadata,
+                                   preconditions: Preconditions) async throws -> (any GrowingUpload)? { nil }
+}
+
+/// A `GrowingUpload` seen through a store wrapper: `finishing` runs around its `finish` (the
+/// metrics' "write", the sign-in watch), `send` and `cancel` go through as they are.
+public final class WrappedGrowingUpload: GrowingUpload {
+    private let inner: any GrowingUpload
+    private let finishing: @Sendable (_ finish: @Sendable () async throws -> ObjectInfo) async throws -> ObjectInfo
+
+    public init(_ inner: any GrowingUpload,
+                finishing: @escaping @Sendable (_ finish: @Sendable () async throws -> ObjectInfo) async throws -> ObjectInfo) {
+        self.inner = inner
+        self.finishing = finishing
+    }
+
+    public var granularity: Int64 { inner.granularity }
+    public var persisted: Int64 { inner.persisted }
+    public func send(upTo end: Int64) async throws { try await inner.send(upTo: end) }
+    public func finish(size: Int64) async throws -> ObjectInfo {
+        let inner = self.inner
+        return try await finishing { try await inner.finish(size: size) }
+    }
+    public func cancel() async { await inner.cancel() }
 }

@@ -41,6 +41,11 @@ struct AddedKeysFilter: StoreWrapper {
     func write(_ name: String, from source: UploadSource, metadata: WritableMetadata, preconditions: Preconditions) async throws -> ObjectInfo {
         clean(try await base.write(name, from: source, metadata: metadata, preconditions: preconditions))
     }
+    func beginGrowingUpload(_ name: String, file path: String, metadata: WritableMetadata,
+                            preconditions: Preconditions) async throws -> (any GrowingUpload)? {
+        guard let upload = try await base.beginGrowingUpload(name, file: path, metadata: metadata, preconditions: preconditions) else { return nil }
+        return WrappedGrowingUpload(upload) { [self] finish in clean(try await finish()) }
+    }
     func delete(_ name: String, preconditions: Preconditions) async throws {
         try await base.delete(name, preconditions: preconditions)
     }

@@ -95,6 +95,9 @@ public final class MemoryStore: StoreBackend, @unchecked Sendable {
     private var _copies: [CopyCall] = []
     var _lists: [ListRequest] = []
     private var _gets: [String] = []
+    /// Streamed uploads are answered (`beginGrowingUpload`); off: nil, as a store that cannot.
+    private var _streams = false
+    private var _streamEvents: [StreamEvent] = []
     /// The store's clock for `timeCreated` / `updated`: starts at the real time (whole seconds),
     /// as a bucket's timestamps do, and advances one second per change.
     private var clock = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
@@ -125,6 +128,14 @@ public final class MemoryStore: StoreBackend, @unchecked Sendable {
     public var gets: [String] { withLock { _gets } }
 
     public func count(_ op: String) -> Int { withLock { _counts[op] ?? 0 } }
+
+    /// Whether `beginGrowingUpload` answers a session (off by default, as for a store that cannot stream).
+    public var streams: Bool {
+        get { withLock { _streams } }
+        set { withLock { _streams = newValue } }
+    }
+    /// What the streamed uploads' sessions were asked, in order.
+    public var streamEvents: [StreamEvent] { withLock { _streamEvents } }
 
     /// Forgets counters and recorded calls (not objects, not faults).
     public func resetCounts() {
@@ -538,5 +549,108 @@ public final class WriteHold: @unchecked Sendable {
             }
             try? await Task.sleep(for: .milliseconds(5))
         }
+    }
+}
+
+/// One request of a streamed upload's session (`MemoryStore.streams`): its start, a chunk (the
+/// bytes it brought), its finish (the bytes of the last request, the total) or its cancel.
+public struct StreamEvent: Sendable, Equatable {
+    public enum Kind: String, Sendable { case start, chunk, finish, cancel }
+    public var kind: Kind
+    public var name: String
+    /// The bytes the request brought: `from..<to`.
+    public var from: Int64
+    public var to: Int64
+}
+
+extension MemoryStore {
+    /// A session of unknown size, counted as "start upload", "chunk", "finish" (which also counts
+    /// as a "write" and records a `WriteCall`, as an upload does) and "cancel upload"; each can be
+    /// made to fail with `failNext`. Preconditions are checked at the start and at the finish.
+    public func beginGrowingUpload(_ name: String, file path: String, metadata: WritableMetadata,
+                                   preconditions: Preconditions) async throws -> (any GrowingUpload)? {
+        try withLock { () throws -> (any GrowingUpload)? in
+            guard _streams else { return nil }
+            try enter("start upload")
+            guard preconditions.hold(for: objects[name]?.info) else { throw StorageError.preconditionFailed(path: name) }
+            _streamEvents.append(StreamEvent(kind: .start, name: name, from: 0, to: 0))
+            return MemoryGrowingUpload(store: self, name: name, path: path, metadata: metadata, preconditions: preconditions)
+        }
+    }
+
+    fileprivate func streamed(_ upload: MemoryGrowingUpload, _ kind: StreamEvent.Kind, from: Int64, to: Int64) throws {
+        try withLock {
+            try enter(kind == .chunk ? "chunk" : kind == .finish ? "finish" : "cancel upload")
+            _streamEvents.append(StreamEvent(kind: kind, name: upload.name, from: from, to: to))
+        }
+    }
+
+    fileprivate func finishStream(_ upload: MemoryGrowingUpload, data: Data) throws -> ObjectInfo {
+        try withLock {
+            try enter("write")
+            _writes.append(WriteCall(name: upload.name, data: data, metadata: upload.metadata, preconditions: upload.preconditions))
+            guard upload.preconditions.hold(for: objects[upload.name]?.info) else { throw StorageError.preconditionFailed(path: upload.name) }
+            return commitLocked(upload.name, data: data, metadata: upload.metadata)
+        }
+    }
+}
+
+final class MemoryGrowingUpload: GrowingUpload, @unchecked Sendable {
+    let store: MemoryStore
+    let name: String
+    let path: String
+    let metadata: WritableMetadata
+    let preconditions: Preconditions
+    private let lock = NSLock()
+    private var held = Data()
+    private var cancelled = false
+
+    init(store: MemoryStore, name: String, path: String, metadata: WritableMetadata, preconditions: Preconditions) {
+        self.store = store
+        self.name = name
+        self.path = path
+        self.metadata = metadata
+        self.preconditions = preconditions
+    }
+
+    var granularity: Int64 { 256 * 1024 }
+    var persisted: Int64 { lock.withLock { Int64(held.count) } }
+
+    private func bytes(_ range: Range<Int64>) throws -> Data {
+        guard let h = FileHandle(forReadingAtPath: path) else { throw StorageError.invalidArgument(message: "cannot open \(path)") }
+        defer { try? h.close() }
+        try h.seek(toOffset: UInt64(range.lowerBound))
+        let d = try h.read(upToCount: Int(range.count)) ?? Data()
+        guard d.count == range.count else { throw StorageError.invalidArgument(message: "\(path) is shorter than \(range.upperBound)") }
+        return d
+    }
+
+    func send(upTo end: Int64) async throws {
+        precondition(end % granularity == 0)
+        let from = persisted
+        guard end > from else { return }
+        try store.streamed(self, .chunk, from: from, to: end)
+        let d = try bytes(from..<end)
+        try lock.withLock { () throws in
+            guard !cancelled else { throw StorageError.objectNotFound(path: "upload session of \(name)") }
+            held.append(d)
+        }
+    }
+
+    func finish(size: Int64) async throws -> ObjectInfo {
+        let from = persisted
+        try store.streamed(self, .finish, from: from, to: size)
+        let rest = try bytes(from..<size)
+        let all = try lock.withLock { () throws -> Data in
+            guard !cancelled else { throw StorageError.objectNotFound(path: "upload session of \(name)") }
+            cancelled = true
+            return held + rest
+        }
+        return try store.finishStream(self, data: all)
+    }
+
+    func cancel() async {
+        lock.withLock { cancelled = true }
+        try? store.streamed(self, .cancel, from: 0, to: 0)
     }
 }

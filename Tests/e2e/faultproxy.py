@@ -35,6 +35,8 @@ not consulted. A request no rule takes is forwarded as it is. Actions (parameter
   JSON API error body; the upstream never sees the request.
 - `lose_response`: the request is forwarded (it takes effect), then the client connection is closed
   without any response.
+- `reset`: the request is read (its whole body) and the connection reset (RST, SO_LINGER 0) with no
+  answer; nothing is forwarded, so the request has no effect upstream.
 - `hang`: a server that takes the request and never answers: nothing is forwarded (the request
   has no effect upstream) and nothing is sent; the socket is held open like a stall.
 - `delay` [seconds=1]: waits, then forwards normally.
@@ -61,7 +63,7 @@ import struct
 import threading
 import time
 
-ACTIONS = {"stall_after_headers", "stall_mid_body", "short_body_no_cl", "reset_mid_body",
+ACTIONS = {"stall_after_headers", "stall_mid_body", "short_body_no_cl", "reset_mid_body", "reset",
            "wrong_content_length", "empty_body", "status", "lose_response", "hang", "delay", "forward"}
 
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"}
@@ -533,6 +535,12 @@ class FaultProxy:
             self._record(req, status, t, rule)  # before the answer: a client that has it finds it recorded
             self._send(c, Response(status, REASONS.get(status, "Error"), headers, body), keep, req)
             return keep
+
+        if action == "reset":
+            self._record(req, "reset", t, rule)
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            c.close()
+            return False
 
         if action == "hang":
             self._record(req, "hang", t, rule)

@@ -12,6 +12,7 @@ extension BucketFileSystem {
     func stage(_ n: Node, truncate: Bool) async throws(Errno) -> StagedFile {
         if let s = superblock.pinStage(of: n) {
             if truncate {
+                s.stream.giveUp("the file was truncated")
                 markDirty(n, s)
                 ftruncate(s.fd, 0)
                 superblock.withStage(s) { $0.resized(to: 0, at: nil) }
@@ -122,6 +123,7 @@ extension BucketFileSystem {
         }
         let now = config.clock.seconds
         superblock.withStage(s) { $0.wrote(upTo: Int64(offset) + Int64(written), at: now) }
+        s.stream.wrote(fh: fh, at: Int64(offset), count: Int64(written))
         return written
     }
 
@@ -132,6 +134,7 @@ extension BucketFileSystem {
     /// the last close, giving its room back (docs/SEMANTICS.md §5).
     func stageWriteFailed(_ n: Node, _ s: StagedFile, _ e: Errno, at offset: UInt64) {
         uploadCounters.cacheError(e)
+        s.stream.giveUp("a write to the stage file failed")
         guard let path = superblock.cutOff(n, s, e) else { return }
         staging.forgetRecord(s)
         logger.error("cannot write '\(path)' at offset \(offset) to its stage file \(s.path) in the cache directory \(staging.directory) (--cache-dir): \(e); its content is cut off and will not be uploaded: '\(path)' keeps what the bucket has (a new file is not created); make room in the cache directory, then write the file again")
@@ -153,6 +156,7 @@ extension BucketFileSystem {
         // Its mode and owner go into its upload (no request of their own).
         let staged = try staging.makeStage(origin: .createdHere, metadata: metadata, dirty: true, object: path)
         let (entry, fh, replaced) = superblock.created(path, in: p, name: name, staged: staged, writeOnly: flags.isWriteOnly)
+        if let n = superblock.node(entry.attributes.ino) { enableStream(n, staged) }
         if let replaced {
             // The name's earlier local content is replaced by the new file (once an upload of it
             // under way has ended).
@@ -209,6 +213,7 @@ extension BucketFileSystem {
         if let size = changes.size {
             guard n.type == .regular else { throw .EISDIR }
             let s = try await stage(n, truncate: size == 0)
+            s.stream.giveUp("the file was truncated")
             markDirty(n, s)
             ftruncate(s.fd, off_t(size))
             let now = config.clock.seconds

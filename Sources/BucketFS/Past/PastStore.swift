@@ -101,6 +101,11 @@ public final class PastStore: StoreWrapper, @unchecked Sendable {
         throw Errno.EROFS
     }
 
+    public func beginGrowingUpload(_ name: String, file path: String, metadata: WritableMetadata,
+                                   preconditions: Preconditions) async throws -> (any GrowingUpload)? {
+        throw Errno.EROFS
+    }
+
     public func delete(_ name: String, preconditions: Preconditions) async throws { throw Errno.EROFS }
 
     public func copy(from source: String, sourceGeneration: Int64?, to destination: String,

@@ -42,6 +42,16 @@ extension Superblock {
         locked { (s.beginAttempt(removed: n.removed), n.path, n.inferredType) }
     }
 
+    /// What an upload of `s` would be made of now (the path, metadata, origin and the type
+    /// inferred here), for a stream's session (UploadStream.swift); nil for deleted content or a
+    /// node that no longer holds `s`.
+    func uploadInputs(_ n: Node, _ s: StagedFile) -> (String, WritableMetadata, StageOrigin, String?)? {
+        locked {
+            guard n.staged === s, !n.removed, s.state != .deleted else { return nil }
+            return (n.path, s.metadata, s.origin, n.inferredType)
+        }
+    }
+
     /// A successful attempt's result, in one critical section: the stage's transition, the
     /// answer's metadata cached, and the type inferred for the object (`inferred`, if the answer
     /// kept it).

@@ -213,23 +213,22 @@ extension BucketFileSystem {
             if case .givenUp(let e) = start { throw e }
             return
         }
-        // No type given: the name's (docs/SEMANTICS.md §4.1), remembered as inferred so that a
-        // rename infers it again; a type given (or one this mount did not infer) is kept as is.
-        let inferred: String?
-        if meta.contentType == nil {
-            meta.contentType = config.contentTypes.type(for: path)
-            inferred = meta.contentType
-        } else {
-            inferred = meta.contentType == wasInferred ? wasInferred : nil
-        }
+        let inferred = typed(&meta, path: path, wasInferred: wasInferred)
+        let size = superblock.withStage(s) { $0.size }
         let began = config.clock.now
         let attemptText = attempt.map(String.init) ?? "final"
         // No fsync first: the upload reads the page cache, and syncing a large file costs disk
         // writes before the first byte is sent, about as long as the upload itself.
         // The content is synced below when an attempt fails and it stays here for the next one.
         do {
-            let info = try await store.write(path, from: .file(path: s.path), metadata: meta,
-                                             preconditions: Preconditions(ifGenerationMatch: origin.ifGenerationMatch))
+            let preconditions = Preconditions(ifGenerationMatch: origin.ifGenerationMatch)
+            // A stream under way sends only the rest; one given up (or none) leaves the whole file
+            // to this upload (docs/SEMANTICS.md §3.3, "Streamed uploads").
+            let streamed = try await s.stream.finish(size: size, inputs: UploadStream.Inputs(path: path, metadata: meta, preconditions: preconditions))
+            let info: ObjectInfo
+            if let streamed { info = streamed } else {
+                info = try await store.write(path, from: .file(path: s.path), metadata: meta, preconditions: preconditions)
+            }
             superblock.uploaded(n, s, info, inferred: inferred)
             failures.clear(.metadata(path: path))
             uploadCounters.uploaded(bytes: info.size)
@@ -271,6 +270,41 @@ extension BucketFileSystem {
             }
             throw e
         }
+    }
+
+    /// The content type an upload sends: none given, the name's (docs/SEMANTICS.md §4.1),
+    /// remembered as inferred so that a rename infers it again; a type given (or one this mount
+    /// did not infer) is kept as is. Returns the type inferred here, if any.
+    func typed(_ meta: inout WritableMetadata, path: String, wasInferred: String?) -> String? {
+        if meta.contentType == nil {
+            meta.contentType = config.contentTypes.type(for: path)
+            return meta.contentType
+        }
+        return meta.contentType == wasInferred ? wasInferred : nil
+    }
+
+    /// A new file's upload may stream while it is written (docs/SEMANTICS.md §3.3, "Streamed
+    /// uploads"): in the default mode, when the mount streams. Its session starts with what an
+    /// upload would send at that moment (`streamInputs`).
+    func enableStream(_ n: Node, _ s: StagedFile) {
+        guard config.streamUploads, !config.writeBack, !config.readOnly else { return }
+        let settings = UploadStream.Settings(start: max(config.streamUploadStart, 1), chunk: max(config.streamUploadChunk, 256 << 10))
+        s.stream.enable(settings, logger: logger) { [weak self, n, s] () async throws -> (UploadStream.Inputs, any GrowingUpload)? in
+            guard let self, let inputs = self.streamInputs(n, s),
+                  let upload = try await self.store.beginGrowingUpload(inputs.path, file: s.path, metadata: inputs.metadata,
+                                                                       preconditions: inputs.preconditions)
+            else { return nil }
+            return (inputs, upload)
+        }
+    }
+
+    /// What an upload of `s` would be sent with now: its path, metadata (with the type inferred)
+    /// and precondition; nil when it has none to make.
+    func streamInputs(_ n: Node, _ s: StagedFile) -> UploadStream.Inputs? {
+        guard let (path, meta0, origin, wasInferred) = superblock.uploadInputs(n, s) else { return nil }
+        var meta = meta0
+        _ = typed(&meta, path: path, wasInferred: wasInferred)
+        return UploadStream.Inputs(path: path, metadata: meta, preconditions: Preconditions(ifGenerationMatch: origin.ifGenerationMatch))
     }
 
     /// A new file refused at its upload (rules or IAM): the directory's answer for its content
@@ -393,6 +427,7 @@ extension BucketFileSystem {
     /// change (unlink, rename) that handed it the stage, with no lock held; the stage file goes
     /// at its last close (`dropStageIfIdle`).
     func discardStaged(_ s: StagedFile, path: String, because why: String) {
+        s.stream.giveUp("the file was deleted")
         let (unsaved, size) = superblock.withStage(s) { s in (s.delete(), s.size) }
         if unsaved {
             logger.notice("unsaved changes of '\(path)' (\(size) bytes) discarded: \(why)")

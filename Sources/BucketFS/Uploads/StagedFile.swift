@@ -72,6 +72,9 @@ final class StagedFile: @unchecked Sendable {
     /// Serialises uploads of this file, and what must not overlap one (unlink, giving up,
     /// the last attempt at unmount).
     let uploadLock = AsyncLock()
+    /// The upload that streams while a new file is written in order (docs/SEMANTICS.md §3.3,
+    /// "Streamed uploads"); off unless `BucketFileSystem.create` enables it. Its own lock.
+    let stream = UploadStream()
 
     init(fd: Int32, path: String, origin: StageOrigin, dirty: Bool, size: Int64, metadata: WritableMetadata) {
         self.fd = fd

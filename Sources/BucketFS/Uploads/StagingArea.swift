@@ -198,6 +198,7 @@ public final class StagingArea: @unchecked Sendable {
     /// the upload that ended the stage) writes nothing after it: a sidecar naming no stage file
     /// would stay in the cache directory.
     func discard(_ s: StagedFile) {
+        s.stream.giveUp("its stage file was discarded")
         s.close()
         s.sidecarLock.withLock {
             unlink(s.path + ".json")

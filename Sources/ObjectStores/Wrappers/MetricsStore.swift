@@ -128,6 +128,17 @@ public final class MetricsStore: StoreWrapper {
         writtenBytes.increment(by: info.size)
         return info
     }
+    /// A streamed upload counts as one "write", measured around its last request.
+    public func beginGrowingUpload(_ name: String, file path: String, metadata: WritableMetadata,
+                                   preconditions: Preconditions) async throws -> (any GrowingUpload)? {
+        guard let upload = try await inner.beginGrowingUpload(name, file: path, metadata: metadata, preconditions: preconditions) else { return nil }
+        let written = writtenBytes
+        return WrappedGrowingUpload(upload) { [self] finish in
+            let info = try await measure("write") { try await finish() }
+            written.increment(by: info.size)
+            return info
+        }
+    }
     public func delete(_ name: String, preconditions: Preconditions) async throws {
         try await measure("delete") { try await inner.delete(name, preconditions: preconditions) }
     }

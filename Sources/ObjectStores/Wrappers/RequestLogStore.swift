@@ -68,6 +68,11 @@ public final class RequestLogStore: StoreWrapper, @unchecked Sendable {
     public func write(_ name: String, from source: UploadSource, metadata: WritableMetadata, preconditions: Preconditions) async throws -> ObjectInfo {
         note("write", name); return try await inner.write(name, from: source, metadata: metadata, preconditions: preconditions)
     }
+    public func beginGrowingUpload(_ name: String, file path: String, metadata: WritableMetadata,
+                                   preconditions: Preconditions) async throws -> (any GrowingUpload)? {
+        guard let upload = try await inner.beginGrowingUpload(name, file: path, metadata: metadata, preconditions: preconditions) else { return nil }
+        return WrappedGrowingUpload(upload) { [self] finish in note("write", name); return try await finish() }
+    }
     public func delete(_ name: String, preconditions: Preconditions) async throws {
         note("delete", name); try await inner.delete(name, preconditions: preconditions)
     }
