@@ -40,7 +40,9 @@ wants() { [[ " $ONLY " == *" $1 "* ]]; }
 declare -A RES
 T_START=$(now)
 HAS_CACHE=
-"$BIN" mount --help 2>/dev/null | grep -q -- --read-cache-dir && HAS_CACHE=1
+# (the help read whole first: grep -q stops reading, and pipefail would count the writer's SIGPIPE)
+mount_help="$("$BIN" mount --help 2>/dev/null || true)"
+grep -q -- --read-cache-dir <<<"$mount_help" && HAS_CACHE=1
 HAS_RCLONE=
 command -v rclone >/dev/null && HAS_RCLONE=1
 
