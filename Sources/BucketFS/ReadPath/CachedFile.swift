@@ -47,12 +47,16 @@ final class CachedFile: @unchecked Sendable {
 
     /// The bytes at `range` (within the object), read with the whole blocks around them, each
     /// block checked; `Changed` (after telling the cache) when one differs or cannot be read.
-    func read(_ range: Range<Int64>) throws(Changed) -> Data {
+    func read(_ range: Range<Int64>, pool: BufferPool? = nil) throws(Changed) -> Data {
         let bs = Int64(record.blockSize)
         let lo = range.lowerBound / bs * bs
         let hi = min(record.size, (range.upperBound + bs - 1) / bs * bs)
         let count = Int(hi - lo)
-        guard let base = malloc(max(1, count)) else { fatalError("out of memory") }
+        // A pooled buffer when the stream has a pool (a fresh 1 MiB allocation at every read is
+        // a new mapping whose pages the kernel zeroes first: a large share of a cached read's CPU).
+        let buf = pool?.take(count) ?? BufferPool.Buffer(base: UnsafeMutableRawPointer.allocate(byteCount: max(1, count), alignment: 16), capacity: count)
+        let base = buf.base
+        let release: @Sendable () -> Void = { if let pool { pool.give(buf) } else { buf.base.deallocate() } }
         var done = 0
         while done < count {
             let n = pread(fd, base + done, count - done, off_t(lo) + off_t(done))
@@ -66,7 +70,7 @@ final class CachedFile: @unchecked Sendable {
             let len = min(Int(bs), count - at)
             let got: UInt32? = at + len <= done ? Self.crc(UnsafeRawBufferPointer(start: base + at, count: len)) : nil
             if got != crcs[block] {
-                free(base)
+                release()
                 let e = Changed(block: block, expected: crcs[block], got: got)
                 onChanged(e)
                 throw e
@@ -79,8 +83,9 @@ final class CachedFile: @unchecked Sendable {
         if hi < record.size {
             _ = posix_fadvise(fd, off_t(hi), off_t(min(Self.readAhead, record.size - hi)), POSIX_FADV_WILLNEED)
         }
-        let whole = Data(bytesNoCopy: base, count: count, deallocator: .free)
-        let data = range == lo..<hi ? whole : whole.subdata(in: Int(range.lowerBound - lo)..<Int(range.upperBound - lo))
+        // No copy: the reply points into the buffer, which goes back when the reply has gone.
+        let data = Data(bytesNoCopy: base + Int(range.lowerBound - lo), count: Int(range.upperBound - range.lowerBound),
+                        deallocator: .custom { _, _ in release() })
         onServed(data.count)
         return data
     }

@@ -190,7 +190,7 @@ final class ReadStream: @unchecked Sendable {
         if let cached = lock.withLock({ self.cached }) {
             // A block changed on disk is never served: the cache dropped the file, and this
             // stream reads from the bucket from here on.
-            if let data = try? cached.read(off..<end) {
+            if let data = try? cached.read(off..<end, pool: pool) {
                 try verify(data, at: off)
                 return (data, noteServed(off, end))
             }
