@@ -52,25 +52,16 @@ final class CachedFile: @unchecked Sendable {
         let lo = range.lowerBound / bs * bs
         let hi = min(record.size, (range.upperBound + bs - 1) / bs * bs)
         let count = Int(hi - lo)
-        // A pooled buffer when the stream has a pool (a fresh 1 MiB allocation at every read is
-        // a new mapping whose pages the kernel zeroes first: a large share of a cached read's CPU).
-        let buf = pool?.take(count) ?? BufferPool.Buffer(base: UnsafeMutableRawPointer.allocate(byteCount: max(1, count), alignment: 16), capacity: count)
-        let base = buf.base
-        let release: @Sendable () -> Void = { if let pool { pool.give(buf) } else { buf.base.deallocate() } }
-        var done = 0
-        while done < count {
-            let n = pread(fd, base + done, count - done, off_t(lo) + off_t(done))
-            if n < 0, errno == EINTR { continue }
-            if n <= 0 { break }
-            done += n
-        }
+        let r = LocalRead(fd, lo..<hi, pool: pool)
+        let base = r.buffer.base
+        let done = r.done
         var block = Int(lo / bs)
         var at = 0
         while at < count {
             let len = min(Int(bs), count - at)
             let got: UInt32? = at + len <= done ? Self.crc(UnsafeRawBufferPointer(start: base + at, count: len)) : nil
             if got != crcs[block] {
-                release()
+                r.giveBack()
                 let e = Changed(block: block, expected: crcs[block], got: got)
                 onChanged(e)
                 throw e
@@ -84,8 +75,7 @@ final class CachedFile: @unchecked Sendable {
             _ = posix_fadvise(fd, off_t(hi), off_t(min(Self.readAhead, record.size - hi)), POSIX_FADV_WILLNEED)
         }
         // No copy: the reply points into the buffer, which goes back when the reply has gone.
-        let data = Data(bytesNoCopy: base + Int(range.lowerBound - lo), count: Int(range.upperBound - range.lowerBound),
-                        deallocator: .custom { _, _ in release() })
+        let data = r.data(from: Int(range.lowerBound - lo), count: Int(range.upperBound - range.lowerBound))
         onServed(data.count)
         return data
     }

@@ -317,25 +317,13 @@ final class ReadStream: @unchecked Sendable {
     /// fewer bytes is a fault, never short data.
     private static func read(_ fd: Int32, _ range: Range<Int64>, path: String, pool: BufferPool) throws -> Data {
         let count = Int(range.upperBound - range.lowerBound)
-        let buf = pool.take(count)
-        var done = 0
-        var failure: Int32?
-        while done < count {
-            let n = pread(fd, buf.base + done, count - done, off_t(range.lowerBound) + off_t(done))
-            if n < 0 {
-                if errno == EINTR { continue }
-                failure = errno
-                break
-            }
-            if n == 0 { break }
-            done += n
+        let r = LocalRead(fd, range, pool: pool)
+        guard r.failure == nil, r.done == count else {
+            r.giveBack()
+            if let failure = r.failure { throw StorageError.unknown(status: 0, message: "read of \(path)'s file: \(Errno(failure))") }
+            throw StorageError.retryLimitExceeded(message: "read \(path): asked for \(count) bytes at offset \(range.lowerBound), the file has \(r.done)")
         }
-        guard failure == nil, done == count else {
-            pool.give(buf)
-            if let failure { throw StorageError.unknown(status: 0, message: "read of \(path)'s file: \(Errno(failure))") }
-            throw StorageError.retryLimitExceeded(message: "read \(path): asked for \(count) bytes at offset \(range.lowerBound), the file has \(done)")
-        }
-        return Data(bytesNoCopy: buf.base, count: count, deallocator: .custom { _, _ in pool.give(buf) })
+        return r.data(count: count)
     }
 
     // MARK: - planning (caller holds `lock`)
