@@ -10,15 +10,6 @@ import TestSupport
 /// writer had closed is kept whole, one still open is kept as cut off, and one the bucket already
 /// has is not kept; the cache directory's lock names its holder.
 @Suite struct CoreCrashRecoveryTests {
-    /// The cache directory as a crash leaves it: copied while the first core still holds it,
-    /// without its lock file, for a second core to open.
-    func crashedCopy(_ h: Harness) throws -> String {
-        let copy = h.cacheDirectory + "-crashed-" + UUID().uuidString
-        try FileManager.default.copyItem(atPath: h.cacheDirectory, toPath: copy)
-        try? FileManager.default.removeItem(atPath: copy + "/.lock")
-        return copy
-    }
-
     func entries(_ dir: String) -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: dir + "/lost+found")) ?? []).filter { !$0.hasSuffix(".json") }.sorted()
     }
@@ -54,7 +45,7 @@ import TestSupport
         // Open: written, never closed.
         let (b, fb) = try await h.fs.create(parent: Harness.root, name: "open.bin", mode: 0o644, flags: OpenFlags(O_WRONLY | O_CREAT))
         _ = try await h.fs.write(ino: b.attributes.ino, fh: fb, offset: 0, data: Data("half of it".utf8))
-        let copy = try crashedCopy(h)
+        let copy = try h.crashedCopy()
         defer { try? FileManager.default.removeItem(atPath: copy) }
         var c = h.config
         c.cacheDirectory = copy
@@ -91,7 +82,7 @@ import TestSupport
         await #expect(throws: Errno.EIO) { try await h.fs.release(ino: a.attributes.ino, fh: fa) }
         let fh = try await h.fs.open(ino: a.attributes.ino, flags: OpenFlags(O_WRONLY))
         _ = try await h.fs.write(ino: a.attributes.ino, fh: fh, offset: 3, data: Data(" two".utf8))
-        let copy = try crashedCopy(h)
+        let copy = try h.crashedCopy()
         defer { try? FileManager.default.removeItem(atPath: copy) }
         var c = h.config
         c.cacheDirectory = copy
@@ -115,7 +106,7 @@ import TestSupport
             h.store.failNext("write", times: 100, with: .unknown(status: 503, message: "busy"))
             await #expect(throws: Errno.EIO) { try await h.fs.release(ino: e.attributes.ino, fh: fh) }
         }
-        let copy = try crashedCopy(h)
+        let copy = try h.crashedCopy()
         defer { try? FileManager.default.removeItem(atPath: copy) }
         h.store.clearFaults("write")
         // The crash came after landed.txt's upload reached the bucket; someone else wrote raced.txt.
@@ -148,7 +139,7 @@ import TestSupport
             h.store.failNext("write", times: 100, with: .unknown(status: 503, message: "busy"))
             await #expect(throws: Errno.EIO) { try await h.fs.release(ino: e.attributes.ino, fh: fh) }
         }
-        let copy = try crashedCopy(h)
+        let copy = try h.crashedCopy()
         defer { try? FileManager.default.removeItem(atPath: copy) }
         // The crash came after landed.txt's upload reached the bucket.
         _ = h.store.put("landed.txt", "content of landed.txt")

@@ -113,9 +113,7 @@ import TestSupport
         #expect(record.baseGeneration == old.generation)
         #expect(record.closed)
         // The next mount on this cache directory keeps it under the final name.
-        let copy = h.cacheDirectory + "-crashed-" + UUID().uuidString
-        try FileManager.default.copyItem(atPath: h.cacheDirectory, toPath: copy)
-        try? FileManager.default.removeItem(atPath: copy + "/.lock")
+        let copy = try h.crashedCopy()
         defer { try? FileManager.default.removeItem(atPath: copy) }
         var c = h.config
         c.cacheDirectory = copy

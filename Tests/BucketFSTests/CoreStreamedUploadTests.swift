@@ -257,9 +257,7 @@ import TestSupport
         let (e, fh) = try await h.fs.create(parent: Harness.root, name: "f.bin", mode: 0o644, flags: OpenFlags(O_WRONLY | O_CREAT))
         try await write(h, e.attributes.ino, fh, data)
         try await eventually("a chunk sent") { !chunks(h).isEmpty }
-        let copy = h.cacheDirectory + "-crashed-" + UUID().uuidString
-        try FileManager.default.copyItem(atPath: h.cacheDirectory, toPath: copy)
-        try? FileManager.default.removeItem(atPath: copy + "/.lock")
+        let copy = try h.crashedCopy()
         defer { try? FileManager.default.removeItem(atPath: copy) }
         var c = h.config
         c.cacheDirectory = copy

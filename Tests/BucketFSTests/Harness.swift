@@ -142,6 +142,15 @@ final class Harness: @unchecked Sendable {
     func setXattr(_ ino: UInt64, _ name: String, _ value: String, flags: Int32 = 0) async throws(Errno) {
         try await fs.setxattr(ino: ino, name: name, value: Array(value.utf8), flags: flags)
     }
+
+    /// The cache directory as a crash leaves it: copied while this core still holds it, without
+    /// its lock file, for a second core to open (the caller removes it).
+    func crashedCopy() throws -> String {
+        let copy = cacheDirectory + "-crashed-" + UUID().uuidString
+        try FileManager.default.copyItem(atPath: cacheDirectory, toPath: copy)
+        try? FileManager.default.removeItem(atPath: copy + "/.lock")
+        return copy
+    }
 }
 
 extension Data {
