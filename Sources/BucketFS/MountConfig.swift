@@ -118,6 +118,16 @@ public struct MountConfig: Sendable {
     /// The type an object created here gets when nobody gives one, at its upload and again at a
     /// rename when that type was inferred here (docs/SEMANTICS.md §4.1).
     public var contentTypes = ContentTypePolicy()
+    /// Debug builds only: the superblock's invariants are checked each time its lock is released,
+    /// and a broken one is handed to `brokenInvariant` with the place of the critical section that
+    /// broke it (docs/ARCHITECTURE.md, "The superblock's lock"). On in the core's tests; O(inodes)
+    /// at each release, so off in a mount.
+    public var checksInvariantsAtUnlock = false
+    /// What a broken invariant found at a release of the lock does: stops the process, naming
+    /// what broke and where, unless a test records it instead.
+    public var brokenInvariant: @Sendable (_ violations: [String], _ at: String) -> Void = { bad, at in
+        preconditionFailure("the superblock's invariants broke in the critical section at \(at): \(bad.joined(separator: "; "))")
+    }
 
     public init() {}
 

@@ -59,11 +59,21 @@ final class Harness: @unchecked Sendable {
         // machine a read of the memory store can run past the hedge's wait, and the tests that
         // count requests count the store's, not the machine's.
         c.walkHedge = 0
+        // The invariants are checked at each release of the superblock's lock (debug builds),
+        // unless the test samples them (thousands of files: the check is O(inodes)).
+        c.checksInvariantsAtUnlock = checkEvery == 1
+        c.brokenInvariant = Self.recordBrokenInvariant
         configure(&c)
         fs = CheckedCore(try! BucketFileSystem(store: view ?? through(store), config: c), every: checkEvery)
     }
 
     deinit { try? FileManager.default.removeItem(atPath: cacheDirectory) }
+
+    /// A broken invariant found at a release of the superblock's lock fails the test that broke it,
+    /// naming the critical section.
+    static let recordBrokenInvariant: @Sendable ([String], String) -> Void = { bad, at in
+        Issue.record("the superblock's invariants broke in the critical section at \(at): \(bad.joined(separator: "; "))")
+    }
 
     static let root = BucketFileSystem.rootIno
 

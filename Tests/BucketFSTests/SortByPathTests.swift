@@ -16,8 +16,9 @@ import TestSupport
     static func check(_ paths: [String], pageStarts: [Int] = []) {
         var all = entries(paths)
         let nodes = Set(all.map { ObjectIdentifier($0.node) })
-        Superblock.sortByPath(&all, pageStarts: pageStarts)
-        #expect(all.map(\.node.path) == paths.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
+        let pathOf = Dictionary(uniqueKeysWithValues: paths.enumerated().map { (UInt64($0.offset + 2), $0.element) })
+        Superblock.sortByPath(&all, pageStarts: pageStarts, path: { pathOf[$0.ino]! })
+        #expect(all.map { pathOf[$0.node.ino]! } == paths.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
         #expect(Set(all.map { ObjectIdentifier($0.node) }) == nodes)  // the same entries, moved
     }
 

@@ -31,9 +31,9 @@ extension BucketFileSystem {
         guard n.type == .regular else { throw .EISDIR }
         // Local content: its background attempts stop, and an upload of it under way ends first,
         // so that what is deleted is what that upload left (never a name it brings back after).
-        let staged = superblock.withStage(of: n) { s, _ -> StagedFile in
+        let staged = superblock.withStage(of: n) { s, file -> StagedFile in
             s.cancelRetries()
-            return s
+            return file.stage
         }
         try await holdingUploadLock(staged) { () async throws(Errno) in
             // A file renamed over an object before its first upload: that object is still there,
@@ -104,10 +104,11 @@ extension BucketFileSystem {
         var dst: Node? = nil
         do { dst = try await resolve(np, newName) } catch where error == .ENOENT {}
         if dst != nil, flags.contains(.noReplace) { throw .EEXIST }
+        let entry = Superblock.RenamedEntry(from: p, name: name, to: np, newName: newName)
         if src.type == .regular {
             if dst?.type == .directory { throw .EISDIR }
             do {
-                try await renameFile(src, to: dstPath, replacing: dst, noReplace: flags.contains(.noReplace))
+                try await renameFile(src, to: dstPath, replacing: dst, entry: entry, noReplace: flags.contains(.noReplace))
             } catch where error == .EEXIST {
                 // The destination appeared behind our back: forget the listing that hid it, so
                 // the caller's next lookup (mv retries with a plain rename) sees it.
@@ -119,15 +120,16 @@ extension BucketFileSystem {
                 guard dst.type == .directory else { throw .ENOTDIR }
                 try await rmdir(parent: newParent, name: newName)
             }
-            try await renameDirectory(src, to: dstPath)
+            try await renameDirectory(src, to: dstPath, entry: entry)
         }
-        superblock.renamed(from: p, name, to: np, newName, at: dstPath, isDirectory: src.type == .directory)
+        // (The listings changed with the node, in the same critical section: Superblock+Namespace.swift.)
         if src.type == .directory { emptied.forget(srcPath) }
         emptied.note(superblock.path(of: p))
     }
 
-    func renameFile(_ src: Node, to dstPath: String, replacing dst: Node?, noReplace: Bool = false) async throws(Errno) {
-        if try await renameBeforeUpload(src, to: dstPath, replacing: dst) { return }
+    func renameFile(_ src: Node, to dstPath: String, replacing dst: Node?, entry: Superblock.RenamedEntry,
+                    noReplace: Bool = false) async throws(Errno) {
+        if try await renameBeforeUpload(src, to: dstPath, replacing: dst, entry: entry) { return }
         try await upload(ino: src.ino)
         let info = try await shownInfo(src)
         let (srcPath, staged) = (superblock.path(of: src), superblock.stage(of: src))
@@ -164,7 +166,7 @@ extension BucketFileSystem {
         } else if staged == nil {
             throw .ENOENT
         }
-        let (discarded, moved) = superblock.movedFile(src, to: dstPath, replacing: dst)
+        let (discarded, moved) = superblock.movedFile(src, to: dstPath, replacing: dst, entry: entry)
         if let (s, path) = discarded { discardStaged(s, path: path, because: "another file was renamed over it") }
         if let s = moved { staging.rerecord(s, sidecarTarget(src, s)) }
         if let dst, dst !== src { dropStageIfIdle(dst) }
@@ -187,7 +189,7 @@ extension BucketFileSystem {
     /// Holds the upload lock, so no attempt is under way; the sidecar names the new object before
     /// the lock is released, so a crash after the rename keeps the data under the new name. False
     /// when the rename must copy (the content is in the bucket already).
-    func renameBeforeUpload(_ src: Node, to dstPath: String, replacing dst: Node?) async throws(Errno) -> Bool {
+    func renameBeforeUpload(_ src: Node, to dstPath: String, replacing dst: Node?, entry: Superblock.RenamedEntry) async throws(Errno) -> Bool {
         guard let s = superblock.stage(of: src), superblock.withStage(of: src, stage: s, { s, _ in s.renamesBeforeUpload }) == true else {
             return false
         }
@@ -203,7 +205,7 @@ extension BucketFileSystem {
                 }
             }
             guard superblock.withStage(of: src, stage: s, { s, _ in s.renamedBeforeUpload(over: dstGen) }) == true else { return false }
-            let (discarded, moved) = superblock.movedFile(src, to: dstPath, replacing: dst)
+            let (discarded, moved) = superblock.movedFile(src, to: dstPath, replacing: dst, entry: entry)
             if let (d, path) = discarded { discardStaged(d, path: path, because: "another file was renamed over it") }
             if let m = moved { staging.rerecord(m, sidecarTarget(src, m)) }
             if let dst, dst !== src { dropStageIfIdle(dst) }
@@ -226,7 +228,7 @@ extension BucketFileSystem {
     /// Renames every object under a prefix (copy with `ifGenerationMatch=0`, then delete with the
     /// source generation). On a failure part way, what was copied stays in both places and the
     /// error says so; nothing is deleted before its copy exists.
-    func renameDirectory(_ src: Node, to dstPath: String) async throws(Errno) {
+    func renameDirectory(_ src: Node, to dstPath: String, entry: Superblock.RenamedEntry) async throws(Errno) {
         let srcPath = superblock.path(of: src)
         let srcPrefix = srcPath + "/"
         let dstPrefix = dstPath + "/"
@@ -263,7 +265,7 @@ extension BucketFileSystem {
             // A directory known only here (no objects): give the new name a placeholder.
             _ = try? await store.write(dstPrefix, from: .data(Data()), metadata: WritableMetadata(), preconditions: .doesNotExist)
         }
-        for (n, s) in superblock.movedDirectory(from: srcPath, to: dstPath, copied: copied) {
+        for (n, s) in superblock.movedDirectory(from: srcPath, to: dstPath, copied: copied, entry: entry) {
             staging.rerecord(s, sidecarTarget(n, s))
         }
     }

@@ -139,7 +139,7 @@ extension BucketFileSystem {
             var m = s.metadata
             try edit(&m)
             try checkTotal(m)
-            return (s, s.rodeAlong(m) ? s.sidecarTarget(object: file.path) : nil)
+            return (file.stage, s.rodeAlong(m) ? s.sidecarTarget(object: file.path) : nil)
         }
         guard let (s, sidecar) = rode ?? nil else { return false }
         if let sidecar { staging.recordIfNeeded(s, content: false, sidecar) }

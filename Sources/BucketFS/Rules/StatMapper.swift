@@ -38,15 +38,16 @@ struct StatMapper: Sendable {
     }
 
     /// The attributes of `n`; `now` dates content written here and not yet uploaded. The caller
-    /// holds the superblock's lock (Node fields).
-    func attributes(_ n: Node, now: Double) -> FileAttributes { attributes(n, info: n.info, now: now) }
+    /// holds the superblock's lock (`h`: the node's and its stage's fields).
+    func attributes(_ n: Node, now: Double, _ h: borrowing Held) -> FileAttributes { attributes(n, info: h[n].info, now: now, h) }
 
     /// The attributes of `n` with `info` as its object (the one an operation read, when the
     /// cache evicted the node's own meanwhile).
-    func attributes(_ n: Node, info: ObjectInfo?, now: Double) -> FileAttributes {
+    func attributes(_ n: Node, info: ObjectInfo?, now: Double, _ h: borrowing Held) -> FileAttributes {
         var size: Int64 = info?.size ?? 0
         var mtime = self.mtime(of: info)
-        if let s = n.staged {
+        let staged = h.stageState(of: n)
+        if let s = staged {
             size = s.size
             if let m = s.metadata.customValue(XattrName.mtimeKey), let v = Double(m) { mtime = v }
             else if s.state.unsaved { mtime = max(mtime, now) }
@@ -54,7 +55,7 @@ struct StatMapper: Sendable {
         var ctime = info?.updated.timeIntervalSince1970 ?? mountTime
         let dir = n.type == .directory
         // Staged content carries the metadata its upload will write.
-        let px = posix(n.staged?.metadata ?? info?.writable, object: info?.name ?? n.path)
+        let px = posix(staged?.metadata ?? info?.writable, object: info?.name ?? h[n].path)
         if dir {
             // A listing shows child directories without their placeholders' metadata: a directory
             // shows its placeholder's mtime key (written by utimens, so `rsync -a` keeps it) when
@@ -66,7 +67,7 @@ struct StatMapper: Sendable {
         }
         var type = n.type
         var permissions = px?.mode ?? (dir ? config.dirMode : config.fileMode)
-        if !dir, n.staged == nil, let px, px.isSymlink {
+        if !dir, staged == nil, let px, px.isSymlink {
             type = .symlink
             permissions = 0o777
             if let t = px.legacyTarget { size = Int64(t.utf8.count) }
@@ -77,9 +78,9 @@ struct StatMapper: Sendable {
             nlink: 1, uid: px?.uid ?? config.uid, gid: px?.gid ?? config.gid, atime: mtime, mtime: mtime, ctime: ctime)
     }
 
-    func entry(_ n: Node, now: Double) -> FuseEntry { entry(n, info: n.info, now: now) }
+    func entry(_ n: Node, now: Double, _ h: borrowing Held) -> FuseEntry { entry(n, info: h[n].info, now: now, h) }
 
-    func entry(_ n: Node, info: ObjectInfo?, now: Double) -> FuseEntry {
-        FuseEntry(attributes: attributes(n, info: info, now: now), entryTimeout: config.metadataTTL, attrTimeout: config.metadataTTL)
+    func entry(_ n: Node, info: ObjectInfo?, now: Double, _ h: borrowing Held) -> FuseEntry {
+        FuseEntry(attributes: attributes(n, info: info, now: now, h), entryTimeout: config.metadataTTL, attrTimeout: config.metadataTTL)
     }
 }

@@ -34,8 +34,8 @@ struct InodeTable {
     private var moved: [PathKey: UInt64] = [:]
 
     init() {
-        let root = Node(ino: Self.rootIno, path: "", type: .directory)
-        root.lookups = 1
+        // The kernel holds the root from the start, for the life of the mount.
+        let root = Node(ino: Self.rootIno, path: "", type: .directory, lookups: 1)
         nodes[Self.rootIno] = root
     }
 
@@ -44,24 +44,24 @@ struct InodeTable {
     var count: Int { nodes.count }
 
     /// The node bound to `path` (a directory or a file), removed or not.
-    func bound(_ path: String, isDirectory: Bool) -> Node? {
-        bound(PathKey(path: path, isDirectory: isDirectory))
+    func bound(_ path: String, isDirectory: Bool, _ h: borrowing Held) -> Node? {
+        bound(PathKey(path: path, isDirectory: isDirectory), h)
     }
 
-    private func bound(_ key: PathKey) -> Node? {
+    private func bound(_ key: PathKey, _ h: borrowing Held) -> Node? {
         // The root, inode 1, is nobody's home.
         if key.path.isEmpty { return key.isDirectory ? nodes[Self.rootIno] : nil }
         if !moved.isEmpty, let ino = moved[key] { return nodes[ino] }
-        guard let n = nodes[Self.home(key)], n.presence != .unlinked,
-              (n.type == .directory) == key.isDirectory, n.path == key.path else { return nil }
+        guard let n = nodes[Self.home(key)], h[n].presence != .unlinked,
+              (n.type == .directory) == key.isDirectory, h[n].path == key.path else { return nil }
         return n
     }
 
     /// The node for a path and type, made (and bound) if there is none. Pass a path string that
     /// lives on anyway (a listed object's name) so the node shares it.
-    mutating func node(path: String, type: FileType) -> Node {
+    mutating func node(path: String, type: FileType, _ h: borrowing Held) -> Node {
         let key = PathKey(path: path, isDirectory: type == .directory)
-        if let n = bound(key) { return n }
+        if let n = bound(key, h) { return n }
         let n = Node(ino: inodeNumber(for: key), path: path, type: type)
         nodes[n.ino] = n
         if n.ino != Self.home(key) { moved[key] = n.ino }
@@ -94,9 +94,9 @@ struct InodeTable {
     /// Binds `n`'s path to `n`. Returns the node bound there before (an object a rename replaced,
     /// or a directory that was gone from the bucket), which the caller unlinks: a path names one
     /// node.
-    mutating func bind(_ n: Node) -> Node? {
-        let k = PathKey(n)
-        let before = bound(k)
+    mutating func bind(_ n: Node, _ h: borrowing Held) -> Node? {
+        let k = PathKey(n, h)
+        let before = bound(k, h)
         let old = before.flatMap { $0.ino != n.ino ? $0 : nil }
         if n.ino == Self.home(k) { moved.removeValue(forKey: k) } else { moved[k] = n.ino }
         return old
@@ -104,37 +104,37 @@ struct InodeTable {
 
     /// `n` leaves the path index (when its path is bound to it). The caller unlinks it or gives
     /// it another path at once: a node at its path's home number is indexed by being there.
-    mutating func unindex(_ n: Node) {
-        let k = PathKey(n)
+    mutating func unindex(_ n: Node, _ h: borrowing Held) {
+        let k = PathKey(n, h)
         if moved[k] == n.ino { moved.removeValue(forKey: k) }
     }
 
     /// Whether `n`'s path is bound to `n`.
-    func isIndexed(_ n: Node) -> Bool { bound(PathKey(n))?.ino == n.ino }
+    func isIndexed(_ n: Node, _ h: borrowing Held) -> Bool { bound(PathKey(n, h), h)?.ino == n.ino }
 
     /// Whether `n` is the node the table holds for its number (dropped nodes may still be held by
     /// an operation under way; they count for nothing).
     func isTabled(_ n: Node) -> Bool { nodes[n.ino] === n }
 
     /// The directory holding `n`, when known.
-    func parent(of n: Node) -> Node? {
-        StoragePath.parent(n.path).flatMap { bound($0, isDirectory: true) }
+    func parent(of n: Node, _ h: borrowing Held) -> Node? {
+        StoragePath.parent(h[n].path).flatMap { bound($0, isDirectory: true, h) }
     }
 
     /// `n` leaves the table and the path index.
-    mutating func remove(_ n: Node) {
+    mutating func remove(_ n: Node, _ h: borrowing Held) {
         nodes.removeValue(forKey: n.ino)
-        unindex(n)
+        unindex(n, h)
     }
 
     /// Puts `n`, which an operation under way holds, back in the table when it was dropped: the
     /// node its path is bound to now when there is one (and `n` is not unlinked), else `n`
     /// itself, bound again. `reinserted` says whether `n` came back into the table.
-    mutating func reattach(_ n: Node) -> (node: Node, reinserted: Bool) {
+    mutating func reattach(_ n: Node, _ h: borrowing Held) -> (node: Node, reinserted: Bool) {
         if isTabled(n) { return (n, false) }
-        if n.presence != .unlinked {
-            if let bound = bound(n.path, isDirectory: n.type == .directory) { return (bound, false) }
-            let k = PathKey(n)
+        if h[n].presence != .unlinked {
+            if let bound = bound(h[n].path, isDirectory: n.type == .directory, h) { return (bound, false) }
+            let k = PathKey(n, h)
             if n.ino != Self.home(k) { moved[k] = n.ino }
         }
         nodes[n.ino] = n
@@ -143,33 +143,33 @@ struct InodeTable {
 
     /// The live nodes at `path` or below it that are bound to their paths (a removed directory's
     /// inode may still carry the same path).
-    func liveNodes(at path: String) -> [Node] {
+    func liveNodes(at path: String, _ h: borrowing Held) -> [Node] {
         let prefix = path + "/"
-        return nodes.values.filter { ($0.path == path || $0.path.hasPrefix(prefix)) && !$0.removed && isIndexed($0) }
+        return nodes.values.filter { (h[$0].path == path || h[$0].path.hasPrefix(prefix)) && !h[$0].removed && isIndexed($0, h) }
     }
 
     /// The table's own invariants that do not hold now, each described.
-    func violations() -> [String] {
+    func violations(_ h: borrowing Held) -> [String] {
         var bad: [String] = []
         let root = nodes[Self.rootIno]
-        if !(root != nil && root!.type == .directory && root!.path.isEmpty && root!.presence == .present
-             && root!.lookups >= 1 && bound("", isDirectory: true) === root) {
+        if !(root != nil && root!.type == .directory && h[root!].path.isEmpty && h[root!].presence == .present
+             && h[root!].lookups >= 1 && bound("", isDirectory: true, h) === root) {
             bad.append("the root is not inode 1 at \"\", indexed and present")
         }
         for (ino, n) in nodes {
-            if n.ino != ino { bad.append("nodes[\(ino)] holds inode \(n.ino) ('\(n.path)')") }
-            if n.presence != .unlinked, !isIndexed(n) {
-                bad.append("inode \(n.ino) '\(n.path)' (\(n.presence)) is not indexed under its path (the index has \(bound(PathKey(n)).map { String($0.ino) } ?? "nothing"))")
+            if n.ino != ino { bad.append("nodes[\(ino)] holds inode \(n.ino) ('\(h[n].path)')") }
+            if h[n].presence != .unlinked, !isIndexed(n, h) {
+                bad.append("inode \(n.ino) '\(h[n].path)' (\(h[n].presence)) is not indexed under its path (the index has \(bound(PathKey(n, h), h).map { String($0.ino) } ?? "nothing"))")
             }
         }
         // The paths kept apart; a path found at its home number names the node there by
         // construction (its path, type, not unlinked).
         for (k, ino) in moved {
             guard let n = nodes[ino] else { bad.append("path '\(k.path)' names inode \(ino), which is not in the table"); continue }
-            if !(n.path == k.path && (n.type == .directory) == k.isDirectory) {
-                bad.append("path '\(k.path)' (directory: \(k.isDirectory)) names inode \(ino), which is '\(n.path)' (\(n.type))")
+            if !(h[n].path == k.path && (n.type == .directory) == k.isDirectory) {
+                bad.append("path '\(k.path)' (directory: \(k.isDirectory)) names inode \(ino), which is '\(h[n].path)' (\(n.type))")
             }
-            if n.presence == .unlinked { bad.append("path '\(k.path)' names inode \(ino), which was unlinked") }
+            if h[n].presence == .unlinked { bad.append("path '\(k.path)' names inode \(ino), which was unlinked") }
         }
         return bad
     }
@@ -186,5 +186,5 @@ struct PathKey: Hashable {
         self.isDirectory = isDirectory
     }
 
-    init(_ n: Node) { self.init(path: n.path, isDirectory: n.type == .directory) }
+    init(_ n: Node, _ h: borrowing Held) { self.init(path: h[n].path, isDirectory: n.type == .directory) }
 }

@@ -62,7 +62,7 @@ final class ListingBuild: @unchecked Sendable {
     }
 
     /// The file `path` (in this directory) when it is one of the listing's files.
-    func givenFile(_ path: String, in table: InodeTable) -> Node? {
-        table.bound(path, isDirectory: false).flatMap { given.contains($0.ino) ? $0 : nil }
+    func givenFile(_ path: String, _ h: borrowing Held) -> Node? {
+        h.table.bound(path, isDirectory: false, h).flatMap { given.contains($0.ino) ? $0 : nil }
     }
 }

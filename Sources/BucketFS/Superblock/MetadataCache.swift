@@ -36,44 +36,44 @@ struct MetadataCache {
     var entries: Int { order.entries }
 
     /// Caches `info` for `n` (nil: known absent, a directory without placeholder) until `expiry`.
-    mutating func set(_ n: Node, _ info: ObjectInfo?, expiry: Double, tabled: Bool) {
-        n.infoExpiry = expiry
-        noteChange(n)
+    mutating func set(_ n: Node, _ info: ObjectInfo?, expiry: Double, tabled: Bool, _ h: borrowing Held) {
+        h[n].infoExpiry = expiry
+        noteChange(n, h)
         guard let info else {
-            clear(n, tabled: tabled)
+            clear(n, tabled: tabled, h)
             return
         }
-        if n.box == nil, tabled {
+        if h[n].box == nil, tabled {
             order.infos += 1
-            if n.listed { order.listedInfos += 1 }
+            if h[n].listed { order.listedInfos += 1 }
         }
-        n.box = InfoBox(info)
-        if tabled { n.infoTicket = order.push(n.ino, listing: false) }
+        h[n].box = InfoBox(info)
+        if tabled { h[n].infoTicket = order.push(n.ino, listing: false) }
     }
 
     /// Forgets `n`'s info (removed, new content, or `evicted`: not a change of what is known, so a
     /// read that began before may fill it again).
-    mutating func clear(_ n: Node, evicted: Bool = false, tabled: Bool) {
-        if !evicted { noteChange(n) }
-        if n.box != nil, tabled {
+    mutating func clear(_ n: Node, evicted: Bool = false, tabled: Bool, _ h: borrowing Held) {
+        if !evicted { noteChange(n, h) }
+        if h[n].box != nil, tabled {
             order.infos -= 1
-            if n.listed { order.listedInfos -= 1 }
+            if h[n].listed { order.listedInfos -= 1 }
         }
-        n.box = nil
-        n.infoTicket = 0
+        h[n].box = nil
+        h[n].infoTicket = 0
     }
 
     /// Drops `n`'s cached info: its next use reads it again.
-    mutating func evict(_ n: Node, tabled: Bool) {
-        clear(n, evicted: true, tabled: tabled)
-        n.infoExpiry = 0
+    mutating func evict(_ n: Node, tabled: Bool, _ h: borrowing Held) {
+        clear(n, evicted: true, tabled: tabled, h)
+        h[n].infoExpiry = 0
     }
 
     /// Something known about `n` changed here (its presence, or its info).
-    mutating func noteChange(_ n: Node) {
+    mutating func noteChange(_ n: Node, _ h: borrowing Held) {
         changes += 1
-        n.infoSeq = changes
-        recent.note(changes, n.path, n.removed ? .left : .changed)
+        h[n].infoSeq = changes
+        recent.note(changes, h[n].path, h[n].removed ? .left : .changed)
     }
 
     /// `path` left through this mount (a rename moved its node away): a listing that began
@@ -89,89 +89,89 @@ struct MetadataCache {
     /// Caches `dir`'s listing, queued last or in the `place` reserved for it; returns the one it
     /// replaces (whose children the caller may drop).
     /// `nodes`: the table's node of a number (every listed child is in the table).
-    mutating func setListing(_ dir: Node, _ listing: Listing, place: UInt64? = nil, nodes: (UInt64) -> Node?) -> Listing? {
-        let old = dir.listing
+    mutating func setListing(_ dir: Node, _ listing: Listing, place: UInt64? = nil, _ h: borrowing Held) -> Listing? {
+        let old = h[dir].listing
         if let old {
             order.listings -= 1
             order.listedNames -= old.children.count
-            for ino in old.children.values { unlist(nodes(ino)) }
+            for ino in old.children.values { unlist(h.table[ino], h) }
         }
-        dir.listing = listing
+        h[dir].listing = listing
         order.listings += 1
         order.listedNames += listing.children.count
-        for ino in listing.children.values { list(nodes(ino)) }
-        dir.listingTicket = place.map { order.insert(dir.ino, listing: true, number: $0) } ?? order.push(dir.ino, listing: true)
+        for ino in listing.children.values { list(h.table[ino], h) }
+        h[dir].listingTicket = place.map { order.insert(dir.ino, listing: true, number: $0) } ?? order.push(dir.ino, listing: true)
         return old
     }
 
     /// Forgets `dir`'s listing; returns it (the caller may drop its children).
-    mutating func dropListing(_ dir: Node, nodes: (UInt64) -> Node?) -> Listing? {
-        guard let old = dir.listing else { return nil }
+    mutating func dropListing(_ dir: Node, _ h: borrowing Held) -> Listing? {
+        guard let old = h[dir].listing else { return nil }
         order.listings -= 1
         order.listedNames -= old.children.count
-        for ino in old.children.values { unlist(nodes(ino)) }
-        dir.listing = nil
-        dir.listingTicket = 0
+        for ino in old.children.values { unlist(h.table[ino], h) }
+        h[dir].listing = nil
+        h[dir].listingTicket = 0
         return old
     }
 
     /// A name added to `p`'s cached listing (create, mkdir, rename), if it has one.
-    mutating func addChild(_ p: Node, _ name: String, _ ino: UInt64, nodes: (UInt64) -> Node?) {
-        guard p.listing != nil else { return }
-        if let old = p.listing!.children.updateValue(ino, forKey: name) {
-            if old != ino { unlist(nodes(old)) } else { return }
+    mutating func addChild(_ p: Node, _ name: String, _ ino: UInt64, _ h: borrowing Held) {
+        guard h[p].listing != nil else { return }
+        if let old = h[p].listing!.children.updateValue(ino, forKey: name) {
+            if old != ino { unlist(h.table[old], h) } else { return }
         } else {
             order.listedNames += 1
         }
-        list(nodes(ino))
+        list(h.table[ino], h)
     }
 
     /// A name gone from `p`'s cached listing (unlink, rmdir, rename).
-    mutating func removeChild(_ p: Node, _ name: String, nodes: (UInt64) -> Node?) {
-        guard p.listing != nil else { return }
-        if let old = p.listing!.children.removeValue(forKey: name) {
+    mutating func removeChild(_ p: Node, _ name: String, _ h: borrowing Held) {
+        guard h[p].listing != nil else { return }
+        if let old = h[p].listing!.children.removeValue(forKey: name) {
             order.listedNames -= 1
-            unlist(nodes(old))
+            unlist(h.table[old], h)
         }
     }
 
     /// `n` is named by a cached listing now: its cached info counts with its name.
-    private mutating func list(_ n: Node?) {
-        guard let n, !n.listed else { return }
-        n.listed = true
-        if n.box != nil { order.listedInfos += 1 }
+    private mutating func list(_ n: Node?, _ h: borrowing Held) {
+        guard let n, !h[n].listed else { return }
+        h[n].listed = true
+        if h[n].box != nil { order.listedInfos += 1 }
     }
 
     /// No cached listing names `n` any more: its cached info counts on its own.
-    private mutating func unlist(_ n: Node?) {
-        guard let n, n.listed else { return }
-        n.listed = false
-        if n.box != nil { order.listedInfos -= 1 }
+    private mutating func unlist(_ n: Node?, _ h: borrowing Held) {
+        guard let n, h[n].listed else { return }
+        h[n].listed = false
+        if h[n].box != nil { order.listedInfos -= 1 }
     }
 
     /// `n` came back into the table holding an info: it counts again.
-    mutating func attached(_ n: Node) {
-        guard n.box != nil else { return }
+    mutating func attached(_ n: Node, _ h: borrowing Held) {
+        guard h[n].box != nil else { return }
         order.infos += 1
-        if n.listed { order.listedInfos += 1 }
-        n.infoTicket = order.push(n.ino, listing: false)
+        if h[n].listed { order.listedInfos += 1 }
+        h[n].infoTicket = order.push(n.ino, listing: false)
     }
 
     /// `n` leaves the table (its listing was dropped first): its info stays on the object,
     /// uncounted, for an operation under way that holds it.
-    mutating func detached(_ n: Node) {
-        if n.box != nil {
+    mutating func detached(_ n: Node, _ h: borrowing Held) {
+        if h[n].box != nil {
             order.infos -= 1
-            if n.listed { order.listedInfos -= 1 }
+            if h[n].listed { order.listedInfos -= 1 }
         }
-        n.infoTicket = 0
+        h[n].infoTicket = 0
     }
 
     /// The oldest ticket, taken off the queue (nil when it is empty).
     mutating func popOldest() -> CacheOrder.Ticket? { order.popFront() }
 
     /// `n`'s info goes to the back of the queue (pinned: local content or an open handle).
-    mutating func requeueInfo(_ n: Node) { n.infoTicket = order.push(n.ino, listing: false) }
+    mutating func requeueInfo(_ n: Node, _ h: borrowing Held) { h[n].infoTicket = order.push(n.ino, listing: false) }
 
     /// Drops stale tickets once they outnumber live ones.
     mutating func compactIfNeeded(isLive: (CacheOrder.Ticket) -> Bool) { order.compactIfNeeded(isLive: isLive) }

@@ -2,15 +2,41 @@ import Foundation
 import FuseKit
 import StorageModel
 
-/// One inode. Every field but `ino` and `type` is GUARDED_BY(Superblock.lock) and changed only
-/// by the superblock's methods (Superblock/).
+/// One inode. `ino` and `type` never change; every other field lives in its `NodeState`, which
+/// only the superblock's lock hands out (`held[node]`, Superblock.swift): code that does not
+/// hold the lock cannot name them (docs/ARCHITECTURE.md, "The superblock's lock").
 final class Node: @unchecked Sendable {
+    /// GUARDED_BY(Superblock.lock), by construction: reachable only through `Held`.
+    fileprivate var state: NodeState
+    /// (After `state`, whose last bytes leave room for it: a node is 104 bytes, a 112-byte block
+    /// of the allocator's; docs/BENCHMARKS.md.)
+    let type: FileType
     let ino: UInt64
+
+    init(ino: UInt64, path: String, type: FileType, lookups: UInt64 = 0) {
+        self.ino = ino
+        self.state = NodeState(path: path)
+        self.state.lookups = lookups
+        self.type = type
+    }
+}
+
+extension Held {
+    /// `n`'s fields, while the superblock's lock is held.
+    subscript(n: Node) -> NodeState {
+        _read { yield n.state }
+        nonmutating _modify { yield &n.state }
+    }
+}
+
+/// A node's fields that change (GUARDED_BY(Superblock.lock)): changed only by the superblock's
+/// methods (Superblock/), through `Held`.
+struct NodeState {
     /// Object path without a trailing slash; "" for the root.
     var path: String
     /// For a file: the object. For a directory: its `dir/` placeholder, nil when prefix-only (or
     /// not cached: evicted, `infoExpiry` 0). Boxed, so a node without it costs one pointer and a
-    /// readdir snapshot can share it. Set only through `setInfoLocked` / `evictInfoLocked`, which
+    /// readdir snapshot can share it. Set only through `setInfo` / `evict`, which
     /// keep the bounded metadata cache's count (MetadataCache.swift).
     var box: InfoBox?
     var info: ObjectInfo? { box?.info }
@@ -25,8 +51,28 @@ final class Node: @unchecked Sendable {
     var lookups: UInt64 = 0
     /// Local content of a file opened for writing or created here (nil otherwise).
     var staged: StagedFile?
-    /// Directory listing cache (directories only). Set only through `setListingLocked` /
-    /// `dropListingLocked`, and its names changed through `addChildLocked` / `removeChildLocked`.
+    /// The cache ticket of `box` (0: none): a ticket in the eviction queue that is not the
+    /// node's current one is stale and skipped.
+    var infoTicket: UInt64 = 0
+    /// What most nodes never have (a listing, a file opened or written here), kept apart so
+    /// that each of the many listed files is 80 bytes smaller (docs/BENCHMARKS.md).
+    private var more: NodeMore?
+    /// Open directory handles whose snapshot holds this node, and listings being applied that
+    /// made it (`ListingBuild`): it stays in the table meanwhile.
+    var snapshotPins: UInt32 = 0
+    /// A cached listing of its directory names it (`MetadataCache`): its info, when cached, is
+    /// counted once against the bound, with the name.
+    var listed = false
+    /// Whether the object is there, found missing, or removed through this mount.
+    var presence = Presence.present
+
+    init(path: String) { self.path = path }
+
+    /// The object is gone: found missing, or removed through this mount.
+    var removed: Bool { presence != .present }
+
+    /// Directory listing cache (directories only). Set only through `setListing` /
+    /// `dropListing`, and its names changed through the cache's `addChild` / `removeChild`.
     var listing: Listing? {
         get { more?.listing }
         _modify {
@@ -34,9 +80,7 @@ final class Node: @unchecked Sendable {
             yield &more!.listing
         }
     }
-    /// The cache tickets of `box` and `listing` (0: none): a ticket in the eviction queue that is
-    /// not the node's current one is stale and skipped.
-    var infoTicket: UInt64 = 0
+    /// The cache ticket of `listing` (0: none).
     var listingTicket: UInt64 {
         get { more?.listingTicket ?? 0 }
         _modify {
@@ -44,20 +88,6 @@ final class Node: @unchecked Sendable {
             yield &more!.listingTicket
         }
     }
-    /// Open directory handles whose snapshot holds this node, and listings being applied that
-    /// made it (`ListingBuild`): it stays in the table meanwhile.
-    var snapshotPins: UInt32 = 0
-    /// A cached listing of its directory names it (`MetadataCache`): its info, when cached, is
-    /// counted once against the bound, with the name. In the padding after `type`: the node stays
-    /// 104 bytes.
-    var listed = false
-    /// Whether the object is there, found missing, or removed through this mount.
-    var presence = Presence.present
-    /// (Next to `snapshotPins` and `presence`, so that the three share one word: a node is 104
-    /// bytes, a 112-byte block of the allocator's.)
-    let type: FileType
-    /// The object is gone: found missing, or removed through this mount.
-    var removed: Bool { presence != .present }
     /// The generation the kernel's page cache holds for this file: the one last opened for
     /// reading here (nil after an open for writing).
     var cachedGeneration: Int64? {
@@ -77,23 +107,13 @@ final class Node: @unchecked Sendable {
             yield &more!.inferredType
         }
     }
-    /// What most nodes never have (a listing, a file opened or written here), kept apart so
-    /// that each of the many listed files is 80 bytes smaller (docs/BENCHMARKS.md).
-    private var more: NodeMore?
-
-    init(ino: UInt64, path: String, type: FileType) {
-        self.ino = ino
-        self.path = path
-        self.type = type
-    }
 
     var name: String { StoragePath.lastSegment(path) }
-    /// The object name of a directory's placeholder, or of a file.
-    /// The object that holds this node: a directory's placeholder `path/`; the root's is "" (a
-    /// prefix store's `PREFIX/`; a whole bucket's root has none, `MountConfig.rootIsPrefix`).
-    var objectName: String { type == .directory ? (path.isEmpty ? "" : path + "/") : path }
     /// The list prefix for a directory's children.
     var childPrefix: String { path.isEmpty ? "" : path + "/" }
+    /// The object that holds a node of `type`: a directory's placeholder `path/`; the root's is
+    /// "" (a prefix store's `PREFIX/`; a whole bucket's root has none, `MountConfig.rootIsPrefix`).
+    func objectName(_ type: FileType) -> String { type == .directory ? (path.isEmpty ? "" : path + "/") : path }
 }
 
 /// The fields of a `Node` that only directories with a listing and files opened or written here

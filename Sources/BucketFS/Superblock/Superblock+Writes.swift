@@ -22,33 +22,33 @@ extension Superblock {
     /// taken meanwhile is not called complete), and what its sidecar says. The second is
     /// `StagedFile.wrote`, once the bytes are in the stage file.
     func beginWrite(fh: UInt64, ino: UInt64) throws(Errno) -> WriteStart {
-        try locked { () throws(Errno) -> WriteStart in
-            guard let h = handles.files[fh], h.writable, let n = table[ino], let s = h.stage else { throw .EBADF }
-            if case .givenUp(.EACCES) = s.state { throw .EACCES }
-            let live = s.markDirty()
-            return WriteStart(node: n, stage: s, sidecar: live ? s.sidecarTarget(object: n.path) : nil)
+        try locked { (h: borrowing Held) throws(Errno) -> WriteStart in
+            guard let handle = h.handles.files[fh], handle.writable, let n = h.table[ino], let s = handle.stage else { throw .EBADF }
+            if case .givenUp(.EACCES) = h[s].state { throw .EACCES }
+            let live = h[s].markDirty()
+            return WriteStart(node: n, stage: s, sidecar: live ? h[s].sidecarTarget(object: h[n].path) : nil)
         }
     }
 
     /// `n` and its stage, for an upload (nil when it has none).
     func stagedNode(_ ino: UInt64) -> (Node, StagedFile)? {
-        locked { table[ino].flatMap { n in n.staged.map { (n, $0) } } }
+        locked { h in h.table[ino].flatMap { n in h[n].staged.map { (n, $0) } } }
     }
 
     /// An upload attempt's inputs, and its start (`StagedFile.beginAttempt`), in one critical
     /// section: what the attempt found, the object's path and the content type inferred here for
     /// it (`Node.inferredType`).
-    func beginUpload(_ n: Node, _ s: StagedFile) -> (start: StagedFile.AttemptStart, path: String, inferredType: String?) {
-        locked { (s.beginAttempt(removed: n.removed), n.path, n.inferredType) }
+    func beginUpload(_ n: Node, _ s: StagedFile) -> (start: StageState.AttemptStart, path: String, inferredType: String?) {
+        locked { h in (h[s].beginAttempt(removed: h[n].removed), h[n].path, h[n].inferredType) }
     }
 
     /// What an upload of `s` would be made of now (the path, metadata, origin and the type
     /// inferred here), for a stream's session (UploadStream.swift); nil for deleted content or a
     /// node that no longer holds `s`.
     func uploadInputs(_ n: Node, _ s: StagedFile) -> (String, WritableMetadata, StageOrigin, String?)? {
-        locked {
-            guard n.staged === s, !n.removed, s.state != .deleted else { return nil }
-            return (n.path, s.metadata, s.origin, n.inferredType)
+        locked { h in
+            guard h[n].staged === s, !h[n].removed, h[s].state != .deleted else { return nil }
+            return (h[n].path, h[s].metadata, h[s].origin, h[n].inferredType)
         }
     }
 
@@ -56,9 +56,9 @@ extension Superblock {
     /// answer's metadata cached, and the type inferred for the object (`inferred`, if the answer
     /// kept it).
     func uploaded(_ n: Node, _ s: StagedFile, _ info: ObjectInfo, inferred: String?) {
-        setInfo(n, info, alongWith: {
-            s.succeeded(info)
-            n.inferredType = info.contentType == inferred ? inferred : nil
+        setInfo(n, info, alongWith: { h in
+            h[s].succeeded(info)
+            h[n].inferredType = info.contentType == inferred ? inferred : nil
         })
     }
 
@@ -83,37 +83,40 @@ extension Superblock {
     /// (`StagedFile.failed`), and, when the caller gives the content up (`keeping`), what it keeps.
     func attemptFailed(_ n: Node, _ s: StagedFile, restoring before: UploadState, cause: String,
                        keeping: Bool) -> FailedAttempt {
-        locked {
-            s.failed(restoring: before, cause: cause)
-            return FailedAttempt(shuttingDown: shuttingDown, createdHere: s.createdHere,
-                                 keep: keeping ? keepInputsLocked(n, s) : nil)
+        locked { h in
+            h[s].failed(restoring: before, cause: cause)
+            return FailedAttempt(shuttingDown: h.shuttingDown, createdHere: h[s].createdHere,
+                                 keep: keeping ? h.keepInputs(n, s) : nil)
         }
     }
 
     /// What a copy of `s` into lost+found is made from, now.
-    func keepInputs(_ n: Node, _ s: StagedFile) -> KeepInputs { locked { keepInputsLocked(n, s) } }
+    func keepInputs(_ n: Node, _ s: StagedFile) -> KeepInputs { locked { h in h.keepInputs(n, s) } }
 
-    private func keepInputsLocked(_ n: Node, _ s: StagedFile) -> KeepInputs {
-        KeepInputs(target: s.sidecarTarget(object: n.path), complete: s.handedOver || !handles.isOpenForWriting(s),
-                   previous: s.keptAs)
-    }
 
     /// The content was given up with `e` (kept as `keptAs`, or nothing kept): the file shows the
     /// bucket's state again.
     func gaveUp(_ n: Node, _ s: StagedFile, _ e: Errno, keptAs: String?) {
-        locked {
-            s.giveUp(e, keptAs: keptAs)
-            expireLocked(n, parentListing: true)
+        locked { h in
+            h[s].giveUp(e, keptAs: keptAs)
+            h.expire(n, parentListing: true)
         }
     }
 
     /// A write to `s`'s stage file failed with `e`: its content is cut off (`StagedFile.cut`) and
     /// the file shows the bucket's state again. The object's path, the first time; nil after.
     func cutOff(_ n: Node, _ s: StagedFile, _ e: Errno) -> String? {
-        locked {
-            guard s.cut(e) else { return nil }
-            expireLocked(n, parentListing: true)
-            return n.path
+        locked { h in
+            guard h[s].cut(e) else { return nil }
+            h.expire(n, parentListing: true)
+            return h[n].path
         }
+    }
+}
+
+extension Held {
+    func keepInputs(_ n: Node, _ s: StagedFile) -> Superblock.KeepInputs {
+        Superblock.KeepInputs(target: self[s].sidecarTarget(object: self[n].path), complete: self[s].handedOver || !handles.isOpenForWriting(s),
+                   previous: self[s].keptAs)
     }
 }

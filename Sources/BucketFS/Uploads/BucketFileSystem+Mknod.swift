@@ -11,8 +11,8 @@ import StorageModel
 extension BucketFileSystem {
     /// Closes mknod's own handle without an upload, and starts the wait for an open.
     func holdMknodded(ino: UInt64, fh: UInt64) {
-        guard let (h, n) = beginRelease(ino: ino, fh: fh) else { return }
-        endRelease(h, n)
+        guard let r = beginRelease(ino: ino, fh: fh), let n = r.node else { return }
+        endRelease(r)
         guard let s = superblock.stage(of: n) else { return }
         let delay = config.mknodUploadDelay, clock = config.clock
         Task { [weak self] in
@@ -24,7 +24,7 @@ extension BucketFileSystem {
     /// Uploads a mknod's file that is still as mknod left it: staged, unsaved, open by nobody.
     func uploadUnopened(_ n: Node, _ s: StagedFile) async {
         guard superblock.stage(of: n) === s,
-              superblock.withStage(s, { $0.openHandles == 0 && $0.state == .dirty && $0.retryTask == nil }) else { return }
+              superblock.withStage(s, { $0.openHandles == 0 && $0.pins == 0 && $0.state == .dirty && $0.retryTask == nil }) else { return }
         do {
             try await perform { () async throws(Errno) in try await self.upload(ino: n.ino) }
         } catch {

@@ -37,37 +37,26 @@ import StorageModel
 ///   fsync still uploads at once, and shutdown's last attempt covers every queued file.
 extension BucketFileSystem {
     public func flush(ino: UInt64, fh: UInt64) async throws(Errno) {
-        // close(2) of the writer's last handle: the sidecar says closed (with the size and
-        // metadata) before the upload starts, so a crash during it leaves content known to be
-        // complete (a write after this marks it not closed again, before its bytes land).
-        if let h = superblock.handle(fh), h.writable, let s = h.stage, superblock.writers(of: s) == 1,
-           let n = superblock.node(ino) {
-            staging.recordClosed(s, sidecarTarget(n, s))
-        }
-        if config.writeBack {
-            // What the bucket said last about this content still reaches every close.
-            guard let n = superblock.node(ino),
-                  case .givenUp(let e)? = superblock.withStage(of: n, { s, _ in s.state }) else { return }
-            throw e
-        }
+        // One critical section decides (Superblock+Close.swift): close(2) of the writer's last
+        // handle writes the sidecar as closed (with the size and metadata) before the upload
+        // starts, so a crash during it leaves content known to be complete (a write after this
+        // marks it not closed again, before its bytes land).
+        guard let f = superblock.beginFlush(fh: fh, ino: ino, writeBack: config.writeBack) else { return }
+        if let (s, target) = f.closedSidecar { staging.recordClosed(s, target) }
+        // Write-back: what the bucket said last about this content still reaches every close.
+        if let e = f.givenUp { throw e }
         // Empty content (a create, an O_TRUNC, nothing written since) waits for the handle's
         // release: a shell's `>` closes its first descriptor before it writes through the second
         // (a dup of the same open file), and that close must not put an empty generation in the
         // bucket (docs/SEMANTICS.md §3.3, "One generation per written file").
-        if let n = superblock.node(ino), waitsForRelease(n) { return }
-        handOver(ino)
+        if config.writeBack || f.waitsForRelease { return }
         try await upload(ino: ino)
     }
 
-    /// The writer asks for the content as it is now to be saved (flush, fsync).
+    /// The writer asks for the content as it is now to be saved (fsync).
     private func handOver(_ ino: UInt64) {
         guard let n = superblock.node(ino) else { return }
         superblock.withStage(of: n) { s, _ in s.handOver() }
-    }
-
-    /// Empty content not uploaded yet: a flush leaves it to the release of a handle.
-    private func waitsForRelease(_ n: Node) -> Bool {
-        superblock.withStage(of: n, { s, _ in s.state == .dirty && s.size == 0 }) == true
     }
 
     public func fsync(ino: UInt64, fh: UInt64, dataOnly: Bool) async throws(Errno) {
@@ -76,19 +65,17 @@ extension BucketFileSystem {
     }
 
     public func release(ino: UInt64, fh: UInt64) async throws(Errno) {
-        guard let (h, n) = beginRelease(ino: ino, fh: fh) else { return }
+        guard let r = beginRelease(ino: ino, fh: fh) else { return }
         var uploadError: Errno? = nil
-        // A file whose upload just failed is in the background attempts' hands: uploading it
-        // again here, right after close reported the failure, would make close's answer untrue.
-        if h.writable, config.writeBack {
-            do { try queueUpload(n) } catch { uploadError = error }
-        } else if h.writable || waitsForRelease(n), superblock.withStage(of: n, { s, _ in s.retryTask == nil }) ?? true {
-            do { try await upload(ino: ino) } catch { uploadError = error }
+        switch r.upload {
+        case .queue: if let n = r.node { do { try queueUpload(n) } catch { uploadError = error } }
+        case .now: do { try await upload(ino: ino) } catch { uploadError = error }
+        case .none: break
         }
-        endRelease(h, n)
+        endRelease(r)
         if let uploadError { throw uploadError }
         // A queue past its bound holds this close until one of its uploads starts (docs/SEMANTICS.md §3.4).
-        if h.writable, config.writeBack { await uploads.room() }
+        if r.upload == .queue { await uploads.room() }
     }
 
     /// A release that waits for nothing, on libfuse's thread with no Task (FuseKit's
@@ -97,41 +84,42 @@ extension BucketFileSystem {
     /// would do then is local: the handle goes, and the stage file with it when nobody else has
     /// it open. nil (then `release` runs) when there is an upload to make or wait for.
     public func immediateRelease(ino: UInt64, fh: UInt64) -> Result<Void, Errno>? {
-        if let n = superblock.node(ino), !config.writeBack, waitsForRelease(n) { return nil }
-        if let h = superblock.handle(fh), h.writable {
-            guard !config.writeBack, let s = h.stage, let n = superblock.node(ino), superblock.stage(of: n) === s,
-                  superblock.withStage(of: n, stage: s, { s, _ in s.state == .clean && s.retryTask == nil }) == true
-            else { return nil }
+        switch superblock.beginRelease(fh: fh, ino: ino, writeBack: config.writeBack, immediate: true) {
+        case .deferred?: return nil
+        case .started(let r)?:
+            closed(r)
+            endRelease(r)
+        case nil: break
         }
-        if let (h, n) = beginRelease(ino: ino, fh: fh) { endRelease(h, n) }
         return .success(())
     }
 
-    /// The handle closed; for the writer's last handle, its sidecar says closed (with the size
-    /// and metadata) before any upload starts, so a crash during it leaves content known to be
-    /// complete. nil when there was no such handle, or its file is gone from the table.
-    func beginRelease(ino: UInt64, fh: UInt64) -> (Handle, Node)? {
-        guard let h = superblock.closeFile(fh) else { return nil }
-        h.stream?.close()
-        guard let n = superblock.node(ino) else { return nil }
-        if h.writable, let kept = h.stage, !superblock.isOpenForWriting(kept) {
-            staging.recordClosed(kept, sidecarTarget(n, kept))
-        }
-        return (h, n)
+    /// The handle closed (the first of a release's two critical sections, Superblock+Close.swift);
+    /// for the writer's last handle, its sidecar says closed (with the size and metadata) before
+    /// any upload starts, so a crash during it leaves content known to be complete. nil when
+    /// there was no such handle.
+    func beginRelease(ino: UInt64, fh: UInt64) -> Superblock.ReleaseStart? {
+        guard case .started(let r)? = superblock.beginRelease(fh: fh, ino: ino, writeBack: config.writeBack) else { return nil }
+        closed(r)
+        return r
     }
 
-    /// The handle's hold on its stage ends (only the stage this handle kept: a handle opened
-    /// before the file had local content, or whose content was replaced since, keeps none), and
-    /// the stage goes if nobody needs it.
-    func endRelease(_ h: Handle, _ n: Node) {
-        if let kept = h.stage { superblock.withStage(kept) { $0.handleReleased() } }
-        dropStageIfIdle(n)
+    /// What a handle's release does outside the lock once the handle is gone.
+    private func closed(_ r: Superblock.ReleaseStart) {
+        r.handle.stream?.close()
+        if let (s, target) = r.closedSidecar { staging.recordClosed(s, target) }
+    }
+
+    /// The release's hold on its stage ends (the second critical section), and the stage file
+    /// goes if nobody needs it.
+    func endRelease(_ r: Superblock.ReleaseStart) {
+        if let gone = superblock.endRelease(r) { staging.discard(gone) }
     }
 
     /// Drops a stage nobody has open whose content is saved (or was deleted by the user), with
     /// no attempt under way or scheduled.
     func dropStageIfIdle(_ n: Node) {
-        let gone = superblock.detachStage(of: n) { s in s.openHandles <= 0 && s.pins <= 0 && s.retryTask == nil && !s.state.unsaved }
+        let gone = superblock.detachStage(of: n) { _, s in s.idle }
         if let gone { staging.discard(gone) }
     }
 
@@ -373,9 +361,9 @@ extension BucketFileSystem {
     /// Background attempts after a failed upload of unsaved content, unless they are under way
     /// already or the mount is ending (then `shutdown` makes the last attempt).
     private func scheduleRetries(_ n: Node, _ s: StagedFile) {
-        superblock.withStage(of: n, stage: s) { s, file in
+        superblock.withStage(of: n, stage: s) { st, file in
             guard !file.shuttingDown, !file.removed else { return }
-            _ = s.scheduleRetries { Task { [self] in await retryInBackground(n, s) } }
+            _ = st.scheduleRetries { Task { [self] in await retryInBackground(n, s) } }
         }
     }
 
@@ -489,7 +477,7 @@ extension BucketFileSystem {
         }
         let saved = superblock.withStage(s) { !$0.state.unsaved }
         if saved {
-            _ = superblock.detachStage(of: n) { $0 === s }
+            _ = superblock.detachStage(of: n) { stage, _ in stage === s }
             staging.discard(s)
         }
         await s.uploadLock.unlock()

@@ -123,7 +123,7 @@ public final class StagingArea: @unchecked Sendable {
         PrivateFiles.restrict(fd)
         let s = StagedFile(fd: fd, path: path, origin: origin, dirty: dirty, size: 0, metadata: metadata)
         // Not handed out yet: nobody else reads or changes it.
-        if dirty { record(s, s.sidecarTarget(object: object)) }
+        if dirty { record(s, s.sidecarTargetUnshared(object: object)) }
         return s
     }
 
@@ -131,46 +131,47 @@ public final class StagingArea: @unchecked Sendable {
     /// `StageRecord`, not closed). The caller hands it `target`, read under the superblock's lock
     /// (`StagedFile.sidecarTarget`: the object's path, the generation the content is based on, its
     /// size and metadata); the sidecar is written from the newest target handed to it so far
-    /// (`StagedFile.newest`), so that of two writes the last names the current path whichever
-    /// caller read its target first. Under the stage's `sidecarLock`, never under the superblock's
+    /// (`SidecarState.newest`), so that of two writes the last names the current path whichever
+    /// caller read its target first. Under the stage's `sidecar` lock, never under the superblock's
     /// lock, and the staging area never calls back into the core. Written and renamed into place
     /// with plain calls and no fsync: the stage file it describes is not synced either (both
     /// outlive a crash of this process, in the page cache, which is what recovery covers), and
     /// every create pays for this (FileManager's atomic write synced: a large part of a create's
     /// time).
     func record(_ s: StagedFile, _ target: SidecarTarget) {
-        s.sidecarLock.withLock { writeSidecarLocked(s, s.newest(target), closed: false) }
+        s.sidecar.withLock { sc in writeSidecar(s, &sc, sc.newest(target), closed: false) }
     }
 
     /// Writes the sidecar before a stage first becomes dirty (nothing when it has one), and again
     /// when it said closed: as not closed before new content (`content`), with the new metadata
     /// otherwise (an xattr or time set after close).
     func recordIfNeeded(_ s: StagedFile, content: Bool = true, _ target: SidecarTarget) {
-        s.sidecarLock.withLock {
-            let newest = s.newest(target)
-            if !s.recorded || s.recordedClosed { writeSidecarLocked(s, newest, closed: s.recordedClosed && !content) }
+        s.sidecar.withLock { sc in
+            let newest = sc.newest(target)
+            if !sc.recorded || sc.recordedClosed { writeSidecar(s, &sc, newest, closed: sc.recordedClosed && !content) }
         }
     }
 
     /// Writes the sidecar again when the stage has one (its object was renamed).
     func rerecord(_ s: StagedFile, _ target: SidecarTarget) {
-        s.sidecarLock.withLock {
-            let newest = s.newest(target)
-            if s.recorded { writeSidecarLocked(s, newest, closed: s.recordedClosed) }
+        s.sidecar.withLock { sc in
+            let newest = sc.newest(target)
+            if sc.recorded { writeSidecar(s, &sc, newest, closed: sc.recordedClosed) }
         }
     }
 
     /// The writer closed the file (its last handle open for writing), before its upload: the
     /// sidecar says so, with the size and metadata at close (when it has one: clean content has none).
     func recordClosed(_ s: StagedFile, _ target: SidecarTarget) {
-        s.sidecarLock.withLock {
-            let newest = s.newest(target)
-            if s.recorded && !s.recordedClosed { writeSidecarLocked(s, newest, closed: true) }
+        s.sidecar.withLock { sc in
+            let newest = sc.newest(target)
+            if sc.recorded && !sc.recordedClosed { writeSidecar(s, &sc, newest, closed: true) }
         }
     }
 
-    private func writeSidecarLocked(_ s: StagedFile, _ target: SidecarTarget, closed: Bool) {
-        guard !s.discarded else { return }
+    /// Under `s.sidecar`'s lock (`sc` is what it owns).
+    private func writeSidecar(_ s: StagedFile, _ sc: inout SidecarState, _ target: SidecarTarget, closed: Bool) {
+        guard !sc.discarded else { return }
         let record = StageRecord(bucket: bucket, object: target.object, baseGeneration: target.baseGeneration,
                                  closed: closed, size: closed ? target.size : nil, metadata: target.metadata)
         let d = SidecarJSON.data(record, created: RFC3339.format(clock.date))
@@ -190,7 +191,7 @@ public final class StagingArea: @unchecked Sendable {
             unlink(tmp)
             return
         }
-        s.sidecarWritten(closed: closed)
+        sc.sidecarWritten(closed: closed)
     }
 
     /// Closes and deletes a stage file and its sidecar (once; later calls do nothing). A sidecar
@@ -200,18 +201,18 @@ public final class StagingArea: @unchecked Sendable {
     func discard(_ s: StagedFile) {
         s.stream.giveUp("its stage file was discarded")
         s.close()
-        s.sidecarLock.withLock {
+        s.sidecar.withLock { sc in
             unlink(s.path + ".json")
-            s.sidecarDiscarded()
+            sc.sidecarDiscarded()
         }
     }
 
     /// Deletes a stage's sidecar once its data is safe elsewhere (in lost+found), so that a crash
     /// before the stage file goes does not keep the same data twice.
     func forgetRecord(_ s: StagedFile) {
-        s.sidecarLock.withLock {
+        s.sidecar.withLock { sc in
             unlink(s.path + ".json")
-            s.sidecarDeleted()
+            sc.sidecarDeleted()
         }
     }
 

@@ -75,6 +75,8 @@ final class ReferenceRun {
         c.metadataTTL = config.ttl
         c.clock = clock.bucketClock
         c.uploadRetries = 0
+        c.checksInvariantsAtUnlock = true
+        c.brokenInvariant = Harness.recordBrokenInvariant
         var logger = Logger(label: "reftest")
         logger.logLevel = .critical
         fs = try BucketFileSystem(store: store, config: c, logger: logger)
