@@ -7,6 +7,9 @@ import Testing
 /// The superblock's lock owns what it guards (docs/ARCHITECTURE.md, "The superblock's lock"):
 /// the core's tests check the invariants at each release of it, so a critical section that
 /// breaks one is named, not the operation that happened to notice it later.
+/// glibc's (malloc.h is not in the Glibc module).
+@_silgen_name("malloc_usable_size") private func mallocUsableSize(_ p: UnsafeMutableRawPointer) -> Int
+
 @Suite struct LockOwnsStateTests {
     /// What the harness's mount reported at releases of the lock.
     final class Reports: Sendable {
@@ -36,6 +39,13 @@ import Testing
         let before = reports.seen.withLock { $0.count }
         h.core.superblock.locked { held in held[n].listed.toggle() }
         #expect(reports.seen.withLock { $0.count } == before)
+    }
+
+    /// A node's fields behind the lock cost nothing: it is still a 104-byte object (the
+    /// allocator's 112-byte block; docs/BENCHMARKS.md counts a million of them).
+    @Test func aNodeIsStill104Bytes() {
+        let n = Node(ino: 2, path: "some/file", type: .regular)
+        #expect(mallocUsableSize(Unmanaged.passUnretained(n).toOpaque()) <= 104)
     }
 
     /// Not checked unless asked (a mount does not pay O(inodes) at each release).

@@ -76,7 +76,8 @@ final class Superblock: @unchecked Sendable {
             #endif
             lock.unlock()
         }
-        return try body(Held(sb: self))
+        let held = Held(sb: self)
+        return try body(held)
     }
 
     #if DEBUG
@@ -118,13 +119,13 @@ final class Superblock: @unchecked Sendable {
         try locked { (h: borrowing Held) throws(E) -> T? in
             guard let s = stage ?? h[n].staged else { return nil }
             let context = StageContext(stage: s, path: h[n].path, removed: h[n].removed, shuttingDown: h.shuttingDown)
-            return try body(&h[s], context)
+            return try h.modify(s) { (st: inout StageState) throws(E) -> T in try body(&st, context) }
         }
     }
 
     /// Runs `body` with `s`'s fields under the lock, as `withStage(of:)` does.
     func withStage<T, E: Error>(_ s: StagedFile, _ body: (inout StageState) throws(E) -> T) throws(E) -> T {
-        try locked { (h: borrowing Held) throws(E) -> T in try body(&h[s]) }
+        try locked { (h: borrowing Held) throws(E) -> T in try h.modify(s, body) }
     }
 
     /// Gives `n` local content unless it has some already; returns the one it has now, pinned

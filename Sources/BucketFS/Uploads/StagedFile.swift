@@ -88,6 +88,11 @@ extension Held {
         nonmutating _modify { yield &s.state }
     }
 
+    /// Runs `body` on `s`'s fields in place (`Superblock.withStage`).
+    func modify<T, E: Error>(_ s: StagedFile, _ body: (inout StageState) throws(E) -> T) throws(E) -> T {
+        try body(&s.state)
+    }
+
     /// `n`'s stage as it is now (a copy), if it has one.
     func stageState(of n: Node) -> StageState? {
         guard let s = self[n].staged else { return nil }
