@@ -12,25 +12,30 @@ import StorageModel
 /// `BucketFileSystem` owns no table: it orchestrates async work (store requests, uploads,
 /// reads) over its parts and hands the results to them. `superblock` (Superblock/) owns the
 /// inode table, the path index, the index of files created here, the bounded cache and the open
-/// handles, under one lock; each staged file (`StagedFile`, Uploads/) owns its upload life,
-/// changed through its own transitions under the superblock's lock (`withStage`), and the
+/// handles, under one lock; each staged file (`StagedFile`, Uploads/) owns its upload life
+/// (`StageState`), changed through its own transitions under the superblock's lock
+/// (`withStage`, or `held[stage]` in the superblock's methods), and the
 /// upload part (BucketFileSystem+Uploads.swift) decides when; `readPath` (ReadPath/) owns the
 /// read side: its buffers and budget (ReadStream, PartBuffer, ReadBudget, BufferPool, WalkAhead)
-/// and every read request. docs/ARCHITECTURE.md walks a lookup, a read and a write through them.
+/// and every read request. docs/ARCHITECTURE.md walks a lookup, a read, a write and a close through them.
 ///
 /// ## Locks: what each guards, and the order they are taken in
 ///
 /// The metadata side:
-/// - `Superblock.lock` (NSLock, private to the superblock) guards its parts (`table`, `cache`,
-///   `pending`, `handles`, `negative`, `listingBuilds`, `lastListingSerial`, `shuttingDown`); every field of every `Node` (including its
-///   `listing`); every field of every `StagedFile` but `fd`'s bytes and its sidecar's;
-///   `DirHandle.entries`; `Handle.keepCache` and `directIO`. It is held for short, synchronous
-///   stretches only (one superblock method each): never across an `await`, and no store
-///   request, disk I/O or logging is done under it.
-/// - `StagedFile.sidecarLock` (NSLock): one stage's sidecar file and what the stage knows of it
-///   (`recorded`, `recordedClosed`, the newest target). Taken with no other NSLock held (a file's
-///   `uploadLock` may be), and none under it: the caller reads what the sidecar says under the
-///   superblock's lock first (`StagedFile.sidecarTarget`) and hands it over.
+/// - `Superblock.lock` (NSLock, private to the superblock) owns its parts (`table`, `cache`,
+///   `pending`, `handles`, `negative`, `listingBuilds`, `lastListingSerial`, `shuttingDown`), every
+///   changing field of every `Node` (`NodeState`, its `listing` included) and of every
+///   `StagedFile` (`StageState`): all reachable only through `Held`, the proof `locked` hands its
+///   closure, so code that does not hold the lock does not compile. By convention still (their
+///   types are the superblock's own): `DirHandle.entries`, `pass`, `namesOnly`; `Handle.keepCache`
+///   and `directIO`; `ListingBuild`'s fields. It is held for short, synchronous stretches only
+///   (one superblock method each): never across an `await`, and no store request, disk I/O or
+///   logging is done under it.
+/// - `StagedFile.sidecar` (a `Guarded`, Locks/Guarded.swift: the lock owns the value) holds what
+///   the stage knows of its sidecar file (`SidecarState`: `recorded`, `recordedClosed`,
+///   `discarded`, the newest target) and orders its writes. Taken with no other NSLock held (a
+///   file's `uploadLock` may be), and none under it: the caller reads what the sidecar says under
+///   the superblock's lock first (`StageState.sidecarTarget`) and hands it over.
 /// - `StagedFile.uploadLock` (AsyncLock) serialises the uploads of one file, and what must not
 ///   overlap one (unlink, giving up, the last attempt at unmount). Taken before the superblock's
 ///   lock, never while holding it; the upload itself runs with only `uploadLock` held. It is the
@@ -63,7 +68,7 @@ import StorageModel
 /// `CacheCounters` under it. `StagingArea` has no lock of its own: its `.lock`
 /// flock only keeps other mounts out of the cache directory.
 ///
-/// So the order is: `uploadLock` → `sidecarLock`, or `uploadLock` → the superblock's lock → a leaf; and `ReadStream.lock` or
+/// So the order is: `uploadLock` → `sidecar`, or `uploadLock` → the superblock's lock → a leaf; and `ReadStream.lock` or
 /// `WalkAhead.lock` → `PartBuffer.lock` / `BufferPool.lock` / `ReadBudget.lock`; `WalkOrder.lock`
 /// and `Hedge.lock` alone. No
 /// thread-blocking lock is held across an `await`.

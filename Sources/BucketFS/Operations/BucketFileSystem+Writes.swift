@@ -68,7 +68,7 @@ extension BucketFileSystem {
         staged.copiedIn(off)
     }
 
-    /// Marks `n`'s staged content `s` as differing from the bucket (`StagedFile.markDirty`) and
+    /// Marks `n`'s staged content `s` as differing from the bucket (`StageState.markDirty`) and
     /// writes its sidecar when it has none, naming the file's object, so that a crash from here on
     /// leaves data that names its object. Called before a change (for the sidecar); the change's
     /// own step after it marks it dirty again (`StagedFile.resized`), so that an upload which
@@ -104,7 +104,7 @@ extension BucketFileSystem {
     /// One write(2): two critical sections of the superblock's lock, with the sidecar and the
     /// bytes between them (docs/ARCHITECTURE.md, "A write"). The first (`beginWrite`) finds the
     /// handle's content, refuses a refused create's writes, marks the content dirty and reads what
-    /// its sidecar says, all before the bytes land; the second (`StagedFile.wrote`) publishes them:
+    /// its sidecar says, all before the bytes land; the second (`StageState.wrote`) publishes them:
     /// the size, the mtime, and dirty again. They cannot be one: the stage file is found through
     /// the handle table (under the lock) before the bytes are written, and the size may be
     /// published only after they land, when an attempt that started in between must also be
@@ -128,7 +128,7 @@ extension BucketFileSystem {
     }
 
     /// A write to a stage file failed (ENOSPC, EDQUOT, EIO: the cache directory's disk): counted,
-    /// logged once with the paths and the option, and the content is cut off (`StagedFile.cut`):
+    /// logged once with the paths and the option, and the content is cut off (`StageState.cut`):
     /// never uploaded as if complete. The object keeps what the bucket has (a new file is not
     /// created), every later flush, fsync and close reports the error, and the stage file goes at
     /// the last close, giving its room back (docs/SEMANTICS.md §5).

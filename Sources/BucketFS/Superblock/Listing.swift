@@ -8,7 +8,7 @@ struct Listing {
     var children: [String: UInt64]
     /// When it must be listed again, unless a readdir pass holds it (`passes`).
     var expiry: Double
-    /// Which listing this is (`Superblock.setListingLocked` numbers each one it caches): a readdir
+    /// Which listing this is (`Held.setListing` numbers each one it caches): a readdir
     /// pass names the listing it holds by it.
     var serial: UInt64 = 0
     /// The open readdir passes that took their snapshot from this listing and have not read it to
@@ -16,7 +16,7 @@ struct Listing {
     /// of a directory that takes longer than the TTL lists it once (docs/SEMANTICS.md §6).
     var passes = 0
     /// While `passes` > 0: when the earliest of them began. Metadata of its files that arrived
-    /// since then does not expire before the passes end (`Superblock.endPassLocked`).
+    /// since then does not expire before the passes end (`Held.endPass`).
     var heldSince = 0.0
     /// Its pages carried names only (firebase://): the files' metadata was not read with it, and
     /// listing the directory again does not refresh it.

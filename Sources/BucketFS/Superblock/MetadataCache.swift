@@ -5,7 +5,7 @@ import StorageModel
 /// `MountConfig.maxCachedEntries` in the eviction order (`CacheOrder`), and the change count that
 /// keeps a read of the bucket from overwriting what changed here after it began. A part of the
 /// superblock, guarded by its lock; the superblock decides what to evict and what a node's
-/// eviction drops with it (`Superblock.trimCacheLocked`).
+/// eviction drops with it (`Held.trimCache`).
 ///
 /// What is counted: each object whose metadata or name is cached is one entry, once: a node
 /// whose `info` is cached, a name in a cached directory listing, or both (a listed node's info,

@@ -7,7 +7,7 @@ import Foundation
 ///
 /// A missing path answers its next lookups with ENOENT and no request, within the TTL, unless
 /// this mount makes a node at that path meanwhile (a create, mkdir, rename or listing that names
-/// it: `Superblock.nodeLocked` and `bindPathLocked` forget the entry). A directory that had a
+/// it: `Held.node` and `Held.bindPath` forget the entry). A directory that had a
 /// miss is listed (one page) at its next lookup that would ask the bucket, rather than asked
 /// once more name by name: a tool that fills a directory asks for many names that are not
 /// there. A directory whose first page did not hold its whole listing is marked `large` and is

@@ -16,7 +16,7 @@ extension Held {
     // Nodes leave the table when nothing holds them: a node stays (its number bound to its path)
     // while the kernel holds it (`lookups` > 0), it has local content or an open handle, an open
     // directory snapshot holds it, or a cached listing of its parent names it. Once none of these
-    // holds, it is dropped (`dropIfUnusedLocked`) with its cached state; the path gets its number
+    // holds, it is dropped (`Held.dropIfUnused`) with its cached state; the path gets its number
     // back if it is seen again.
 
     /// The node for a path and type, made if needed.

@@ -36,7 +36,7 @@ extension Held {
         self[dir].listing?.kernelCopy = f.value
     }
 
-    /// The fingerprint of what a snapshot of `l` would hold now (`snapshotLocked`: each child
+    /// The fingerprint of what a snapshot of `l` would hold now (`Held.snapshot`: each child
     /// still in the table).
     func fingerprint(_ l: Listing) -> Int {
         var f = Superblock.Fingerprint()

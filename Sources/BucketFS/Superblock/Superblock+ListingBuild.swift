@@ -117,7 +117,7 @@ extension Superblock {
     /// is larger than the whole cache) and the directory's placeholder. With `handle`, that
     /// directory handle's snapshot is made of the build's entries at once (the attributes their
     /// pages showed: the cache may have evicted their metadata already), and its readdir pass
-    /// begins (`startPassLocked`). Returns the listing (fresh even with a TTL of 0, for the caller
+    /// begins (`Held.startPass`). Returns the listing (fresh even with a TTL of 0, for the caller
     /// that asked); with `handle` and larger than the cache, without its names (only the
     /// snapshot needed them, and it has them: `b.shown` counts them).
     func finishListing(_ b: ListingBuild, placeholder: ListedPlaceholder, at t: Double, into handle: DirHandle?) -> Listing {

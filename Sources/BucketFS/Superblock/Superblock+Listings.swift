@@ -160,7 +160,7 @@ extension Superblock {
     /// it) and every child's metadata is cached too (an evicted child would have nothing to
     /// show); false otherwise. A names-only listing (firebase://) is listed again too: a list
     /// request per page, where showing it from the cache would cost the kernel a lookup, and a
-    /// GET, per file. The snapshot begins a readdir pass (`startPassLocked`).
+    /// GET, per file. The snapshot begins a readdir pass (`Held.startPass`).
     func snapshotFromCache(_ dir: Node, into dh: DirHandle) -> Bool {
         locked { h in
             guard let l = h.answeringListing(dir) else { return false }

@@ -20,7 +20,7 @@ extension Superblock {
     /// later write of that open file says so, as its flush and close do: docs/SEMANTICS.md §3.3,
     /// "Refused creates"), marked dirty before the bytes land (so that a copy into lost+found
     /// taken meanwhile is not called complete), and what its sidecar says. The second is
-    /// `StagedFile.wrote`, once the bytes are in the stage file.
+    /// `StageState.wrote`, once the bytes are in the stage file.
     func beginWrite(fh: UInt64, ino: UInt64) throws(Errno) -> WriteStart {
         try locked { (h: borrowing Held) throws(Errno) -> WriteStart in
             guard let handle = h.handles.files[fh], handle.writable, let n = h.table[ino], let s = handle.stage else { throw .EBADF }
@@ -35,7 +35,7 @@ extension Superblock {
         locked { h in h.table[ino].flatMap { n in h[n].staged.map { (n, $0) } } }
     }
 
-    /// An upload attempt's inputs, and its start (`StagedFile.beginAttempt`), in one critical
+    /// An upload attempt's inputs, and its start (`StageState.beginAttempt`), in one critical
     /// section: what the attempt found, the object's path and the content type inferred here for
     /// it (`Node.inferredType`).
     func beginUpload(_ n: Node, _ s: StagedFile) -> (start: StageState.AttemptStart, path: String, inferredType: String?) {
@@ -80,7 +80,7 @@ extension Superblock {
     }
 
     /// A failed attempt's result, in one critical section: the state it started from again
-    /// (`StagedFile.failed`), and, when the caller gives the content up (`keeping`), what it keeps.
+    /// (`StageState.failed`), and, when the caller gives the content up (`keeping`), what it keeps.
     func attemptFailed(_ n: Node, _ s: StagedFile, restoring before: UploadState, cause: String,
                        keeping: Bool) -> FailedAttempt {
         locked { h in
@@ -103,7 +103,7 @@ extension Superblock {
         }
     }
 
-    /// A write to `s`'s stage file failed with `e`: its content is cut off (`StagedFile.cut`) and
+    /// A write to `s`'s stage file failed with `e`: its content is cut off (`StageState.cut`) and
     /// the file shows the bucket's state again. The object's path, the first time; nil after.
     func cutOff(_ n: Node, _ s: StagedFile, _ e: Errno) -> String? {
         locked { h in

@@ -129,7 +129,7 @@ final class Superblock: @unchecked Sendable {
     }
 
     /// Gives `n` local content unless it has some already; returns the one it has now, pinned
-    /// (`StagedFile.pins`: no close of another handle can take it away before the caller's
+    /// (`StageState.pins`: no close of another handle can take it away before the caller's
     /// handle holds it). The caller hands the pin to a handle (`openFile(pinned:)`) or gives it
     /// back (`unpin`).
     func installStage(_ s: StagedFile, on n: Node) -> StagedFile {

@@ -149,7 +149,7 @@ struct MD5Sum {
 }
 
 /// What a stage's sidecar is written from, read under the superblock's lock
-/// (`StagedFile.sidecarTarget`) by the caller, which hands it to the `StagingArea`.
+/// (`StageState.sidecarTarget`) by the caller, which hands it to the `StagingArea`.
 struct SidecarTarget {
     var object: String
     var baseGeneration: Int64

@@ -129,7 +129,7 @@ public final class StagingArea: @unchecked Sendable {
 
     /// Writes (or rewrites) the sidecar that says which object a stage file holds (a
     /// `StageRecord`, not closed). The caller hands it `target`, read under the superblock's lock
-    /// (`StagedFile.sidecarTarget`: the object's path, the generation the content is based on, its
+    /// (`StageState.sidecarTarget`: the object's path, the generation the content is based on, its
     /// size and metadata); the sidecar is written from the newest target handed to it so far
     /// (`SidecarState.newest`), so that of two writes the last names the current path whichever
     /// caller read its target first. Under the stage's `sidecar` lock, never under the superblock's
