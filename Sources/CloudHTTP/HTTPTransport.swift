@@ -158,6 +158,7 @@ package final class HTTPTransport: Sendable {
                 if Self.cameFromServer(e) { lastAnswer = e }
                 if Self.mayHaveActed(status: status) { mayHaveActed = true }
                 retryAfter = after
+                if let most = policy.maxAttempts, attempts >= most { throw e }
             }
             var pause = policy.delay(beforeRetry: attempts, random: Double.random(in: 0...1))
             if let retryAfter, retryAfter > pause { pause = retryAfter }
@@ -304,15 +305,17 @@ package final class HTTPTransport: Sendable {
         }
     }
 
-    /// The client's request for `r`, with the current access token.
+    /// The client's request for `r`, with what the authorization adds: the current access token
+    /// and, for some credentials, who pays.
     func clientRequest(_ r: CloudRequest, limit: Duration) async throws -> HTTPClientRequest {
+        var r = r
+        auth.decorate(&r)
         var req = HTTPClientRequest(url: r.url)
         req.method = r.method
         req.headers = r.headers
         if let auth = try await auth.authorization(timeout: limit) {
             req.headers.replaceOrAdd(name: "Authorization", value: auth)
         }
-        self.auth.decorate(&req)
         return req
     }
 

@@ -1,5 +1,4 @@
 import Foundation
-import AsyncHTTPClient
 import Logging
 import StorageModel
 
