@@ -52,6 +52,7 @@ let package = Package(
         ),
         // The HTTP layer both cloud stores run on: the clients, the transport and its retries,
         // streamed bodies and reads, TLS trust, download checks, the object resource as JSON.
+        // The only target that speaks to AsyncHTTPClient (docs/ARCHITECTURE.md, "One transport").
         .target(
             name: "CloudHTTP",
             dependencies: [
@@ -72,7 +73,6 @@ let package = Package(
             name: "GCSStore",
             dependencies: [
                 "StorageModel", "CloudHTTP", "KernelFiles",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
@@ -90,7 +90,6 @@ let package = Package(
             name: "FirebaseStore",
             dependencies: [
                 "StorageModel", "CloudHTTP",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),

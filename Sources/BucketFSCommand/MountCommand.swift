@@ -47,7 +47,7 @@ struct Mount: AsyncParsableCommand {
             }
         }
         if let at = behaviour.at {
-            do { _ = try PointInTime(parsing: at) } catch { throw ValidationError("--at: \(error)") }
+            do { _ = try PointInTime(parsing: at, now: BucketClock.real.date) } catch { throw ValidationError("--at: \(error)") }
             // Said at once, before any login or request: the v0 API lists live objects only.
             if let parsed = try? Source.parse(source, splitLocal: false), case .firebase = parsed {
                 throw ValidationError(KeptPast.none(source: parsed.display))

@@ -14,7 +14,7 @@ enum PastMount {
     /// The read-only view of `store` at `at`, after checking that the bucket keeps old versions.
     static func view(_ store: any ObjectStore, at: String, source: String, scope: String = "",
                      logger: Logger) async throws -> PastStore {
-        let moment = try PointInTime(parsing: at)
+        let moment = try PointInTime(parsing: at, now: BucketClock.real.date)
         let listing = try await keptPast(store, source: source)
         logger.info("showing \(source) as it was at \(moment)")
         return PastStore(base: store, listing: listing, moment: moment.date, scope: scope, logger: logger)

@@ -92,7 +92,7 @@ struct Restore: AsyncParsableCommand {
         guard (at == nil) != (generation == nil) else { throw ValidationError("give one of --at TIME or --generation G") }
         if recursive, generation != nil { throw ValidationError("-r restores a prefix as of --at TIME; --generation names one generation of one name") }
         if deleteNewer, at == nil { throw ValidationError("--delete needs --at TIME") }
-        if let at { do { _ = try PointInTime(parsing: at) } catch { throw ValidationError("--at: \(error)") } }
+        if let at { do { _ = try PointInTime(parsing: at, now: BucketClock.real.date) } catch { throw ValidationError("--at: \(error)") } }
         guard concurrency >= 1 else { throw ValidationError("--concurrency must be ≥ 1") }
     }
 
@@ -100,7 +100,7 @@ struct Restore: AsyncParsableCommand {
         try await access.perform("restore", on: target) { t in
             let store = t.storage.store
             let listing = try await PastMount.keptPast(store, source: target)
-            let moment = try at.map { try PointInTime(parsing: $0) }
+            let moment = try at.map { try PointInTime(parsing: $0, now: BucketClock.real.date) }
             let prefix = recursive ? t.treePrefix : t.ref.fullPath
             let (past, live) = try await Restorer.load(listing, live: store, prefix: prefix, moment: moment?.date ?? Date())
             var steps: [Restorer.Step]

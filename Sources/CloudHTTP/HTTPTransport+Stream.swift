@@ -80,7 +80,7 @@ extension HTTPTransport {
                 // Ranges are asked inside the object only: a 416 is a fault of the answer.
                 if status == 416 { return StreamFailure(error: .unknown(status: 0, message: "download answer rejected: 416 for a range inside the object")) }
                 return StreamFailure(error: dialect.error(status, Self.errorMessage(body) ?? "HTTP \(status)", path, bucket),
-                                     retryAfter: headers.first(name: "Retry-After").flatMap(Self.retryAfter), status: status)
+                                     retryAfter: headers.first(name: "Retry-After").flatMap { Self.retryAfter($0, now: self.clock.date) }, status: status)
             }, deliver: deliver)
             let task = mediaClient.execute(request: req, delegate: receiver, deadline: .now() + .hours(24))
             let firstBy = clock.now + limit

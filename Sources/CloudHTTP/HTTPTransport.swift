@@ -158,6 +158,7 @@ package final class HTTPTransport: Sendable {
                 if Self.cameFromServer(e) { lastAnswer = e }
                 if Self.mayHaveActed(status: status) { mayHaveActed = true }
                 retryAfter = after
+                if let most = policy.maxAttempts, attempts >= most { throw e }
             }
             var pause = policy.delay(beforeRetry: attempts, random: Double.random(in: 0...1))
             if let retryAfter, retryAfter > pause { pause = retryAfter }
@@ -304,15 +305,17 @@ package final class HTTPTransport: Sendable {
         }
     }
 
-    /// The client's request for `r`, with the current access token.
+    /// The client's request for `r`, with what the authorization adds: the current access token
+    /// and, for some credentials, who pays.
     func clientRequest(_ r: CloudRequest, limit: Duration) async throws -> HTTPClientRequest {
+        var r = r
+        auth.decorate(&r)
         var req = HTTPClientRequest(url: r.url)
         req.method = r.method
         req.headers = r.headers
         if let auth = try await auth.authorization(timeout: limit) {
             req.headers.replaceOrAdd(name: "Authorization", value: auth)
         }
-        self.auth.decorate(&req)
         return req
     }
 
@@ -360,7 +363,7 @@ package final class HTTPTransport: Sendable {
             let message = Self.errorMessage(body) ?? "HTTP \(status) \(resp.status.reasonPhrase)"
             let e = dialect.error(status, message, path, bucket)
             return .failed(e, retryable: idempotent && dialect.retryable(status), status: status,
-                           retryAfter: resp.headers.first(name: "Retry-After").flatMap(Self.retryAfter),
+                           retryAfter: resp.headers.first(name: "Retry-After").flatMap { Self.retryAfter($0, now: clock.date) },
                            sentAuthorization: req.headers.first(name: "Authorization"))
         } catch {
             let e = Task.isCancelled ? .cancelled : await failure(error, url: r.url)
@@ -393,8 +396,8 @@ package final class HTTPTransport: Sendable {
         return q.split(separator: "&").contains("alt=media")
     }
 
-    /// A Retry-After value: seconds, or an HTTP date.
-    package static func retryAfter(_ value: String) -> Duration? {
+    /// A Retry-After value: seconds, or an HTTP date (counted from `now`).
+    package static func retryAfter(_ value: String, now: Date) -> Duration? {
         let v = value.trimmingCharacters(in: .whitespaces)
         if let s = Double(v), s >= 0 { return .milliseconds(Int64(s * 1000)) }
         let f = DateFormatter()
@@ -402,7 +405,7 @@ package final class HTTPTransport: Sendable {
         f.timeZone = TimeZone(identifier: "GMT")
         f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
         guard let d = f.date(from: v) else { return nil }
-        return .milliseconds(Int64(max(0, d.timeIntervalSinceNow) * 1000))
+        return .milliseconds(Int64(max(0, d.timeIntervalSince(now)) * 1000))
     }
 
     /// False for timeouts and connection trouble (no status from the server).

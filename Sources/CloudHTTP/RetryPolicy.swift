@@ -11,24 +11,29 @@ public struct RetryPolicy: Sendable, Equatable {
     public var initialBackoff: Duration
     public var maxBackoff: Duration
     public var multiplier: Double
+    /// At most this many attempts of one call (nil: as many as its deadline allows). A call that
+    /// runs out of them ends with its last attempt's error, still transient: a caller with a
+    /// deadline of its own (a store request waiting for a Firebase Auth token) may try again.
+    public var maxAttempts: Int?
     /// Waits out each pause (`delay(beforeRetry:random:)`): real time, unless a test injects its own
     /// clock. Not part of equality: two policies with the same timings are the same policy.
     public var clock: BucketClock
 
     public init(deadline: Duration = .seconds(60), requestTimeout: Duration = .seconds(30),
                 initialBackoff: Duration = .milliseconds(100), maxBackoff: Duration = .seconds(5), multiplier: Double = 2,
-                clock: BucketClock = .real) {
+                maxAttempts: Int? = nil, clock: BucketClock = .real) {
         self.deadline = deadline
         self.requestTimeout = requestTimeout
         self.initialBackoff = initialBackoff
         self.maxBackoff = maxBackoff
         self.multiplier = multiplier
+        self.maxAttempts = maxAttempts
         self.clock = clock
     }
 
     public static func == (a: RetryPolicy, b: RetryPolicy) -> Bool {
         a.deadline == b.deadline && a.requestTimeout == b.requestTimeout && a.initialBackoff == b.initialBackoff
-            && a.maxBackoff == b.maxBackoff && a.multiplier == b.multiplier
+            && a.maxBackoff == b.maxBackoff && a.multiplier == b.multiplier && a.maxAttempts == b.maxAttempts
     }
 
     /// Waits `pause` on `clock`; a cancelled wait is `StorageError.cancelled`.

@@ -1,10 +1,10 @@
 import Foundation
-import AsyncHTTPClient
 import StorageModel
 
 /// Where the transport gets each request's `Authorization` header, and what it does after a 401.
 /// The Cloud Storage JSON API uses OAuth2 access tokens (GCSStore's `GCSAuthorization`); the Firebase store
-/// brings Firebase ID tokens.
+/// brings Firebase ID tokens; requests that bring their own credential, or need none (a token
+/// request), go with `OwnCredentials`.
 package protocol TransportAuthorization: Sendable {
     /// The header value, or nil to send none. `timeout` bounds a token fetch.
     func authorization(timeout: Duration) async throws -> String?
@@ -18,10 +18,11 @@ package protocol TransportAuthorization: Sendable {
     func unauthorized(sent: String?, within: Duration) async
     /// The error that ends a call refused with 401 for good: `message` is the server's, plus what to do.
     func unauthenticated(_ message: String) -> StorageError
-    /// Adds what every request of this credential carries besides `Authorization` (who pays).
-    func decorate(_ request: inout HTTPClientRequest)
+    /// Adds what every request of this credential carries besides `Authorization` (who pays): a
+    /// header or a query parameter.
+    func decorate(_ request: inout CloudRequest)
 }
 
 extension TransportAuthorization {
-    package func decorate(_ request: inout HTTPClientRequest) {}
+    package func decorate(_ request: inout CloudRequest) {}
 }

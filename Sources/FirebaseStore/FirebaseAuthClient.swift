@@ -1,9 +1,9 @@
-import AsyncHTTPClient
 import Foundation
 import CloudHTTP
 import Logging
 import NIOCore
 import NIOFoundationCompat
+import NIOHTTP1
 import StorageModel
 
 /// The Firebase Auth REST API: `accounts:signInWithPassword`, `accounts:signInWithCustomToken`,
@@ -11,34 +11,40 @@ import StorageModel
 ///
 /// Refusals are `StorageError.unauthenticated` carrying the server's reason code
 /// (INVALID_LOGIN_CREDENTIALS, USER_DISABLED, TOKEN_EXPIRED…); a 403 is `.unauthorized`. Transient
-/// trouble (no answer, 5xx, 429) is tried up to three times, then thrown as a transient error
-/// naming the Auth host that did not answer. A refused connection fails at once (the client does
-/// not keep trying to connect until its deadline), so an Auth server that is down is known in
-/// well under a second.
+/// trouble (no answer, 5xx, 429) is tried up to three times (`RetryPolicy.maxAttempts`), then
+/// thrown as a transient error naming the Auth host that did not answer. A refused connection
+/// fails at once (the client does not keep trying to connect until its deadline), so an Auth
+/// server that is down is known in well under a second. The requests go through CloudHTTP's
+/// transport (`CredentialRequests`) on clients of their own, with the trust given.
 /// Passwords and tokens never reach a log line or an error message; URLs are logged without their
 /// query (the API key).
 public struct FirebaseAuthClient: Sendable {
     public let endpoints: FirebaseEndpoints
     let apiKey: String
     private let logger: Logger
-    private let client: HTTPClient
-    /// Time one exchange may take.
-    var timeout: Duration = .seconds(20)
-
-    private let settings: ClientSettings
+    private let requests: CredentialRequests
     /// The clock a token's expiry is read on and the pauses between attempts wait on
     /// (docs/ARCHITECTURE.md, "One clock").
-    let clock: BucketClock
+    var clock: BucketClock { requests.clock }
+
+    /// Time one exchange may take, and how often a call is tried.
+    static func policy(clock: BucketClock) -> RetryPolicy {
+        RetryPolicy(deadline: .seconds(65), requestTimeout: .seconds(20), initialBackoff: .milliseconds(200),
+                    maxBackoff: .seconds(1), maxAttempts: 3, clock: clock)
+    }
 
     /// `trust`: the certificates trusted for an https Auth endpoint (the system store by default).
     public init(endpoints: FirebaseEndpoints, apiKey: String, logger: Logger, trust: TrustRoots = .system,
                 clock: BucketClock = .real) {
-        self.clock = clock
         self.endpoints = endpoints
         self.apiKey = apiKey
         self.logger = logger
-        self.settings = ClientSettings(trust: trust)
-        self.client = AuthClients.client(for: settings)
+        var tuning = HTTPTuning()
+        tuning.trust = trust
+        tuning.idleTimeout = .seconds(20)
+        let https = [endpoints.identityToolkit, endpoints.secureToken].contains { $0.scheme?.lowercased() == "https" }
+        requests = CredentialRequests(clients: CloudHTTPClients(tuning: tuning, https: https, maxConnections: 4),
+                                      policy: Self.policy(clock: clock), logger: logger, label: "Firebase Auth")
     }
 
     /// The Auth host of a call, as messages name it: "Firebase Auth (securetoken) at URL".
@@ -114,54 +120,46 @@ public struct FirebaseAuthClient: Sendable {
 
     private func post(_ base: URL, _ path: String, what: String, body: ByteBuffer, contentType: String) async throws -> [String: Any] {
         let shown = base.appendingPathComponent(path).absoluteString
-        var req = HTTPClientRequest(url: shown + "?key=" + CloudURL.encode(apiKey))
-        req.method = .POST
-        req.headers.add(name: "Content-Type", value: contentType)
-        req.body = .bytes(body)
-        var attempt = 0
-        while true {
-            attempt += 1
-            do {
-                return try await once(req, base: base, shown: shown, what: what)
-            } catch let e as StorageError where e.isTransient && attempt < 3 {
-                logger.debug("Firebase Auth \(what) at \(shown): \(e); trying again")
-                do { try await clock.sleep(for: .milliseconds(200 * attempt)) } catch { throw StorageError.cancelled }
-            }
-        }
-    }
-
-    private func once(_ req: HTTPClientRequest, base: URL, shown: String, what: String) async throws -> [String: Any] {
-        let status: Int
-        let data: Data
+        let request = CloudRequest(.POST, shown + "?key=" + CloudURL.encode(apiKey),
+                                   headers: ["Content-Type": contentType], body: body)
+        let answer: CloudResponse
         do {
-            let resp = try await client.execute(req, timeout: .nanoseconds(HTTPTransport.nanos(timeout)))
-            status = Int(resp.status.code)
-            data = Data(buffer: try await resp.body.collect(upTo: 1 << 20))
-        } catch {
-            if TLSFailure.isHandshakeFailure(error) {
-                throw await TLSFailure.explain(error, url: shown, tls: settings.tls, trust: settings.trust)
+            answer = try await requests.send(what, request, retried: true) { answer in
+                RetryPolicy.isRetryable(status: answer.status) ? Self.refusal(answer, base: base, shown: shown, what: what) : nil
             }
-            let e = HTTPTransport.map(error)
+        } catch let e as StorageError {
+            // No answer: named with the Auth host (a refused certificate is explained as it is).
             switch e {
-            case .unknown(status: 0, _):
-                throw StorageError.unknown(status: 0, message: "\(Self.named(base)) did not answer the \(what): \(ConnectionErrors.describe(error))")
-            case .timeout:
-                throw StorageError.timeout(message: "\(Self.named(base)) did not answer the \(what) within \(timeout)")
+            case .unknown(status: 0, let m):
+                throw StorageError.unknown(status: 0, message: "\(Self.named(base)) did not answer the \(what): \(Self.cause(m))")
+            case .timeout(let m) where !m.hasPrefix("Firebase Auth \(what)"):
+                throw StorageError.timeout(message: "\(Self.named(base)) did not answer the \(what): \(m)")
             default:
                 throw e
             }
         }
-        logger.debug("Firebase Auth \(what): POST \(shown) → \(status)")
-        if status == 200, let o = try? JSONSerialization.jsonObject(with: data) as? [String: Any] { return o }
-        let reason = Self.reason(data) ?? "HTTP \(status)"
+        if answer.status == 200, let o = try? JSONSerialization.jsonObject(with: answer.data) as? [String: Any] { return o }
+        throw Self.refusal(answer, base: base, shown: shown, what: what)
+    }
+
+    /// What an answer other than a 200 with a JSON object means.
+    private static func refusal(_ answer: CloudResponse, base: URL, shown: String, what: String) -> StorageError {
+        let status = answer.status
+        let reason = Self.reason(answer.data) ?? "HTTP \(status)"
         switch status {
-        case 200: throw StorageError.unknown(status: 200, message: "Firebase Auth \(what): the answer is not JSON")
-        case 408: throw StorageError.timeout(message: "Firebase Auth \(what): \(reason)")
-        case 429: throw StorageError.quotaExceeded(message: "Firebase Auth \(what): \(reason)")
-        case 500...599: throw StorageError.unknown(status: status, message: "\(Self.named(base)) failed the \(what): \(reason)")
-        case 403: throw StorageError.unauthorized(path: shown, message: "Firebase Auth refused the \(what): \(reason)")
-        default: throw StorageError.unauthenticated(message: "Firebase Auth refused the \(what): \(reason)")
+        case 200: return StorageError.unknown(status: 200, message: "Firebase Auth \(what): the answer is not JSON")
+        case 408: return StorageError.timeout(message: "Firebase Auth \(what): \(reason)")
+        case 429: return StorageError.quotaExceeded(message: "Firebase Auth \(what): \(reason)")
+        case 500...599: return StorageError.unknown(status: status, message: "\(Self.named(base)) failed the \(what): \(reason)")
+        case 403: return StorageError.unauthorized(path: shown, message: "Firebase Auth refused the \(what): \(reason)")
+        default: return StorageError.unauthenticated(message: "Firebase Auth refused the \(what): \(reason)")
         }
+    }
+
+    /// The transport's words for a connection that failed, without its "connection error: ".
+    static func cause(_ message: String) -> String {
+        let prefix = "connection error: "
+        return message.hasPrefix(prefix) ? String(message.dropFirst(prefix.count)) : message
     }
 
     /// The reason code of an Auth error body (`{"error":{"message":"INVALID_LOGIN_CREDENTIALS"}}`,
@@ -174,28 +172,5 @@ public struct FirebaseAuthClient: Sendable {
         }
         let s = String(decoding: data.prefix(300), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         return s.isEmpty ? nil : s
-    }
-}
-
-/// One HTTP client per trust setting for Auth calls, kept for the life of the process like
-/// `HTTPClient.shared` (a sign-in or token refresh is rare; its client is never shut down). Unlike
-/// `HTTPClient.shared`, a failed connection attempt fails the call at once (a refused certificate
-/// is reported, not waited on until the timeout).
-private enum AuthClients {
-    private static let lock = NSLock()
-    nonisolated(unsafe) private static var clients: [TrustRoots: HTTPClient] = [:]
-
-    static func client(for settings: ClientSettings) -> HTTPClient {
-        lock.lock()
-        defer { lock.unlock() }
-        if let c = clients[settings.trust] { return c }
-        var config = HTTPClient.Configuration()
-        config.tlsConfiguration = settings.tls
-        config.connectionPool.retryConnectionEstablishment = false
-        config.timeout = .init(connect: .seconds(5), read: .seconds(20))
-        config.redirectConfiguration = .disallow
-        let c = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: config)
-        clients[settings.trust] = c
-        return c
     }
 }

@@ -1,5 +1,4 @@
 import Foundation
-import AsyncHTTPClient
 import CloudHTTP
 import StorageModel
 
@@ -47,7 +46,7 @@ struct GCSAuthorization: TransportAuthorization {
         + "once it expires (Google's last an hour) every request is refused; pass a fresh one, or use a credential file or --token-url"
 
     /// `x-goog-user-project` (quota project or `--billing-project`), and `userProject=` for `--billing-project`.
-    func decorate(_ request: inout HTTPClientRequest) {
+    func decorate(_ request: inout CloudRequest) {
         if let p = tokens.userProjectHeader { request.headers.replaceOrAdd(name: "x-goog-user-project", value: p) }
         if let p = tokens.userProjectParameter, !request.url.contains("userProject=") {
             request.url += (request.url.contains("?") ? "&" : "?") + "userProject=" + CloudURL.encode(p)

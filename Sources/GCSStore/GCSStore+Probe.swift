@@ -39,7 +39,7 @@ extension GCSStore {
     /// The email of the metadata server's default service account (whoami), or nil when it does
     /// not say within `timeout`.
     public func metadataServerEmail(environment: [String: String], timeout: Duration) async -> String? {
-        let source = MetadataServerSource(environment: environment, transport: HTTPTokenTransport(client: client))
+        let source = MetadataServerSource(environment: environment, transport: HTTPTokenTransport(tokenRequests))
         guard let email = try? await source.email(timeout: timeout), email.contains("@") else { return nil }
         return email.trimmingCharacters(in: .whitespacesAndNewlines)
     }
@@ -52,7 +52,7 @@ extension GCSStore {
     public func staticTokenTimeLeft(_ source: CredentialSource, environment: [String: String], timeout: Duration) async -> String? {
         guard case .token(let token) = source,
               let url = TokenInfo.url(environment: environment, storageEndpointIsGoogle: endpoint == Self.defaultEndpoint) else { return nil }
-        switch await TokenInfo.ask(token, url: url, through: HTTPTokenTransport(client: client), timeout: timeout) {
+        switch await TokenInfo.ask(token, url: url, through: HTTPTokenTransport(tokenRequests), timeout: timeout) {
         case .valid(let info):
             return info.timeLeft(now: transport.clock.date) + (info.email.map { ", for \($0)" } ?? "") + " (\(url))"
         case .invalid(let why):

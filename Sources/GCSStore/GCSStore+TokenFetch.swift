@@ -1,5 +1,4 @@
 import Foundation
-import AsyncHTTPClient
 import Logging
 import StorageModel
 
@@ -23,7 +22,7 @@ package struct StoreTokens: Sendable {
             switch c {
             case .anonymous, .token: return nil
             case .metadataServer: return MetadataServerSource(environment: environment, transport: transport)
-            case .tokenURL(let u): return TokenURLSource(url: u, transport: transport)
+            case .tokenURL(let u): return TokenURLSource(url: u, transport: transport, clock: clock)
             case .file(let path, _):
                 do {
                     let file = try CredentialFile.read(path)

@@ -1,5 +1,4 @@
 import Foundation
-import AsyncHTTPClient
 import CloudHTTP
 import Logging
 import NIOCore
@@ -26,8 +25,8 @@ public final class GCSStore: StoreBackend, ConnectionCounting {
     let transport: HTTPTransport
     let tokens: StoreTokens
     let logger: Logger
-    /// The API's client (token requests go through it too).
-    var client: HTTPClient { transport.client }
+    /// Token requests, on the API's clients (docs/CREDENTIALS.md).
+    let tokenRequests: CredentialRequests
 
     /// Knobs with production defaults; tests shrink them. The HTTP layer's (backoff, clock,
     /// timeouts, trust) are `http`'s, read and set as this struct's own (`HTTPTuned`).
@@ -60,12 +59,13 @@ public final class GCSStore: StoreBackend, ConnectionCounting {
 
         let clients = CloudHTTPClients(tuning: tuning.http, https: self.endpoint.lowercased().hasPrefix("https:"),
                                        maxConnections: tuning.maxConnectionsPerHost)
+        let policy = RetryPolicy(tuning: tuning.http, deadline: deadline, requestTimeout: requestTimeout)
+        tokenRequests = CredentialRequests(clients: clients, policy: policy, logger: logger, label: "GCS auth")
         let tokens = StoreTokens.make(credentials, billingProject: billingProject, environment: environment,
-                                      transport: HTTPTokenTransport(client: clients.client), clock: tuning.clock)
+                                      transport: HTTPTokenTransport(tokenRequests), clock: tuning.clock)
         self.tokens = tokens
         self.transport = HTTPTransport(clients: clients, auth: GCSAuthorization(tokens: tokens, credentials: credentials),
-                                       policy: RetryPolicy(tuning: tuning.http, deadline: deadline, requestTimeout: requestTimeout),
-                                       logger: logger, bucket: bucket, dialect: .gcs(bucket: bucket))
+                                       policy: policy, logger: logger, bucket: bucket, dialect: .gcs(bucket: bucket))
         logger.debug("GCS store gs://\(bucket)/\(self.prefix) at \(self.endpoint), credentials: \(credentials)")
     }
 

@@ -4,9 +4,9 @@ import Foundation
 /// unmount's bound: docs/SEMANTICS.md §5.5).
 public final class OperationLimit: @unchecked Sendable {
     private let lock = NSLock()
-    private var value: ContinuousClock.Instant?
+    private var value: BucketClock.Instant?
     public init() {}
-    public var end: ContinuousClock.Instant? {
+    public var end: BucketClock.Instant? {
         get { lock.withLock { value } }
         set { lock.withLock { value = newValue } }
     }
@@ -22,10 +22,10 @@ public final class OperationClock: @unchecked Sendable {
     public let sliding: Bool
     private let limit: OperationLimit?
     private let lock = NSLock()
-    private var last: ContinuousClock.Instant
+    private var last: BucketClock.Instant
 
     public init(timeout: Duration, sliding: Bool = true, limit: OperationLimit? = nil,
-                from start: ContinuousClock.Instant = .now) {
+                from start: BucketClock.Instant = .now) {
         self.timeout = timeout
         self.sliding = sliding
         self.limit = limit
@@ -33,13 +33,13 @@ public final class OperationClock: @unchecked Sendable {
     }
 
     /// A clock that ends at `end` and never moves.
-    public convenience init(fixedEnd end: ContinuousClock.Instant) {
+    public convenience init(fixedEnd end: BucketClock.Instant) {
         let now = ContinuousClock.now
         self.init(timeout: end - now, sliding: false, from: now)
     }
 
     /// When the operation must be over unless more bytes move first.
-    public var end: ContinuousClock.Instant {
+    public var end: BucketClock.Instant {
         let own = lock.withLock { last + timeout }
         guard let hard = limit?.end else { return own }
         return min(own, hard)
@@ -62,10 +62,10 @@ public enum OperationContext {
     @TaskLocal public static var clock: OperationClock?
 
     /// When the current operation must be over, as things stand now; nil outside an operation.
-    public static var deadline: ContinuousClock.Instant? { clock?.end }
+    public static var deadline: BucketClock.Instant? { clock?.end }
 
     /// The earlier of `own` and the operation's deadline.
-    public static func deadline(capping own: ContinuousClock.Instant) -> ContinuousClock.Instant {
+    public static func deadline(capping own: BucketClock.Instant) -> BucketClock.Instant {
         guard let d = deadline else { return own }
         return min(own, d)
     }

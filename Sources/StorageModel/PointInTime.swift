@@ -22,7 +22,7 @@ public struct PointInTime: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Parses `text`; durations count back from `now`. A time later than `now` is refused.
-    public init(parsing text: String, now: Date = Date()) throws {
+    public init(parsing text: String, now: Date) throws {
         let t = text.trimmingCharacters(in: .whitespaces)
         if let d = Self.duration(t) {
             self.date = now.addingTimeInterval(-d)

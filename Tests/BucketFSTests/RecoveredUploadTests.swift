@@ -47,6 +47,19 @@ import TestSupport
         #expect(!FileManager.default.fileExists(atPath: e.path) && !FileManager.default.fileExists(atPath: e.path + ".json"))
     }
 
+    /// A file put into lost+found by hand, its name without the milliseconds bucketfs gives it:
+    /// the time in its beside name is the file's last change (no clock's "now"), the same on
+    /// every run.
+    @Test func aNameWithoutItsMillisecondsTakesTheFilesLastChange() async throws {
+        let (h, e, _) = try await Self.lostRace()
+        let byHand = (e.path as NSString).deletingLastPathComponent + "/put-back-by-hand"
+        try FileManager.default.moveItem(atPath: e.path, toPath: byHand)
+        try FileManager.default.moveItem(atPath: e.path + ".json", toPath: byHand + ".json")
+        try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSince1970: 1_795_000_000)], ofItemAtPath: byHand)
+        let entry = try #require(LostEntry.all(in: h.config.lostAndFound).entries.first { $0.path == byHand })
+        #expect(RecoveredUpload.besideName(entry) == "shared.txt.recovered-20261118T110640Z")
+    }
+
     @Test func aBesideNameHoldingOtherContentIsNeverOverwritten() async throws {
         let (h, e, winner) = try await Self.lostRace()
         let name = RecoveredUpload.besideName(e)

@@ -4,6 +4,7 @@ import Crypto
 import _CryptoExtras
 @testable import GCSStore
 import StorageModel
+import TestSupport
 
 /// Writes credential files to a directory of their own.
 final class CredentialFiles {
@@ -273,6 +274,20 @@ let oauthEnv = [GoogleAuth.oauthTokenVariable: FakeGoogleAuth.base + "/token"]
         #expect(TokenURLSource.lifetime(untilExpiry: "2026-08-21T13:45:12.5+01:00", now: now) == .milliseconds(500))
         #expect(TokenURLSource.lifetime(untilExpiry: "2026-08-21T11:00:00Z", now: now) == .zero)
         #expect(TokenURLSource.lifetime(untilExpiry: "tomorrow", now: now) == nil)
+    }
+
+    @Test("a token URL's expiry counts from the store's clock")
+    func tokenURLExpiryOnTheClock() async throws {
+        struct Expiring: TokenTransport {
+            func send(_ request: TokenRequest, timeout: Duration) async throws -> TokenResponse {
+                TokenResponse(status: 200, body: Data(#"{"access_token": "t", "expiry": "2026-08-21T13:45:12Z"}"#.utf8))
+            }
+        }
+        let clock = ManualClock(date: try #require(ISO8601DateFormatter().date(from: "2026-08-21T12:45:12Z")))
+        let source = TokenURLSource(url: "http://127.0.0.1:1/t", transport: Expiring(), clock: clock.clock)
+        #expect(try await source.fetch(timeout: .seconds(5)).lifetime == .seconds(3600))
+        clock.advance(by: .seconds(600))
+        #expect(try await source.fetch(timeout: .seconds(5)).lifetime == .seconds(3000))
     }
 
     @Test func commandLineImpersonationUsesGcloudsOrderAndIAMVariable() async throws {

@@ -57,4 +57,24 @@ import StorageModel
             #expect(!e.isTransient, "a refused grant is final: \(e)")
         }
     }
+
+    /// Token requests go through the store's own transport (docs/ARCHITECTURE.md, "One
+    /// transport"): tokens from one server, storage at another that is never asked here, and the
+    /// token endpoint's connection is among the store's.
+    @Test func tokenRequestsAreOnTheStoresConnections() async throws {
+        let files = try CredentialFiles()
+        let tokens = try await GCSTestServer.start()
+        let storage = try await GCSTestServer.start()
+        let path = try files.write("sa.json", CredentialFiles.serviceAccount(tokenURI: "http://127.0.0.1:\(tokens.port)/token"))
+        let store = GCSStore(bucket: storage.bucket, endpoint: storage.endpoint, credentials: .file(path: path, from: "--key-file"),
+                             logger: Logger(label: "t"), deadline: .seconds(10), environment: [:])
+        #expect(store.connections.total == 0)
+        try await store.checkCredential(within: .seconds(10))
+        #expect(tokens.read { $0.tokenCalls } == 1)
+        #expect(storage.recorded.isEmpty)
+        #expect(store.connections.total == 1, "the token request's connection is counted with the store's: \(store.connections)")
+        try await store.shutdown()
+        try await tokens.stop()
+        try await storage.stop()
+    }
 }

@@ -63,6 +63,20 @@ import TestSupport
         try await s.stop()
     }
 
+    /// Through the transport's retries (`RetryPolicy.maxAttempts`): three attempts, then the last
+    /// one's error, still transient and naming the Auth host.
+    @Test func aRefreshEndpointDownLongerFailsAfterThreeAttempts() async throws {
+        let (s, client) = try await Self.server()
+        let t = try await client.signIn(customToken: #"{"uid":"erin"}"#)
+        s.configure { $0.refreshFailNext = 5 }
+        let e = await storageError { _ = try await client.refresh(t.refreshToken) }
+        #expect(s.read { $0.refreshCalls } == 3)
+        #expect(e?.isTransient == true, "\(String(describing: e))")
+        #expect(e.map { "\($0)" }?.contains("Firebase Auth (securetoken) at ") == true, "\(String(describing: e))")
+        #expect(e.map { "\($0)" }?.contains("failed the token refresh") == true, "\(String(describing: e))")
+        try await s.stop()
+    }
+
     @Test func tokensAreRefreshedAheadOfExpiry() async throws {
         // 6 s tokens: refreshed a quarter of their life before they expire (at 4.5 s), so no
         // request sees a 401. The tokens' time is a ManualClock, moved 250 ms between requests

@@ -158,12 +158,17 @@ struct TempDir {
     @Test func generationsIncreaseEvenWhenClocksStopOrDisagree() async throws {
         let dir = try TempDir()
         defer { dir.cleanup() }
-        // One instance's clock is stuck in the future, the other's runs backwards.
+        // One instance's clock is stuck in the future, the other's runs backwards (dates in
+        // microseconds since 1970).
+        func clock(_ micros: @escaping @Sendable () -> Int64) -> BucketClock {
+            BucketClock(now: { BucketClock.real.now }, date: { Date(timeIntervalSince1970: Double(micros()) / 1_000_000) },
+                        sleepUntil: { _ in })
+        }
         let ahead = try EmbeddedStore(directory: dir.path, bucket: "local", pageSizeLimit: 1000, durable: false,
-                                      clock: { 5_000_000_000_000_000 })
+                                      clock: clock { 5_000_000_000_000_000 })
         let behind = Counter()
         let late = try EmbeddedStore(directory: dir.path, bucket: "local", pageSizeLimit: 1000, durable: false,
-                                     clock: { 1_000_000 - Int64(behind.next()) })
+                                     clock: clock { 1_000_000 - Int64(behind.next()) })
         var last: Int64 = 0
         for i in 0..<10 {
             let s = i % 3 == 0 ? ahead : late

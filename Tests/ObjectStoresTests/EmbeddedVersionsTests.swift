@@ -9,16 +9,11 @@ import Testing
 /// blob files), a bucket made before versions existed, and the blobs the open-time garbage
 /// collection must leave alone.
 @Suite struct EmbeddedVersionsTests {
-    /// A clock the test moves (microseconds).
-    final class TestClock: @unchecked Sendable {
-        private let lock = NSLock()
-        private var now: Int64 = 1_800_000_000_000_000
-        func read() -> Int64 { lock.withLock { now } }
-        func advance(seconds: Int64) { lock.withLock { now += seconds * 1_000_000 } }
-    }
+    /// A clock the test moves, from a fixed date (2027-01-15, whole seconds).
+    static func testClock() -> ManualClock { ManualClock(date: Date(timeIntervalSince1970: 1_800_000_000)) }
 
-    private func store(_ dir: TempDir, _ clock: TestClock) throws -> EmbeddedStore {
-        try EmbeddedStore(directory: dir.path, bucket: "local", pageSizeLimit: 1000, durable: false, clock: { clock.read() })
+    private func store(_ dir: TempDir, _ clock: ManualClock) throws -> EmbeddedStore {
+        try EmbeddedStore(directory: dir.path, bucket: "local", pageSizeLimit: 1000, durable: false, clock: clock.clock)
     }
 
     private func write(_ s: EmbeddedStore, _ name: String, _ text: String) async throws -> ObjectInfo {
@@ -32,12 +27,12 @@ import Testing
     @Test func keepVersionsRemovesTheOldestRowsAndBlobs() async throws {
         let dir = try TempDir()
         defer { dir.cleanup() }
-        let clock = TestClock()
+        let clock = Self.testClock()
         let s = try store(dir, clock)
         try s.setVersionSettings(.init(versioning: true, keepVersions: 2))
         var gens: [Int64] = []
         for i in 0..<5 {
-            clock.advance(seconds: 1)
+            clock.advance(by: .seconds(1))
             gens.append(try await write(s, "f", "v\(i)").generation)
         }
         // The live one and the 2 newest noncurrent ones.
@@ -46,7 +41,7 @@ import Testing
         await expectStorageError("objectNotFound", isNotFound) { try await s.read("f", generation: gens[1], range: nil) }
         #expect(try await s.read("f", generation: gens[2], range: nil) == Data("v2".utf8))
         // A delete makes the live one noncurrent: 2 kept, the oldest goes.
-        clock.advance(seconds: 1)
+        clock.advance(by: .seconds(1))
         try await s.delete("f", preconditions: .none)
         #expect(try await kept(s).map(\.info.generation) == Array(gens[3...]))
         #expect(dir.files("blobs").count == 2)
@@ -59,23 +54,23 @@ import Testing
     @Test func keepForRemovesGenerationsOlderThanItAtOpenAndAfterWrites() async throws {
         let dir = try TempDir()
         defer { dir.cleanup() }
-        let clock = TestClock()
+        let clock = Self.testClock()
         let s = try store(dir, clock)
         try s.setVersionSettings(.init(versioning: true, keepFor: 3600))
         let a1 = try await write(s, "a", "a1")
-        clock.advance(seconds: 10)
+        clock.advance(by: .seconds(10))
         let a2 = try await write(s, "a", "a2")  // a1 noncurrent since now
         let b1 = try await write(s, "b", "b1")
-        clock.advance(seconds: 1800)
+        clock.advance(by: .seconds(1800))
         try await s.delete("b", preconditions: .none)  // b1 noncurrent since now
         #expect(try await kept(s).map(\.info.generation) == [a1.generation, a2.generation, b1.generation])
         // An hour after a1 stopped being live, but not b1: a reopen sweeps a1 away.
-        clock.advance(seconds: 1801)
+        clock.advance(by: .seconds(1801))
         let again = try store(dir, clock)
         #expect(try await kept(again).map(\.info.generation) == [a2.generation, b1.generation])
         #expect(dir.files("blobs").count == 2)
         // Later, a write of another name sweeps b1 (its sweep is due: ten minutes since the last).
-        clock.advance(seconds: 1800)
+        clock.advance(by: .seconds(1800))
         _ = try await write(again, "c", "c1")
         #expect(try await kept(again).map(\.info.generation).contains(b1.generation) == false)
         #expect(dir.files("blobs").count == 2, "a2 and c1")

@@ -711,6 +711,15 @@ func storageError(_ body: () async throws -> Void) async -> StorageError? {
 }
 
 @Suite struct GCSPureTests {
+    /// A Retry-After date counts from the transport's clock (docs/ARCHITECTURE.md, "One clock").
+    @Test func retryAfterAsADateCountsFromTheClocksNow() {
+        let now = Date(timeIntervalSince1970: 1_795_000_000)  // Wed, 18 Nov 2026 11:06:40 GMT
+        #expect(HTTPTransport.retryAfter("Wed, 18 Nov 2026 11:07:10 GMT", now: now) == .seconds(30))
+        #expect(HTTPTransport.retryAfter("Wed, 18 Nov 2026 11:00:00 GMT", now: now) == .zero)
+        #expect(HTTPTransport.retryAfter("2.5", now: now) == .milliseconds(2500))
+        #expect(HTTPTransport.retryAfter("soon", now: now) == nil)
+    }
+
     @Test func credentialResolutionOrder() {
         let env = ["GOOGLE_OAUTH_ACCESS_TOKEN": "envtok", "GOOGLE_APPLICATION_CREDENTIALS": "/env/key.json",
                    "STORAGE_EMULATOR_HOST": "127.0.0.1:9023"]

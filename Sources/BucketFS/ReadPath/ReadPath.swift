@@ -149,7 +149,7 @@ final class ReadPath: @unchecked Sendable {
     /// returned as data.
     func fetch(_ path: String, generation: Int64, _ range: Range<Int64>) async throws -> Data {
         let want = Int(range.upperBound - range.lowerBound)
-        let deadline = OperationContext.deadline(capping: .now + .milliseconds(Int64(config.operationTimeout * 1000)))
+        let deadline = OperationContext.deadline(capping: config.clock.now + .milliseconds(Int64(config.operationTimeout * 1000)))
         var attempt = 0
         while true {
             attempt += 1
@@ -157,7 +157,7 @@ final class ReadPath: @unchecked Sendable {
             if data.count == want { return data }
             let problem = "asked for \(want) bytes at offset \(range.lowerBound) of generation \(generation), got \(data.count)"
             let pause = RetryBudget.wrongLengthReadPause(after: attempt)
-            if attempt >= RetryBudget.wrongLengthReadAttempts || ContinuousClock.now + pause >= deadline {
+            if attempt >= RetryBudget.wrongLengthReadAttempts || config.clock.now + pause >= deadline {
                 throw StorageError.retryLimitExceeded(message: "read \(path): \(problem) (\(attempt) attempts)")
             }
             logger.warning("read of '\(path)': \(problem); retrying")

@@ -94,12 +94,14 @@ public enum RecoveredUpload {
     }
 
     /// `OBJECT.recovered-YYYYMMDDTHHMMSSZ`: the object's name and when the file was kept (the
-    /// milliseconds of its lost+found name, UTC), so that a second run finds the same name.
+    /// milliseconds of its lost+found name, UTC; for a name without them, the file's last change),
+    /// so that a second run finds the same name.
     public static func besideName(_ e: LostEntry) -> String {
         var base = (e.path as NSString).lastPathComponent
         if base.hasSuffix(LostEntry.cutOffSuffix) { base = String(base.dropLast(LostEntry.cutOffSuffix.count)) }
         let ms = base.split(separator: ".").last.flatMap { Int64($0) }
-        let kept = ms.map { Date(timeIntervalSince1970: Double($0) / 1000) } ?? Date()
+        let kept = ms.map { Date(timeIntervalSince1970: Double($0) / 1000) }
+            ?? (try? FileManager.default.attributesOfItem(atPath: e.path))?[.modificationDate] as? Date ?? Date(timeIntervalSince1970: 0)
         return e.record.object + ".recovered-" + stamp(kept)
     }
 

@@ -62,10 +62,13 @@ package struct MetadataServerSource: AccessTokenSource {
 package struct TokenURLSource: AccessTokenSource {
     package let url: String
     let transport: any TokenTransport
+    /// What an `expiry` is counted from.
+    let clock: BucketClock
 
-    package init(url: String, transport: any TokenTransport) {
+    package init(url: String, transport: any TokenTransport, clock: BucketClock = .real) {
         self.url = Self.clientURL(url)
         self.transport = transport
+        self.clock = clock
     }
 
     /// `unix:/p/s.sock` and `unix:///p/s.sock` → `http+unix://%2Fp%2Fs.sock/`; anything else as given.
@@ -87,7 +90,7 @@ package struct TokenURLSource: AccessTokenSource {
         let answer = try await TokenAnswers.send(request, through: transport, timeout: timeout, what: what)
         var token = try TokenAnswers.accessToken(answer, what: what)
         if token.lifetime == nil, let expiry = answer.json?["expiry"] as? String {
-            token.lifetime = Self.lifetime(untilExpiry: expiry, now: Date())
+            token.lifetime = Self.lifetime(untilExpiry: expiry, now: clock.date)
         }
         return token
     }

@@ -1,5 +1,4 @@
 import Foundation
-import AsyncHTTPClient
 import CloudHTTP
 import NIOCore
 import NIOHTTP1
@@ -61,24 +60,22 @@ package protocol TokenTransport: Sendable {
     func send(_ request: TokenRequest, timeout: Duration) async throws -> TokenResponse
 }
 
-/// Token requests over the store's HTTP client. A URL `http+unix://%2Fpath%2Fto.sock/path` goes
-/// over a unix socket (AsyncHTTPClient's spelling; `--token-url unix:/path/to.sock` is turned into it).
+/// Token requests through the store's transport (`CredentialRequests`: its clients, trust,
+/// connection count and clock). One attempt each: a failed one fails the attempt of the store call
+/// that needed the token, and that call's retries (its `RetryPolicy`) fetch again. A URL
+/// `http+unix://%2Fpath%2Fto.sock/path` goes over a unix socket (the HTTP client's spelling;
+/// `--token-url unix:/path/to.sock` is turned into it).
 package struct HTTPTokenTransport: TokenTransport {
-    let client: HTTPClient
-    package init(client: HTTPClient) { self.client = client }
+    let requests: CredentialRequests
+    package init(_ requests: CredentialRequests) { self.requests = requests }
 
     package func send(_ request: TokenRequest, timeout: Duration) async throws -> TokenResponse {
-        var req = HTTPClientRequest(url: request.url)
-        req.method = HTTPMethod(rawValue: request.method)
-        for (name, value) in request.headers { req.headers.add(name: name, value: value) }
-        if let body = request.body { req.body = .bytes(ByteBuffer(data: body)) }
-        do {
-            let resp = try await client.execute(req, timeout: .nanoseconds(HTTPTransport.nanos(timeout)))
-            let body = try await resp.body.collect(upTo: 1 << 20)
-            return TokenResponse(status: Int(resp.status.code), body: Data(buffer: body))
-        } catch {
-            throw HTTPTransport.map(error)
-        }
+        var headers = HTTPHeaders()
+        for (name, value) in request.headers { headers.add(name: name, value: value) }
+        let sent = CloudRequest(HTTPMethod(rawValue: request.method), request.url, headers: headers,
+                                body: request.body.map { ByteBuffer(data: $0) })
+        let answer = try await requests.send("token", sent, timeout: timeout, retried: false)
+        return TokenResponse(status: answer.status, body: answer.data)
     }
 }
 

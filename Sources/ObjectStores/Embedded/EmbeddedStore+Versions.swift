@@ -152,7 +152,7 @@ extension EmbeddedStore: VersionListing {
     /// Applies the retention to every name now; returns how many generations it removed.
     @discardableResult
     public func sweepVersions() throws -> Int {
-        let now = clock()
+        let now = micros()
         lastSweep.withLock { lastSweepMicros = now }
         let unused: [String]
         do {
@@ -168,7 +168,7 @@ extension EmbeddedStore: VersionListing {
 
     /// After a write: every name's age, at most every ten minutes per instance.
     func sweepIfDue() {
-        let now = clock()
+        let now = micros()
         let due = lastSweep.withLock { now - lastSweepMicros >= 600 * 1_000_000 }
         if due { _ = try? sweepVersions() }
     }

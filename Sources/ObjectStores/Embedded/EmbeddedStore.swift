@@ -38,8 +38,9 @@ public final class EmbeddedStore: StoreBackend, @unchecked Sendable {
     private let countsLock = NSLock()
     private var counts: [String: Int] = [:]
 
-    /// Microseconds since the epoch; injectable so tests can stop or turn back the clock.
-    let clock: @Sendable () -> Int64
+    /// The store's time (generations, object times, the age of kept versions): real, or a test's
+    /// `ManualClock` (docs/ARCHITECTURE.md, "One clock").
+    let clock: BucketClock
 
     /// Opens (creating if missing) the embedded bucket in `directory`.
     public convenience init(directory: String, bucket: String = "local", pageSizeLimit: Int = 1000) throws {
@@ -48,7 +49,7 @@ public final class EmbeddedStore: StoreBackend, @unchecked Sendable {
 
     /// `durable: false` skips fsync (tests that create many objects only).
     init(directory: String, bucket: String, pageSizeLimit: Int, durable: Bool,
-         clock: @escaping @Sendable () -> Int64 = EmbeddedStore.systemMicros) throws {
+         clock: BucketClock = .real) throws {
         self.clock = clock
         let dir = directory.count > 1 && directory.hasSuffix("/") ? String(directory.dropLast()) : directory
         self.directory = dir
@@ -154,7 +155,7 @@ public final class EmbeddedStore: StoreBackend, @unchecked Sendable {
                 guard preconditions.hold(for: cur.info) else { throw StorageError.preconditionFailed(path: name) }
                 let w = patch.applied(to: cur.info.writable)
                 try CustomMetadataLimits.check(w.customMetadata)
-                let now = self.clock()
+                let now = self.micros()
                 let info = ObjectInfo(bucket: self.bucket, name: name, generation: cur.info.generation,
                                       metageneration: cur.info.metageneration + 1, size: cur.info.size,
                                       timeCreated: cur.info.timeCreated, updated: Self.date(now),
@@ -218,7 +219,7 @@ public final class EmbeddedStore: StoreBackend, @unchecked Sendable {
             let unused: [String] = try self.inWriteTransaction { db in
                 guard let cur = try self.fetch(db, name) else { throw StorageError.objectNotFound(path: name) }
                 guard preconditions.hold(for: cur.info) else { throw StorageError.preconditionFailed(path: name) }
-                let unused = try self.retire(db, cur, at: self.clock())
+                let unused = try self.retire(db, cur, at: self.micros())
                 try db.execute(sql: "DELETE FROM objects WHERE name = ?", arguments: [name])
                 return unused
             }
@@ -267,7 +268,7 @@ public final class EmbeddedStore: StoreBackend, @unchecked Sendable {
             result = try inWriteTransaction { db in
                 let cur = try self.fetch(db, name)
                 guard preconditions.hold(for: cur?.info) else { throw StorageError.preconditionFailed(path: name) }
-                let now = self.clock()
+                let now = self.micros()
                 let generation = try Self.nextGeneration(db, now: now)
                 let info = ObjectInfo(bucket: self.bucket, name: name, generation: generation, metageneration: 1,
                                       size: size, timeCreated: Self.date(now), updated: Self.date(now),
@@ -442,6 +443,7 @@ public final class EmbeddedStore: StoreBackend, @unchecked Sendable {
         return StorageError.unknown(status: 500, message: "embedded store: \(error)")
     }
 
-    static func systemMicros() -> Int64 { Int64((Date().timeIntervalSince1970 * 1_000_000).rounded(.down)) }
+    /// Now on the store's clock, in microseconds since the epoch.
+    func micros() -> Int64 { Int64((clock.seconds * 1_000_000).rounded(.down)) }
     static func date(_ us: Int64) -> Date { Date(timeIntervalSince1970: Double(us) / 1_000_000) }
 }
