@@ -1,0 +1,71 @@
+// The Firebase guides' Storage samples for Apple platforms, written for the Firebase Apple SDK
+// (`import FirebaseCore`, `FirebaseAuth`, `FirebaseStorage`), built here unchanged against
+// bucketfs's modules of the same names (docs/LIBRARY.md, "The Apple SDK's API").
+//
+//   sdk-samples SAMPLE FOLDER [--email ADDRESS --password-file FILE | --custom-token-file FILE]
+//
+// SAMPLE is upload, download, metadata, list, delete, task, max-size or refused; FOLDER is where
+// the bucket's rules let the user write (the samples' "images/…" are made under it). The
+// project comes from GoogleService-Info.plist in the working directory (FirebaseApp.configure());
+// with FIREBASE_AUTH_EMULATOR_HOST and FIREBASE_STORAGE_EMULATOR_HOST set, the emulators are used.
+import FirebaseAuth
+import FirebaseCore
+import FirebaseStorage
+import Foundation
+
+func show(_ what: String, _ value: Any?) {
+    print("\(what): \(value.map { "\($0)" } ?? "nil")")
+}
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("sdk-samples: \(message)\n".utf8))
+    exit(1)
+}
+
+var args = Array(CommandLine.arguments.dropFirst())
+guard args.count >= 2 else {
+    FileHandle.standardError.write(Data("usage: sdk-samples SAMPLE FOLDER [--email ADDRESS --password-file FILE | --custom-token-file FILE]\n".utf8))
+    exit(2)
+}
+let sample = args.removeFirst()
+let folder = args.removeFirst()
+var options: [String: String] = [:]
+while args.count >= 2 { options[args.removeFirst()] = args.removeFirst() }
+
+func secret(_ option: String) -> String? {
+    guard let path = options[option] else { return nil }
+    guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { fail("cannot read \(path)") }
+    return text.trimmingCharacters(in: .whitespacesAndNewlines)
+}
+
+// As an app starts: the project from GoogleService-Info.plist, then a signed-in user.
+FirebaseApp.configure()
+do {
+    let result: AuthDataResult
+    if let email = options["--email"], let password = secret("--password-file") {
+        result = try await Auth.auth().signIn(withEmail: email, password: password)
+    } else if let token = secret("--custom-token-file") {
+        result = try await Auth.auth().signIn(withCustomToken: token)
+    } else {
+        result = try await Auth.auth().signInAnonymously()
+    }
+    show("uid", result.user.uid)
+    show("currentUser", Auth.auth().currentUser?.uid)
+} catch {
+    fail("sign-in refused: \(error.localizedDescription)")
+}
+
+let storage = Storage.storage()
+let storageRef = storage.reference().child(folder)
+
+switch sample {
+case "upload": await UploadSamples.run(storageRef)
+case "download": await DownloadSamples.run(storageRef)
+case "metadata": await MetadataSamples.run(storageRef)
+case "list": await ListSamples.run(storageRef)
+case "delete": await DeleteSamples.run(storageRef)
+case "task": await TaskSamples.run(storageRef)
+case "max-size": await DownloadSamples.maxSize(storageRef)
+case "refused": await ErrorSamples.refused(storage.reference().child(folder))
+default: fail("no sample named \(sample)")
+}
