@@ -227,6 +227,8 @@ let package = Package(
         // API"); Examples/SDKSamples/Package.swift builds it alone; the real-mount tier runs it.
         .executableTarget(name: "sdk-samples", dependencies: ["FirebaseCore", "FirebaseAuth", "FirebaseStorage"],
                           path: "Examples/SDKSamples/Sources/sdk-samples", swiftSettings: [.swiftLanguageMode(.v5)]),
+        // The Apple SDK's modules' own parts: errors and their NSError form, metadata updates, options.
+        .testTarget(name: "FirebaseStorageTests", dependencies: ["FirebaseStorage", "FirebaseCore", "StorageModel"]),
         .testTarget(name: "FuseKitTests", dependencies: ["FuseKit", "KernelFiles"]),
     ]
 )

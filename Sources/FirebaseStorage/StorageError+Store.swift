@@ -3,7 +3,7 @@ import StorageModel
 
 extension StorageError {
     /// The SDK's error for what a call on `bucket`/`object` met: the store's typed errors by their
-    /// meaning (firebase-v0.md §8: 401 unauthenticated, 402 quota, 403 unauthorized with the
+    /// meaning (docs/LIBRARY.md, "The Apple SDK's API": 401 unauthenticated, 402 quota, 403 unauthorized with the
     /// bucket and object, 404 not found), the rest as `unknown` with the store's words.
     static func from(_ error: Error, bucket: String, object: String) -> StorageError {
         if let e = error as? StorageError { return e }

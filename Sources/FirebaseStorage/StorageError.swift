@@ -79,8 +79,8 @@ public enum StorageError: Error, CustomNSError {
         switch self {
         case let .unknown(message, serverError): return with(serverError, message)
         case let .objectNotFound(object, serverError): return with(serverError, "Object \(object) does not exist.")
-        case let .bucketNotFound(bucket): return with([:], "Bucket \(bucket) does not exist.")
-        case let .projectNotFound(project): return with([:], "Project \(project) does not exist.")
+        case let .bucketNotFound(bucket): return with(["bucket": bucket], "Bucket \(bucket) does not exist.")
+        case let .projectNotFound(project): return with(["project": project], "Project \(project) does not exist.")
         case let .quotaExceeded(bucket, serverError):
             return with(serverError, "Quota for bucket \(bucket) exceeded, please view quota on firebase.google.com.")
         case let .unauthenticated(serverError):

@@ -5,7 +5,7 @@ import StorageModel
 /// writable ones to send with an upload or an update. An update sends what differs from what
 /// the object was read with, and every property assigned since (so `contentType = nil` on a
 /// fresh `StorageMetadata()` deletes the type, as the guides say); a nil property is deleted;
-/// custom keys merge, a key removed from `customMetadata` is deleted (firebase-v0.md §3).
+/// custom keys merge, a key removed from `customMetadata` is deleted (docs/LIBRARY.md, "The Apple SDK's API").
 open class StorageMetadata: NSObject, NSCopying {
     public let bucket: String
     public var cacheControl: String? { didSet { touched.insert("cacheControl") } }

@@ -50,6 +50,14 @@ open class StorageReference: NSObject {
         upload(StorageUploadTask(reference: self, source: .data(uploadData), file: nil, metadata: metadata), completion)
     }
 
+    /// Objective-C's `putData:` (no metadata), as the SDK names it in Swift.
+    @discardableResult
+    open func __putData(_ uploadData: Data) -> StorageUploadTask { putData(uploadData, metadata: nil, completion: nil) }
+
+    /// Objective-C's `putFile:` (no metadata), as the SDK names it in Swift.
+    @discardableResult
+    open func __putFile(from fileURL: URL) -> StorageUploadTask { putFile(from: fileURL, metadata: nil, completion: nil) }
+
     @discardableResult
     open func putFile(from fileURL: URL, metadata: StorageMetadata? = nil) -> StorageUploadTask {
         putFile(from: fileURL, metadata: metadata, completion: nil)
@@ -156,7 +164,7 @@ open class StorageReference: NSObject {
         }
     }
 
-    /// Sends what `metadata` changed (firebase-v0.md §3); nil deletes a property.
+    /// Sends what `metadata` changed; nil deletes a property.
     open func updateMetadata(_ metadata: StorageMetadata, completion: ((_: StorageMetadata?, _: Error?) -> Void)?) {
         call({ completion?($0, $1) }) { _ in try await self.updateMetadata(metadata) }
     }

@@ -3,7 +3,7 @@ import CloudHTTP
 import StorageModel
 
 extension FirebaseStore {
-    /// The object's download URL, as the Firebase SDKs make it (firebase-v0.md §4): its v0 media
+    /// The object's download URL, as the Firebase SDKs make it: its v0 media
     /// URL with the first of its download tokens, `…/o/NAME?alt=media&token=TOKEN`. Whoever holds
     /// the URL reads the object without signing in, whatever the rules say; the store itself
     /// never sends, copies or logs a token (docs/SECURITY.md), so this is the one call that hands

@@ -4,9 +4,8 @@ import StorageModel
 
 /// A resumable upload its caller drives a chunk at a time (docs/LIBRARY.md, "The Apple SDK's
 /// API"): the SDK-shaped upload task reports progress after each chunk, and pauses, resumes or
-/// cancels between them. The same v0 requests as `FirebaseStore.write`'s resumable uploads
-/// (firebase-v0.md §5): `start` on the first `sendNext`, then `upload` chunks, the last one
-/// `upload, finalize`. After a dropped connection, a timeout or a 5xx the session is asked what
+/// cancels between them. The same v0 requests as `FirebaseStore.write`'s resumable uploads:
+/// `start` on the first `sendNext`, then `upload` chunks, the last one `upload, finalize`. After a dropped connection, a timeout or a 5xx the session is asked what
 /// it holds (`query`) and the next chunk starts there; a session the server forgot starts over.
 public final class FirebaseUploadSession: @unchecked Sendable {
     public let name: String

@@ -5,6 +5,7 @@ with Auth and runs each sample against Tests/e2e/firebase_server.py, reached thr
 FIREBASE_AUTH_EMULATOR_HOST and FIREBASE_STORAGE_EMULATOR_HOST. What each sample prints is
 checked against what the server holds and saw (docs/LIBRARY.md, "The Apple SDK's API")."""
 import hashlib
+import json
 import os
 import plistlib
 import subprocess
@@ -13,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from conftest import BIN
+from conftest import BIN, ROOT
 from firebase_http import BUCKET
 from test_firebase import RULES, fields
 
@@ -191,3 +192,27 @@ def test_refusal_of_the_rules_is_unauthorized_with_its_bucket_and_object(sdk):
     assert got["domain"] == "FIRStorageErrorDomain" and got["code"] == "-13021", out
     assert got["description"] == f"User does not have permission to access gs://{BUCKET}/{name}.", out
     assert sdk.object(name) is None
+
+
+def test_the_sdk_products_bring_nothing_else_of_bucketfs():
+    """FirebaseStorage, FirebaseCore and FirebaseAuth, with every target they need: no FUSE, no
+    SQLite (GRDB), no embedded bucket, no filesystem core; and the sample, built from them alone,
+    links neither libfuse3 nor libsqlite3."""
+    described = subprocess.run(["swift", "package", "describe", "--type", "json"], cwd=ROOT,
+                               capture_output=True, text=True, check=True, timeout=300).stdout
+    d = json.loads(described[described.index("{"):])
+    targets = {t["name"]: t for t in d["targets"]}
+    products = {p["name"]: p["targets"] for p in d["products"]}
+    need, seen, external = [t for p in ("FirebaseStorage", "FirebaseCore", "FirebaseAuth") for t in products[p]], set(), set()
+    while need:
+        t = need.pop()
+        if t in seen:
+            continue
+        seen.add(t)
+        need += targets[t].get("target_dependencies", [])
+        external |= set(targets[t].get("product_dependencies", []))
+    assert {"FirebaseStorage", "FirebaseStore", "StorageModel", "CloudHTTP"} <= seen, seen
+    assert not seen & {"CFuse", "FuseKit", "ObjectStores", "BucketFS", "GCSStore", "KernelFiles", "bucketfs"}, seen
+    assert "GRDB" not in external and "ArgumentParser" not in external, external
+    libs = subprocess.run(["ldd", sample_binary()], capture_output=True, text=True, check=True).stdout
+    assert "libfuse3" not in libs and "libsqlite3" not in libs, libs
