@@ -11,12 +11,10 @@ import StorageModel
 open class StorageDownloadTask: StorageObservableTask, StorageTaskManagement, @unchecked Sendable {
     private let fileURL: URL?
     private let maxSize: Int64?
-    /// Guarded by `stateLock`: the object being read, the bytes so far, the run.
+    /// Guarded by `stateLock`: the object being read, the bytes so far.
     private var object: ObjectInfo?
     private var received = Data()
     private var partial: FileHandle?
-    private var runner: Task<Void, Never>?
-    private var run = 0
 
     init(reference: StorageReference, file: URL?, maxSize: Int64?) {
         fileURL = file
@@ -33,7 +31,7 @@ open class StorageDownloadTask: StorageObservableTask, StorageTaskManagement, @u
 
     open func enqueue() {
         guard move(to: .queueing, if: { $0 == .unknown }) != nil else { return }
-        start(after: nil)
+        startRun(after: nil) { await self.drive($0) }
     }
 
     open func pause() {
@@ -46,7 +44,7 @@ open class StorageDownloadTask: StorageObservableTask, StorageTaskManagement, @u
     open func resume() {
         guard let s = move(to: .resuming, if: { $0 == .paused || $0 == .pausing }) else { return }
         fire(.resume, s)
-        start(after: stateLock.withLock { runner })
+        startRun(after: stateLock.withLock { runner }) { await self.drive($0) }
     }
 
     open func cancel() { cancel(with: StorageError.cancelled) }
@@ -63,17 +61,6 @@ open class StorageDownloadTask: StorageObservableTask, StorageTaskManagement, @u
     }
 
     // MARK: the run
-
-    private func start(after previous: Task<Void, Never>?) {
-        stateLock.withLock {
-            run += 1
-            let mine = run
-            runner = Task { [self] in
-                await previous?.value
-                await drive(mine)
-            }
-        }
-    }
 
     private func current(_ mine: Int) -> Bool {
         stateLock.withLock {

@@ -77,6 +77,24 @@ open class StorageObservableTask: StorageTask, @unchecked Sendable {
         }
     }
 
+    /// Guarded by `stateLock`: the run driving the task and its number. A resume starts a new run
+    /// once the one before has ended; an older run stops at its next check (`run != mine`).
+    var runner: Task<Void, Never>?
+    var run = 0
+
+    /// A new run of `drive` (given its number), after `previous` has ended.
+    func startRun(after previous: Task<Void, Never>?, _ drive: @escaping (Int) async -> Void) {
+        let box = UncheckedValue(drive)
+        stateLock.withLock {
+            run += 1
+            let mine = run
+            runner = Task {
+                await previous?.value
+                await box.value(mine)
+            }
+        }
+    }
+
     /// Fires the final status, then forgets every observer (as the SDK does).
     func finish(_ status: StorageTaskStatus, _ snapshot: StorageTaskSnapshot) {
         fire(status, snapshot)

@@ -12,10 +12,8 @@ open class StorageUploadTask: StorageObservableTask, StorageTaskManagement, @unc
     private let source: UploadSource
     private let fileURL: URL?
     private let uploadMetadata: StorageMetadata
-    /// Guarded by `stateLock`: the session once begun, the run that drives it, and which run is current.
+    /// Guarded by `stateLock`: the session once begun.
     private var session: FirebaseUploadSession?
-    private var runner: Task<Void, Never>?
-    private var run = 0
 
     init(reference: StorageReference, source: UploadSource, file: URL?, metadata: StorageMetadata?) {
         self.source = source
@@ -39,7 +37,7 @@ open class StorageUploadTask: StorageObservableTask, StorageTaskManagement, @unc
                 return
             }
         }
-        start(after: nil)
+        startRun(after: nil) { await self.drive($0) }
     }
 
     /// Stops sending after the chunk in flight.
@@ -53,7 +51,7 @@ open class StorageUploadTask: StorageObservableTask, StorageTaskManagement, @unc
         guard let s = move(to: .resuming, if: { $0 == .paused || $0 == .pausing }, { metadata = uploadMetadata }) else { return }
         fire(.resume, s)
         let previous = stateLock.withLock { runner }
-        start(after: previous)
+        startRun(after: previous) { await self.drive($0) }
     }
 
     /// Ends the upload; observers of `.failure` get `StorageError.cancelled`.
@@ -70,18 +68,6 @@ open class StorageUploadTask: StorageObservableTask, StorageTaskManagement, @unc
     }
 
     // MARK: the run
-
-    /// A new run, once `previous` (a paused run finishing its chunk) has ended.
-    private func start(after previous: Task<Void, Never>?) {
-        stateLock.withLock {
-            run += 1
-            let mine = run
-            runner = Task { [self] in
-                await previous?.value
-                await drive(mine)
-            }
-        }
-    }
 
     private func drive(_ mine: Int) async {
         do {

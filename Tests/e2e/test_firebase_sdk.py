@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from conftest import BIN, ROOT
+from conftest import ROOT, built
 from firebase_http import BUCKET
 from test_firebase import RULES, fields
 
@@ -24,10 +24,7 @@ PASSWORD = "a password for the SDK samples"
 
 
 def sample_binary():
-    path = os.path.join(os.path.dirname(BIN), "sdk-samples")
-    if not os.path.exists(path):
-        pytest.fail(f"{path} is missing: swift build --product sdk-samples builds it")
-    return path
+    return built("sdk-samples")
 
 
 class SDK:

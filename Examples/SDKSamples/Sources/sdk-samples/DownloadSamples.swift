@@ -3,12 +3,6 @@ import FirebaseStorage
 import Foundation
 
 enum DownloadSamples {
-    static func run(_ storageRef: StorageReference) async {
-        await downloadInMemory(storageRef)
-        await downloadToFile(storageRef)
-        await downloadAsync(storageRef)
-    }
-
     // Download in memory
     static func downloadInMemory(_ storageRef: StorageReference) async {
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in

@@ -29,27 +29,31 @@ enum ListSamples {
 
         // Paginate list results
         var pages = 0
-        func listAllPaginated(pageToken: String? = nil) async throws {
-            let listResult: StorageListResult
-            if let pageToken = pageToken {
-                listResult = try await storageReference.list(maxResults: 2, pageToken: pageToken)
-            } else {
-                listResult = try await storageReference.list(maxResults: 2)
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            func listAllPaginated(pageToken: String? = nil) {
+                let handle = { (result: StorageListResult?, error: Error?) in
+                    guard let result = result else {
+                        show("list error", error)
+                        done.resume()
+                        return
+                    }
+                    // Handle the page
+                    pages += 1
+                    show("page \(pages)", (result.prefixes + result.items).map(\.name).joined(separator: ","))
+                    // Process the next page, if any
+                    if let token = result.pageToken {
+                        listAllPaginated(pageToken: token)
+                    } else {
+                        done.resume()
+                    }
+                }
+                if let pageToken = pageToken {
+                    storageReference.list(maxResults: 2, pageToken: pageToken, completion: handle)
+                } else {
+                    storageReference.list(maxResults: 2, completion: handle)
+                }
             }
-            let prefixes = listResult.prefixes
-            let items = listResult.items
-            // Handle list result
-            pages += 1
-            show("page \(pages)", (prefixes + items).map(\.name).joined(separator: ","))
-            // Process next page
-            if let token = listResult.pageToken {
-                try await listAllPaginated(pageToken: token)
-            }
-        }
-        do {
-            try await listAllPaginated()
-        } catch {
-            show("list error", error)
+            listAllPaginated()
         }
         show("pages", pages)
     }

@@ -56,20 +56,20 @@ enum MetadataSamples {
             show("delete property error", error)
         }
 
-        // Custom metadata
-        let metadata = [
-            "customMetadata": [
-                "location": "Yosemite, CA, USA",
-                "activity": "Hiking",
-            ],
-        ]
+        // Custom metadata, set with the update's Result form
         let withCustom = StorageMetadata()
-        withCustom.customMetadata = metadata["customMetadata"]
-        do {
-            let updated = try await forestRef.updateMetadata(withCustom)
-            show("customMetadata", updated.customMetadata?.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ","))
-        } catch {
-            show("custom metadata error", error)
+        withCustom.customMetadata = ["location": "Yosemite, CA, USA", "activity": "Hiking"]
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            forestRef.updateMetadata(withCustom) { (result: Result<StorageMetadata, Error>) in
+                switch result {
+                case .success(let updated):
+                    let pairs = (updated.customMetadata ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+                    show("customMetadata", pairs.joined(separator: ","))
+                case .failure(let error):
+                    show("custom metadata error", error)
+                }
+                done.resume()
+            }
         }
     }
 }

@@ -3,12 +3,6 @@ import FirebaseStorage
 import Foundation
 
 enum UploadSamples {
-    static func run(_ storageRef: StorageReference) async {
-        await uploadFromData(storageRef)
-        await uploadFromFile(storageRef)
-        await uploadAsync(storageRef)
-    }
-
     // Upload from data in memory
     static func uploadFromData(_ storageRef: StorageReference) async {
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in

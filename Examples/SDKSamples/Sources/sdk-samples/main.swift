@@ -58,14 +58,11 @@ do {
 let storage = Storage.storage()
 let storageRef = storage.reference().child(folder)
 
-switch sample {
-case "upload": await UploadSamples.run(storageRef)
-case "download": await DownloadSamples.run(storageRef)
-case "metadata": await MetadataSamples.run(storageRef)
-case "list": await ListSamples.run(storageRef)
-case "delete": await DeleteSamples.run(storageRef)
-case "task": await TaskSamples.run(storageRef)
-case "max-size": await DownloadSamples.maxSize(storageRef)
-case "refused": await ErrorSamples.refused(storage.reference().child(folder))
-default: fail("no sample named \(sample)")
-}
+let samples: [String: [(StorageReference) async -> Void]] = [
+    "upload": [UploadSamples.uploadFromData, UploadSamples.uploadFromFile, UploadSamples.uploadAsync],
+    "download": [DownloadSamples.downloadInMemory, DownloadSamples.downloadToFile, DownloadSamples.downloadAsync],
+    "metadata": [MetadataSamples.run], "list": [ListSamples.run], "delete": [DeleteSamples.run],
+    "task": [TaskSamples.run], "max-size": [DownloadSamples.maxSize], "refused": [ErrorSamples.refused],
+]
+guard let chosen = samples[sample] else { fail("no sample named \(sample)") }
+for run in chosen { await run(storageRef) }
