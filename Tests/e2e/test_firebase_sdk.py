@@ -15,6 +15,7 @@ import urllib.request
 import pytest
 
 from conftest import ROOT, built
+from faultproxy import FaultProxy
 from firebase_http import BUCKET
 from test_firebase import RULES, fields
 
@@ -48,10 +49,12 @@ class SDK:
     def home(self, name=""):
         return f"users/{self.uid}/sdk" + ("/" + name if name else "")
 
-    def run(self, sample, folder=None, check=True):
+    def run(self, sample, folder=None, check=True, storage_host=None):
+        """Runs a sample; `storage_host`: Storage's requests go there instead (a slow link)."""
+        env = dict(self.env, FIREBASE_STORAGE_EMULATOR_HOST=storage_host or self.server.hostport)
         p = subprocess.run([sample_binary(), sample, folder or self.home(), "--email", EMAIL,
                             "--password-file", str(self.password_file)],
-                           cwd=self.app_dir, env=self.env, capture_output=True, timeout=120)
+                           cwd=self.app_dir, env=env, capture_output=True, timeout=120)
         out = p.stdout.decode(errors="replace")
         if check:
             assert p.returncode == 0, (out, p.stderr.decode(errors="replace"))
@@ -67,6 +70,15 @@ class SDK:
 @pytest.fixture
 def sdk(firebase_server, tmp_path):
     return SDK(firebase_server, tmp_path)
+
+
+@pytest.fixture
+def slow_link(firebase_server):
+    """Storage through a link of 1 MiB/s each way, so that a task's pause falls in the middle of it
+    whatever the machine's speed (tasks of 2 MiB)."""
+    proxy = FaultProxy(firebase_server.hostport, rate=1 << 20).start()
+    yield f"127.0.0.1:{proxy.port}"
+    proxy.stop()
 
 
 def token_url_of(sdk, name, url):
@@ -154,8 +166,8 @@ def test_delete_guide_sample(sdk):
     assert any(m == "DELETE" and p.lower() == encoded.lower() and 200 <= st < 300 for m, p, st, *_ in seen), seen
 
 
-def test_upload_task_observed_paused_resumed_and_cancelled(sdk):
-    got, out = sdk.run("task")
+def test_upload_task_observed_paused_resumed_and_cancelled(sdk, slow_link):
+    got, out = sdk.run("task", storage_host=slow_link)
     data = bytes((i * 31) & 0xFF for i in range(2 * 1024 * 1024))
     space = sdk.home("images/space.bin")
     # paused after its second progress event, resumed from the pause's observer, then completed
@@ -170,6 +182,20 @@ def test_upload_task_observed_paused_resumed_and_cancelled(sdk):
     # the cancelled one: StorageErrorCode.cancelled to the failure observer, and no object
     assert got["cancelled upload"] == "cancelled", out
     assert sdk.object(sdk.home("images/cancelled.bin")) is None
+
+
+def test_download_task_observed_paused_and_resumed_from_where_it_stopped(sdk, slow_link):
+    data = bytes((i * 7) & 0xFF for i in range(2 * 1024 * 1024))
+    sdk.server.put_object(BUCKET, sdk.home("images/large.bin"), data)
+    sdk.server.reset_stats()
+    got, out = sdk.run("download-task", storage_host=slow_link)
+    paused_at = int(got["download paused at"])
+    assert 0 < paused_at < len(data), out
+    assert got["download resumed"] == "true", out
+    assert got["downloaded"] == f"{len(data)} bytes, sum {sum(data) & 0xFFFFFFFF}", out
+    assert int(got["download progress events"]) >= 2, out
+    # two reads of the bytes: the one the pause stopped, and the resume's, for the rest
+    assert sdk.server.snapshot_stats()["media"] == 2, sdk.server.snapshot_stats()
 
 
 def test_data_max_size_refuses_a_larger_object_before_reading_it(sdk):

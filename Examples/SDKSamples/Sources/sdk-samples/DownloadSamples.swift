@@ -78,4 +78,49 @@ enum DownloadSamples {
             show("other error", error)
         }
     }
+
+    // "Monitor download progress" and "Manage downloads": a download task observed, paused at its
+    // first progress and resumed from the pause's observer.
+    static func observedDownload(_ storageRef: StorageReference) async {
+        let localURL = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("sdk-samples-large-\(getpid()).bin")
+        defer { try? FileManager.default.removeItem(at: localURL) }
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            // Start the download (in this case writing to a file)
+            let downloadTask = storageRef.child("images/large.bin").write(toFile: localURL)
+            var paused = false
+            var progressEvents = 0
+            // Observe changes in status
+            downloadTask.observe(.resume) { snapshot in
+                // Download resumed, also fires when the download starts
+                show("download resumed", snapshot.status == .resume)
+            }
+            downloadTask.observe(.pause) { snapshot in
+                // Download paused
+                show("download paused at", snapshot.progress?.completedUnitCount)
+                downloadTask.resume()
+            }
+            downloadTask.observe(.progress) { snapshot in
+                // Download reported progress
+                let percentComplete = 100.0 * Double(snapshot.progress!.completedUnitCount)
+                    / Double(snapshot.progress!.totalUnitCount)
+                progressEvents += 1
+                if !paused, percentComplete < 100 {
+                    paused = true
+                    downloadTask.pause()
+                }
+            }
+            downloadTask.observe(.success) { _ in
+                // Download completed successfully
+                let data = (try? Data(contentsOf: localURL)) ?? Data()
+                let sum = data.reduce(UInt32(0)) { $0 &+ UInt32($1) }
+                show("download progress events", progressEvents)
+                show("downloaded", "\(data.count) bytes, sum \(sum)")
+                done.resume()
+            }
+            downloadTask.observe(.failure) { snapshot in
+                show("download failure", snapshot.error)
+                done.resume()
+            }
+        }
+    }
 }

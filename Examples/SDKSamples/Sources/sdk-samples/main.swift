@@ -4,7 +4,8 @@
 //
 //   sdk-samples SAMPLE FOLDER [--email ADDRESS --password-file FILE | --custom-token-file FILE]
 //
-// SAMPLE is upload, download, metadata, list, delete, task, max-size or refused; FOLDER is where
+// SAMPLE is upload, download, metadata, list, delete, task, download-task, max-size or refused;
+// FOLDER is where
 // the bucket's rules let the user write (the samples' "images/…" are made under it). The
 // project comes from GoogleService-Info.plist in the working directory (FirebaseApp.configure());
 // with FIREBASE_AUTH_EMULATOR_HOST and FIREBASE_STORAGE_EMULATOR_HOST set, the emulators are used.
@@ -62,7 +63,8 @@ let samples: [String: [(StorageReference) async -> Void]] = [
     "upload": [UploadSamples.uploadFromData, UploadSamples.uploadFromFile, UploadSamples.uploadAsync],
     "download": [DownloadSamples.downloadInMemory, DownloadSamples.downloadToFile, DownloadSamples.downloadAsync],
     "metadata": [MetadataSamples.run], "list": [ListSamples.run], "delete": [DeleteSamples.run],
-    "task": [TaskSamples.run], "max-size": [DownloadSamples.maxSize], "refused": [ErrorSamples.refused],
+    "task": [TaskSamples.run], "download-task": [DownloadSamples.observedDownload],
+    "max-size": [DownloadSamples.maxSize], "refused": [ErrorSamples.refused],
 ]
 guard let chosen = samples[sample] else { fail("no sample named \(sample)") }
 for run in chosen { await run(storageRef) }
