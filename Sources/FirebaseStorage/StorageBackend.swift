@@ -87,12 +87,16 @@ final class StorageBackend: @unchecked Sendable {
 }
 
 /// The app's Auth's tokens for the store: the current user's, refreshed by Auth. With no user
-/// signed in, a call fails with `unauthenticated` (docs/LIBRARY.md, "The Apple SDK's API").
-struct AppTokens: FirebaseIDTokenSource {
+/// signed in, requests go without a token, as the SDK sends them, and the rules decide.
+struct AppTokens: FirebaseOptionalIDTokenSource {
     let app: FirebaseApp
 
+    func idTokenIfSignedIn(afterUnauthorized: Bool) async throws -> String? {
+        try await app.authInterop?.idToken(forcingRefresh: afterUnauthorized)
+    }
+
     func idToken(afterUnauthorized: Bool) async throws -> String {
-        guard let auth = app.authInterop, let token = try await auth.idToken(forcingRefresh: afterUnauthorized) else {
+        guard let token = try await idTokenIfSignedIn(afterUnauthorized: afterUnauthorized) else {
             throw StorageModel.StorageError.unauthenticated(
                 message: "no user is signed in: sign in with Auth.auth().signIn(withEmail:password:), signIn(withCustomToken:) or signInAnonymously() first")
         }

@@ -239,3 +239,14 @@ def test_the_sdk_products_bring_nothing_else_of_bucketfs():
     assert "GRDB" not in external and "ArgumentParser" not in external, external
     libs = subprocess.run(["ldd", sample_binary()], capture_output=True, text=True, check=True).stdout
     assert "libfuse3" not in libs and "libsqlite3" not in libs, libs
+
+
+def test_signed_out_requests_go_without_a_user_and_the_rules_decide(sdk):
+    sdk.server.set_rules({"version": 2, "rules": RULES["rules"] + [{"match": "public/{rest=**}", "allow": {"read": "true"}}]})
+    sdk.server.put_object(BUCKET, "public/hello.txt", b"hello, anyone")
+    mine = sdk.home("private.txt")
+    sdk.server.put_object(BUCKET, mine, b"only mine")
+    got, out = sdk.run("signed-out", mine)
+    assert got["signed out"] == "true", out
+    assert got["public read"] == "hello, anyone", out
+    assert got["private read refused"] == mine, out

@@ -1,4 +1,5 @@
 // "Handle errors" of the guides: a refusal of the Security Rules, as the SDK reports it.
+import FirebaseAuth
 import FirebaseStorage
 import Foundation
 
@@ -22,6 +23,30 @@ enum ErrorSamples {
             show("description", nsError.localizedDescription)
         } catch {
             show("other error", error)
+        }
+    }
+
+    // Signed out: requests go without a user, and the rules decide (a public read is let through).
+    static func signedOut(_ ref: StorageReference) async {
+        do {
+            try Auth.auth().signOut()
+        } catch {
+            show("signOut error", error)
+        }
+        show("signed out", Auth.auth().currentUser == nil)
+        do {
+            let data = try await ref.storage.reference(withPath: "public/hello.txt").data(maxSize: 1024)
+            show("public read", String(decoding: data, as: UTF8.self))
+        } catch {
+            show("public read error", error)
+        }
+        do {
+            _ = try await ref.getMetadata()
+            show("private read", "allowed")
+        } catch StorageError.unauthorized(_, let object, _) {
+            show("private read refused", object)
+        } catch {
+            show("private read error", error)
         }
     }
 }

@@ -4,10 +4,9 @@
 //
 //   sdk-samples SAMPLE FOLDER [--email ADDRESS --password-file FILE | --custom-token-file FILE]
 //
-// SAMPLE is upload, download, metadata, list, delete, task, download-task, max-size or refused;
-// FOLDER is where
-// the bucket's rules let the user write (the samples' "images/…" are made under it). The
-// project comes from GoogleService-Info.plist in the working directory (FirebaseApp.configure());
+// SAMPLE is upload, download, metadata, list, delete, task, download-task, max-size, refused or
+// signed-out; FOLDER is where the bucket's rules let the user write (the samples' "images/…" are
+// made under it). The project comes from GoogleService-Info.plist in the working directory (FirebaseApp.configure());
 // with FIREBASE_AUTH_EMULATOR_HOST and FIREBASE_STORAGE_EMULATOR_HOST set, the emulators are used.
 import FirebaseAuth
 import FirebaseCore
@@ -64,7 +63,7 @@ let samples: [String: [(StorageReference) async -> Void]] = [
     "download": [DownloadSamples.downloadInMemory, DownloadSamples.downloadToFile, DownloadSamples.downloadAsync],
     "metadata": [MetadataSamples.run], "list": [ListSamples.run], "delete": [DeleteSamples.run],
     "task": [TaskSamples.run], "download-task": [DownloadSamples.observedDownload],
-    "max-size": [DownloadSamples.maxSize], "refused": [ErrorSamples.refused],
+    "max-size": [DownloadSamples.maxSize], "refused": [ErrorSamples.refused], "signed-out": [ErrorSamples.signedOut],
 ]
 guard let chosen = samples[sample] else { fail("no sample named \(sample)") }
 for run in chosen { await run(storageRef) }
