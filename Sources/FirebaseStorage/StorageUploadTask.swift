@@ -5,9 +5,9 @@ import StorageModel
 /// The Apple SDK's `StorageUploadTask`: an upload of `Data` or a file, observed, paused, resumed
 /// and cancelled (docs/LIBRARY.md, "The Apple SDK's API"). It is one resumable v0 upload
 /// (`FirebaseUploadSession`), sent a chunk (`Storage.uploadChunkSizeBytes`) at a time: progress
-/// is reported after each chunk the server holds, a pause takes effect when the chunk in flight
-/// is in, and a resume goes on from there in the same session. A cancel stops the chunk in
-/// flight and ends the session: no object is made.
+/// is reported as a chunk's bytes go out (every 100 ms) and when the server holds it, a pause
+/// takes effect when the chunk in flight is in, and a resume goes on from there in the same
+/// session. A cancel stops the chunk in flight and ends the session: no object is made.
 open class StorageUploadTask: StorageObservableTask, StorageTaskManagement, @unchecked Sendable {
     private let source: UploadSource
     private let fileURL: URL?
@@ -79,7 +79,7 @@ open class StorageUploadTask: StorageObservableTask, StorageTaskManagement, @unc
                     return true
                 }
                 guard go else { return }
-                let object = try await session.sendNext()
+                let object = try await session.sendNext { [weak self] sent in self?.sending(sent) }
                 let done = session.persisted
                 if let object {
                     let s = move(to: .success, if: { !$0.isFinished }) {
@@ -105,6 +105,17 @@ open class StorageUploadTask: StorageObservableTask, StorageTaskManagement, @unc
         } catch {
             fail(error)
         }
+    }
+
+    /// Bytes of the chunk in flight have gone out: progress, if the task still runs.
+    private func sending(_ sent: Int64) {
+        let s = stateLock.withLock { () -> StorageTaskSnapshot? in
+            guard state.isActive, sent > progress.completedUnitCount else { return nil }
+            progress.completedUnitCount = sent
+            state = .progress
+            return snapshotUnderLock()
+        }
+        if let s { fire(.progress, s) }
     }
 
     /// The session, begun on the first run.

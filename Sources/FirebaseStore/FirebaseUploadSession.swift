@@ -38,8 +38,11 @@ public final class FirebaseUploadSession: @unchecked Sendable {
 
     /// Sends the next chunk (opening the session first); the object once the last one is in,
     /// else nil. A transient fault is retried within the store's deadline, from what the session
-    /// holds. Must not be called while another `sendNext` of this session runs.
-    public func sendNext() async throws -> ObjectInfo? {
+    /// holds. Must not be called while another `sendNext` of this session runs. `sending`, if
+    /// given, is told the bytes of the object sent so far, every `sendingEvery` while the chunk
+    /// goes out.
+    public func sendNext(sendingEvery: Duration = .milliseconds(100),
+                         sending: (@Sendable (Int64) -> Void)? = nil) async throws -> ObjectInfo? {
         let transport = store.transport
         var progress = ResumableProgress(policy: transport.policy)
         progress.persisted(persisted)
@@ -56,7 +59,7 @@ public final class FirebaseUploadSession: @unchecked Sendable {
                     if let done = try await ask(session, &progress) { return done }
                     continue
                 }
-                return try await sendChunk(session, &progress)
+                return try await sendChunk(session, &progress, every: sendingEvery, sending)
             } catch StorageError.objectNotFound {
                 try progress.sessionLost(name)
                 lock.withLock { url = nil }
@@ -75,18 +78,26 @@ public final class FirebaseUploadSession: @unchecked Sendable {
                                             store.command(session, "cancel", offset: nil, body: nil))
     }
 
-    private func sendChunk(_ session: String, _ progress: inout ResumableProgress) async throws -> ObjectInfo? {
+    private func sendChunk(_ session: String, _ progress: inout ResumableProgress, every: Duration,
+                           _ sending: (@Sendable (Int64) -> Void)?) async throws -> ObjectInfo? {
         let offset = persisted
         let length = min(chunkSize, size - offset)
         let last = offset + length == size
         let verb = last ? (length > 0 ? "upload, finalize" : "finalize") : "upload"
         let transport = store.transport
         var request = store.command(session, verb, offset: offset, body: nil)
+        var watch: Task<Void, Never>?
         if length > 0 {
             let body = StreamedBody(source: source, offset: offset, length: length, sums: UploadChecksums(source: nil),
                                     stallTimeout: store.tuning.idleTimeout, clock: transport.clock)
             request = CloudRequest(.POST, session, headers: request.headers, streaming: body)
+            if let sending {
+                watch = Task {
+                    while (try? await Task.sleep(for: every)) != nil { sending(offset + body.progress.bytes) }
+                }
+            }
         }
+        defer { watch?.cancel() }
         let r = try await transport.send("upload chunk", path: name, idempotent: false,
                                          deadline: max(progress.end, transport.clock.now + .seconds(86_400)), request)
         if last || FirebaseStore.isFinal(r) {

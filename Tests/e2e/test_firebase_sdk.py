@@ -173,9 +173,10 @@ def test_upload_task_observed_paused_resumed_and_cancelled(sdk, slow_link):
     # paused after its second progress event, resumed from the pause's observer, then completed
     assert got["paused"] == "true" and got["resumed"] == "true", out
     paused_at = int(got["paused at"])
-    assert 256 * 1024 <= paused_at < len(data) and paused_at % (256 * 1024) == 0, out
-    # a progress event per 256 KiB chunk (8), the pause between two of them
-    assert int(got["progress events"]) >= 8, out
+    assert 0 < paused_at < len(data), out
+    # a progress event per 256 KiB chunk the server holds (8), and more as each chunk goes out
+    # (every 100 ms: 2 MiB at 1 MiB/s takes 2 s)
+    assert int(got["progress events"]) > 8, out
     md5 = __import__("base64").b64encode(hashlib.md5(data).digest()).decode()
     assert got["uploaded"] == f"{space}, {len(data)} bytes, md5 {md5}", out
     assert sdk.object(space).data == data
