@@ -18,6 +18,7 @@ from conftest import ROOT, built
 from faultproxy import FaultProxy
 from firebase_http import BUCKET
 from test_firebase import RULES, fields
+from test_firebase_library import SERVICE_ACCOUNT, custom_token, service_account_key
 
 API_KEY = "sdk-test-api-key"
 EMAIL = "sdk@example.com"
@@ -49,17 +50,19 @@ class SDK:
     def home(self, name=""):
         return f"users/{self.uid}/sdk" + ("/" + name if name else "")
 
-    def run(self, sample, folder=None, check=True, storage_host=None):
-        """Runs a sample; `storage_host`: Storage's requests go there instead (a slow link)."""
+    def run(self, sample, folder=None, storage_host=None, sign_in=None):
+        """Runs a sample signed in with the email and password (or `sign_in`'s arguments);
+        `storage_host`: Storage's requests go there instead (a slow link)."""
         env = dict(self.env, FIREBASE_STORAGE_EMULATOR_HOST=storage_host or self.server.hostport)
-        p = subprocess.run([sample_binary(), sample, folder or self.home(), "--email", EMAIL,
-                            "--password-file", str(self.password_file)],
+        how = sign_in if sign_in is not None else ["--email", EMAIL, "--password-file", str(self.password_file)]
+        p = subprocess.run([sample_binary(), sample, folder or self.home(), *how],
                            cwd=self.app_dir, env=env, capture_output=True, timeout=120)
         out = p.stdout.decode(errors="replace")
-        if check:
-            assert p.returncode == 0, (out, p.stderr.decode(errors="replace"))
+        assert p.returncode == 0, (out, p.stderr.decode(errors="replace"))
         got = fields(p.stdout)
-        assert got.get("uid") == self.uid and got.get("currentUser") == self.uid, out
+        assert got.get("uid") and got.get("currentUser") == got["uid"], out
+        if sign_in is None:
+            assert got["uid"] == self.uid and got["isAnonymous"] == "false", out
         assert PASSWORD.encode() not in p.stdout + p.stderr
         return got, out
 
@@ -251,3 +254,28 @@ def test_signed_out_requests_go_without_a_user_and_the_rules_decide(sdk):
     assert got["signed out"] == "true", out
     assert got["public read"] == "hello, anyone", out
     assert got["private read refused"] == mine, out
+
+
+def test_signed_in_with_a_custom_token_or_anonymously(sdk, tmp_path):
+    key, modulus = service_account_key(tmp_path)
+    sdk.server.trust_service_account(SERVICE_ACCOUNT, modulus)
+    token_file = tmp_path / "custom-token"
+    token_file.write_text(custom_token(key, "gina"))
+    got, out = sdk.run("delete", "users/{uid}/sdk", sign_in=["--custom-token-file", str(token_file)])
+    assert got["uid"] == "gina" and got["isAnonymous"] == "false", out
+    assert got["deleted"] == "users/gina/sdk/images/desert.jpg", out
+    got, out = sdk.run("delete", "users/{uid}/sdk", sign_in=[])
+    uid = got["uid"]
+    assert uid not in ("gina", sdk.uid) and got["isAnonymous"] == "true", out
+    assert got["deleted"] == f"users/{uid}/sdk/images/desert.jpg", out
+    assert token_file.read_text().encode() not in out.encode()
+
+
+def test_a_refused_sign_in_is_an_auth_error_with_the_sdks_code(sdk, tmp_path):
+    wrong = tmp_path / "wrong"
+    wrong.write_text("not the password\n")
+    p = subprocess.run([sample_binary(), "list", sdk.home(), "--email", EMAIL, "--password-file", str(wrong)],
+                       cwd=sdk.app_dir, env=sdk.env, capture_output=True, timeout=120)
+    err = p.stderr.decode(errors="replace")
+    assert p.returncode == 1 and "(FIRAuthErrorDomain 17004)" in err and "INVALID_LOGIN_CREDENTIALS" in err, err
+    assert b"not the password" not in p.stdout + p.stderr

@@ -6,7 +6,7 @@
 //
 // SAMPLE is upload, download, metadata, list, delete, task, download-task, max-size, refused or
 // signed-out; FOLDER is where the bucket's rules let the user write (the samples' "images/…" are
-// made under it). The project comes from GoogleService-Info.plist in the working directory (FirebaseApp.configure());
+// made under it; "{uid}" in it is the user's uid). The project comes from GoogleService-Info.plist in the working directory (FirebaseApp.configure());
 // with FIREBASE_AUTH_EMULATOR_HOST and FIREBASE_STORAGE_EMULATOR_HOST set, the emulators are used.
 import FirebaseAuth
 import FirebaseCore
@@ -51,12 +51,15 @@ do {
     }
     show("uid", result.user.uid)
     show("currentUser", Auth.auth().currentUser?.uid)
+    show("isAnonymous", result.user.isAnonymous)
 } catch {
-    fail("sign-in refused: \(error.localizedDescription)")
+    let error = error as NSError
+    fail("sign-in refused (\(error.domain) \(error.code)): \(error.localizedDescription)")
 }
 
 let storage = Storage.storage()
-let storageRef = storage.reference().child(folder)
+// "{uid}" in FOLDER is the signed-in user's uid.
+let storageRef = storage.reference().child(folder.replacingOccurrences(of: "{uid}", with: Auth.auth().currentUser?.uid ?? ""))
 
 let samples: [String: [(StorageReference) async -> Void]] = [
     "upload": [UploadSamples.uploadFromData, UploadSamples.uploadFromFile, UploadSamples.uploadAsync],
