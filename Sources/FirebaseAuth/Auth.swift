@@ -15,6 +15,8 @@ open class Auth: NSObject, AuthInterop, @unchecked Sendable {
     private let lock = NSLock()
     private var user: User?
     private var emulator: String?
+    /// The sign-in client, made at the first sign-in and again when the emulator changes.
+    private var client: (emulator: String?, signIn: LibrarySignIn)?
     private var listeners: [UUID: (Auth, User?) -> Void] = [:]
 
     private static let lock = NSLock()
@@ -121,12 +123,21 @@ open class Auth: NSObject, AuthInterop, @unchecked Sendable {
                 NSLocalizedDescriptionKey: "the app's options have no API key (API_KEY in GoogleService-Info.plist)"])
         }
         do {
-            let signIn = try LibrarySignIn(apiKey: key, authEndpoint: lock.withLock { emulator })
-            let u = User(try await how(signIn))
+            let u = User(try await how(try signInClient(apiKey: key)))
             set(u)
             return AuthDataResult(user: u)
         } catch {
             throw AuthErrors.nsError(error)
+        }
+    }
+
+    /// One client for the app's sign-ins (its connections are reused), for the current emulator.
+    private func signInClient(apiKey: String) throws -> LibrarySignIn {
+        try lock.withLock {
+            if let client, client.emulator == emulator { return client.signIn }
+            let made = try LibrarySignIn(apiKey: apiKey, authEndpoint: emulator)
+            client = (emulator, made)
+            return made
         }
     }
 
