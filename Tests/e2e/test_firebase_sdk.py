@@ -64,6 +64,8 @@ class SDK:
         if sign_in is None:
             assert got["uid"] == self.uid and got["isAnonymous"] == "false", out
         assert PASSWORD.encode() not in p.stdout + p.stderr
+        # the library never sends a download token (downloadURL only hands one to the program)
+        assert self.server.violations == [], self.server.violations
         return got, out
 
     def object(self, name):
