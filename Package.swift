@@ -194,6 +194,8 @@ let package = Package(
                 "GCSTestServerKit",
                 // The core over a v0 store, for what a running mount logs (FirebaseRefusalEpisodeTests).
                 "BucketFS", "FuseKit",
+                // The Apple SDK's API over the same server (FirebaseSDKTests).
+                "FirebaseCore", "FirebaseAuth", "FirebaseStorage",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
