@@ -9,6 +9,11 @@ let package = Package(
         .library(name: "StorageModel", targets: ["StorageModel"]),
         .library(name: "ObjectStores", targets: ["ObjectStores"]),
         .library(name: "FirebaseStore", targets: ["FirebaseStore"]),
+        // The Firebase Apple SDK's Storage API, and the part of its Core and Auth that Storage
+        // code needs, over FirebaseStore (docs/LIBRARY.md, "The Apple SDK's API").
+        .library(name: "FirebaseStorage", targets: ["FirebaseStorage"]),
+        .library(name: "FirebaseCore", targets: ["FirebaseCore"]),
+        .library(name: "FirebaseAuth", targets: ["FirebaseAuth"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -98,6 +103,15 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The Apple SDK's modules (docs/LIBRARY.md, "The Apple SDK's API"): FirebaseApp and its
+        // options; Auth's sign-in and current user; Storage, references, metadata, tasks, errors.
+        // Swift 5 mode, as the SDK's sources: its handlers are plain closures run on a queue.
+        .target(name: "FirebaseCore", swiftSettings: [.swiftLanguageMode(.v5)]),
+        .target(name: "FirebaseAuth", dependencies: ["FirebaseCore", "FirebaseStore", "StorageModel"],
+                swiftSettings: [.swiftLanguageMode(.v5)]),
+        .target(name: "FirebaseStorage", dependencies: ["FirebaseCore", "FirebaseStore", "StorageModel",
+                                                      .product(name: "Logging", package: "swift-log")],
+                swiftSettings: [.swiftLanguageMode(.v5)]),
         // The filesystem core: inode table, caches, xattrs, handles. No kernel, no network.
         .target(
             name: "BucketFS",
@@ -179,6 +193,8 @@ let package = Package(
                 "GCSTestServerKit",
                 // The core over a v0 store, for what a running mount logs (FirebaseRefusalEpisodeTests).
                 "BucketFS", "FuseKit",
+                // The Apple SDK's API over the same server (FirebaseSDKTests).
+                "FirebaseCore", "FirebaseAuth", "FirebaseStorage",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -208,6 +224,12 @@ let package = Package(
         // the real-mount tier runs it against the Firebase test server.
         .executableTarget(name: "firebase-samples", dependencies: ["FirebaseStore", "StorageModel"],
                           path: "Examples/FirebaseSamples"),
+        // A program written for the Firebase Apple SDK, unchanged (docs/LIBRARY.md, "The Apple SDK's
+        // API"); Examples/SDKSamples/Package.swift builds it alone; the real-mount tier runs it.
+        .executableTarget(name: "sdk-samples", dependencies: ["FirebaseCore", "FirebaseAuth", "FirebaseStorage"],
+                          path: "Examples/SDKSamples/Sources/sdk-samples", swiftSettings: [.swiftLanguageMode(.v5)]),
+        // The Apple SDK's modules' own parts: errors and their NSError form, metadata updates, options.
+        .testTarget(name: "FirebaseStorageTests", dependencies: ["FirebaseStorage", "FirebaseCore", "StorageModel"]),
         .testTarget(name: "FuseKitTests", dependencies: ["FuseKit", "KernelFiles"]),
     ]
 )

@@ -34,9 +34,12 @@ actor FirebaseAuthorization: TransportAuthorization {
             .timeout(message: "no Firebase ID token within \(timeout): Firebase Auth did not answer the token refresh")
         }) {
             if let refreshing { await refreshing.value }
+            if let optional = source as? any FirebaseOptionalIDTokenSource {
+                return try await optional.idTokenIfSignedIn(afterUnauthorized: false)
+            }
             return try await source.idToken(afterUnauthorized: false)
         }
-        return "Firebase " + token
+        return token.map { "Firebase " + $0 }
     }
 
     /// Starts the one refresh for a refused token and waits for it, at most `within` (the call's

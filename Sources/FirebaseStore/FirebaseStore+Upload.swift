@@ -58,7 +58,7 @@ extension FirebaseStore {
     }
 
     /// Starts a resumable session; returns its URL. Creating a session writes nothing.
-    private func startSession(_ name: String, size: Int64, metadata: WritableMetadata, what: String = "start upload") async throws -> String {
+    func startSession(_ name: String, size: Int64, metadata: WritableMetadata, what: String = "start upload") async throws -> String {
         let headers: HTTPHeaders = [
             "X-Goog-Upload-Protocol": "resumable", "X-Goog-Upload-Command": "start",
             "X-Goog-Upload-Header-Content-Length": String(size),
@@ -75,13 +75,13 @@ extension FirebaseStore {
         return url.contains("://") ? url : storageBase + (url.hasPrefix("/") ? "" : "/") + url
     }
 
-    private func command(_ session: String, _ command: String, offset: Int64?, body: ByteBuffer?) -> CloudRequest {
+    func command(_ session: String, _ command: String, offset: Int64?, body: ByteBuffer?) -> CloudRequest {
         var headers: HTTPHeaders = ["X-Goog-Upload-Protocol": "resumable", "X-Goog-Upload-Command": command]
         if let offset { headers.add(name: "X-Goog-Upload-Offset", value: String(offset)) }
         return CloudRequest(.POST, session, headers: headers, body: body ?? ByteBuffer())
     }
 
-    private static func isFinal(_ r: CloudResponse) -> Bool {
+    static func isFinal(_ r: CloudResponse) -> Bool {
         r.headers.first(name: "X-Goog-Upload-Status")?.lowercased() == "final"
     }
 

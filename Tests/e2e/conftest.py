@@ -99,6 +99,15 @@ def _bin():
 BIN = _bin()
 
 
+def built(name):
+    """A program the package builds beside bucketfs (`swift build` builds them all); the test fails
+    saying so when it is missing."""
+    path = os.path.join(os.path.dirname(BIN), name)
+    if not os.path.exists(path):
+        pytest.fail(f"{path} is missing: swift build builds it")
+    return path
+
+
 def startup_seconds():
     """How long the binary takes to start, print and exit on this machine now (`bucketfs
     --version`): what a time bound on a whole command adds to the promise it checks, measured in

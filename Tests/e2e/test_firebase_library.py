@@ -6,14 +6,11 @@ deletes in the user's folder, with ID tokens so short that the session must refr
 way. What it prints is checked against what the server saw; no password or token is in its output
 (docs/LIBRARY.md, "Signing in from a program")."""
 import json
-import os
 import subprocess
 import time
 import urllib.parse
 
-import pytest
-
-from conftest import BIN
+from conftest import built
 from firebase_http import BUCKET
 from firebase_server import CUSTOM_TOKEN_AUD, b64url
 from test_firebase import API_KEY, fb, fields  # noqa: F401  (fb is the fixture: server, user, environment)
@@ -22,10 +19,7 @@ SERVICE_ACCOUNT = "sample-server@demo-bucketfs.iam.gserviceaccount.com"
 
 
 def sample():
-    path = os.path.join(os.path.dirname(BIN), "firebase-samples")
-    if not os.path.exists(path):
-        pytest.fail(f"{path} is missing: swift build --build-tests builds it")
-    return path
+    return built("firebase-samples")
 
 
 def run_sample(*args):
