@@ -25,11 +25,11 @@ import StorageModel
 /// - `Superblock.lock` (NSLock, private to the superblock) owns its parts (`table`, `cache`,
 ///   `pending`, `handles`, `negative`, `listingBuilds`, `lastListingSerial`, `shuttingDown`), every
 ///   changing field of every `Node` (`NodeState`, its `listing` included) and of every
-///   `StagedFile` (`StageState`): all reachable only through `Held`, the proof `locked` hands its
-///   closure, so code that does not hold the lock does not compile. By convention still (their
-///   types are the superblock's own): `DirHandle.entries`, `pass`, `namesOnly`; `Handle.keepCache`
-///   and `directIO`; `ListingBuild`'s fields. It is held for short, synchronous stretches only
-///   (one superblock method each): never across an `await`, and no store request, disk I/O or
+///   `StagedFile` (`StageState`), of every open directory (`DirHandleState`: its snapshot and
+///   readdir pass) and of every listing being applied (`ListingBuildState`): all reachable only
+///   through `Held`, the proof `locked` hands its closure, so code that does not hold the lock
+///   does not compile (a `Handle` does not change once made). It is held for short, synchronous
+///   stretches only (one superblock method each): never across an `await`, and no store request, disk I/O or
 ///   logging is done under it.
 /// - `StagedFile.sidecar` (a `Guarded`, Locks/Guarded.swift: the lock owns the value) holds what
 ///   the stage knows of its sidecar file (`SidecarState`: `recorded`, `recordedClosed`,
@@ -74,7 +74,7 @@ import StorageModel
 /// thread-blocking lock is held across an `await`.
 ///
 /// Immutable after `init` (no lock): every stored property of `BucketFileSystem`, and
-/// `Node.ino`/`type`, `Handle`'s `let`s.
+/// `Node.ino`/`type`, every field of a `Handle`.
 public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     public static let rootIno: UInt64 = Superblock.rootIno
 

@@ -89,7 +89,7 @@ extension BucketFileSystem {
             failures.note(.listing(prefix: prefix), e)
             throw e
         }
-        let listing = superblock.finishListing(build, placeholder: placeholderUnread ? .unread : .read(placeholder),
+        let (listing, shown) = superblock.finishListing(build, placeholder: placeholderUnread ? .unread : .read(placeholder),
                                                at: now, into: handle)
         let dirPath = superblock.path(of: dir)
         if !bucketShowsSome, listing.children.isEmpty, emptied.expired(dirPath),
@@ -100,7 +100,7 @@ extension BucketFileSystem {
             throw .ENOENT
         }
         if bucketShowsSome { emptied.forget(dirPath) }
-        if build.shown + listing.hiddenFiles.count >= largeListingNames {
+        if shown + listing.hiddenFiles.count >= largeListingNames {
             // The pages of a large listing were parsed into many short-lived objects, and the
             // metadata it brought may have evicted as much again: give the freed memory back
             // now rather than keep it as the process's high-water mark.

@@ -6,17 +6,30 @@ import FuseKit
 /// when their metadata came (`ShownAttributes`), so it keeps answering while the cache evicts.
 final class DirHandle: @unchecked Sendable {
     let ino: UInt64
-    /// GUARDED_BY(Superblock.lock)
-    var entries: [SnapshotEntry]?
-    /// The readdir pass under way (docs/SEMANTICS.md §6): from the snapshot taken at offset 0 to
-    /// the answer that says the end, a snapshot taken again (rewinddir) or releasedir. Nil when
-    /// none is (or the TTL is 0). GUARDED_BY(Superblock.lock)
-    var pass: ReaddirPass?
-    /// The snapshot came from a listing of names only (`Listing.namesOnly`). GUARDED_BY(Superblock.lock)
-    var namesOnly = false
+    /// GUARDED_BY(Superblock.lock), by construction: reachable only through `Held`.
+    fileprivate var state = DirHandleState()
     /// What the kernel was told at opendir it may do with the entries (`Superblock.openDirectory`).
     let caching: DirectoryCaching
     init(ino: UInt64, caching: DirectoryCaching = .none) { self.ino = ino; self.caching = caching }
+}
+
+extension Held {
+    /// `d`'s snapshot and pass, while the superblock's lock is held.
+    subscript(d: DirHandle) -> DirHandleState {
+        _read { yield d.state }
+        nonmutating _modify { yield &d.state }
+    }
+}
+
+/// An open directory's snapshot and readdir pass (GUARDED_BY(Superblock.lock)).
+struct DirHandleState {
+    var entries: [SnapshotEntry]?
+    /// The readdir pass under way (docs/SEMANTICS.md §6): from the snapshot taken at offset 0 to
+    /// the answer that says the end, a snapshot taken again (rewinddir) or releasedir. Nil when
+    /// none is (or the TTL is 0).
+    var pass: ReaddirPass?
+    /// The snapshot came from a listing of names only (`Listing.namesOnly`).
+    var namesOnly = false
 }
 
 /// A readdir pass: the listing it holds (`Listing.serial`) and when its listing began, so that

@@ -17,7 +17,7 @@ import StorageModel
 /// number in `given`; no name (the node's path has it) and no copy of its metadata, which the
 /// cache holds within its bound and may evict while the pages still come. The entries become
 /// the snapshot of the directory handle that asked (`Superblock.finishListing`).
-/// Every field is GUARDED_BY(Superblock.lock) and changed only by the superblock.
+/// What changes lives in its `ListingBuildState`, which only the superblock's lock hands out.
 final class ListingBuild: @unchecked Sendable {
     let dir: Node
     let prefix: String
@@ -25,6 +25,37 @@ final class ListingBuild: @unchecked Sendable {
     let since: UInt64
     /// When it began: a readdir pass that takes its snapshot from it began then.
     let began: Double
+    /// GUARDED_BY(Superblock.lock), by construction: reachable only through `Held`.
+    fileprivate var state: ListingBuildState
+    /// The listing's place in the eviction order, taken when it began: before the metadata its
+    /// pages bring, so that under pressure it goes first (`CacheOrder.reserve`).
+    let place: UInt64
+
+    init(dir: Node, prefix: String, since: UInt64, began: Double, place: UInt64) {
+        self.dir = dir
+        self.prefix = prefix
+        self.since = since
+        self.began = began
+        self.place = place
+        state = ListingBuildState(mark: since)
+    }
+}
+
+extension Held {
+    /// `b`'s fields that change, while the superblock's lock is held.
+    subscript(b: ListingBuild) -> ListingBuildState {
+        _read { yield b.state }
+        nonmutating _modify { yield &b.state }
+    }
+
+    /// The file `path` (in `b`'s directory) when it is one of the listing's files.
+    func givenFile(_ path: String, of b: ListingBuild) -> Node? {
+        table.bound(path, isDirectory: false, self).flatMap { self[b].given.contains($0.ino) ? $0 : nil }
+    }
+}
+
+/// What a listing being applied gathers as its pages arrive (GUARDED_BY(Superblock.lock)).
+struct ListingBuildState {
     /// The change count after this build last applied a page: changes after it are other
     /// operations' (those made by applying a page are this listing's own, and correct nothing).
     var mark: UInt64
@@ -48,21 +79,4 @@ final class ListingBuild: @unchecked Sendable {
     var hidden: [String: ObjectInfo?] = [:]
     /// How many names the listing showed (set when it ends).
     var shown = 0
-    /// The listing's place in the eviction order, taken when it began: before the metadata its
-    /// pages bring, so that under pressure it goes first (`CacheOrder.reserve`).
-    let place: UInt64
-
-    init(dir: Node, prefix: String, since: UInt64, began: Double, place: UInt64) {
-        self.dir = dir
-        self.prefix = prefix
-        self.since = since
-        self.began = began
-        self.place = place
-        mark = since
-    }
-
-    /// The file `path` (in this directory) when it is one of the listing's files.
-    func givenFile(_ path: String, _ h: borrowing Held) -> Node? {
-        h.table.bound(path, isDirectory: false, h).flatMap { given.contains($0.ino) ? $0 : nil }
-    }
 }

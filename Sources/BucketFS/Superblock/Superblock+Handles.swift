@@ -51,12 +51,12 @@ extension Superblock {
             // pin its open took (for writing), else the one it takes now.
             if let pinned { h[pinned].unpinned() }
             if let stage { h[stage].opened() }
-            let handle = Handle(ino: n.ino, writable: writable, info: info, path: h[n].path, stream: reads, stage: stage)
             let pages = PageCachePolicy.keepCache(cached: h[n].cachedGeneration,
                                                   opening: !writable && stage == nil ? info?.generation : nil)
-            handle.keepCache = pages.keep
             h[n].cachedGeneration = pages.cachedAfter
-            handle.directIO = PageCachePolicy.directIO(writeOnly: writeOnly, others: h.handles.fileHandles(on: n.ino))
+            let handle = Handle(ino: n.ino, writable: writable, info: info, path: h[n].path, stream: reads, stage: stage,
+                                keepCache: pages.keep,
+                                directIO: PageCachePolicy.directIO(writeOnly: writeOnly, others: h.handles.fileHandles(on: n.ino)))
             return .opened(fh: h.handles.add(handle), handle: handle, listed: walks && reads != nil ? h.listedFiles(around: n) : nil)
         }
     }
@@ -84,8 +84,8 @@ extension Superblock {
             h[n].lookups += 1
             h.cache.addChild(p, name, n.ino, h)
             h.pending.note(n, h)
-            let handle = Handle(ino: n.ino, writable: true, info: nil, path: path, stream: nil, stage: staged)
-            handle.directIO = PageCachePolicy.directIO(writeOnly: writeOnly, others: h.handles.fileHandles(on: n.ino))
+            let handle = Handle(ino: n.ino, writable: true, info: nil, path: path, stream: nil, stage: staged,
+                                directIO: PageCachePolicy.directIO(writeOnly: writeOnly, others: h.handles.fileHandles(on: n.ino)))
             let fh = h.handles.add(handle)
             return (stat.entry(n, now: now, h), fh, replaced)
         }

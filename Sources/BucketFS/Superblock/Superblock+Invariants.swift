@@ -29,12 +29,12 @@ extension Held {
             var pins: [ObjectIdentifier: (node: Node, count: UInt32)] = [:]
             var passes: [UInt64: Int] = [:]
             for d in self.handles.directories.values {
-                for e in d.entries ?? [] { pins[ObjectIdentifier(e.node), default: (e.node, 0)].count += 1 }
-                if let p = d.pass { passes[p.serial, default: 0] += 1 }
+                for e in self[d].entries ?? [] { pins[ObjectIdentifier(e.node), default: (e.node, 0)].count += 1 }
+                if let p = self[d].pass { passes[p.serial, default: 0] += 1 }
             }
             // A listing being applied pins the nodes it made until it ends (`ListingBuild`).
             for b in self.listingBuilds.values {
-                for e in b.files { pins[ObjectIdentifier(e.node), default: (e.node, 0)].count += 1 }
+                for e in self[b].files { pins[ObjectIdentifier(e.node), default: (e.node, 0)].count += 1 }
             }
             var namedByListings = Set<UInt64>()
             for n in self.table.nodes.values { if let l = self[n].listing { namedByListings.formUnion(l.children.values) } }

@@ -30,7 +30,7 @@ extension Held {
     /// Records, in `dir`'s listing, what handle `h` (whose snapshot was just taken from it) gives
     /// a kernel that caches afresh.
     func noteKernelCopy(_ h: DirHandle, _ dir: Node) {
-        guard h.caching == .fill, self[dir].listing != nil, let entries = h.entries else { return }
+        guard h.caching == .fill, self[dir].listing != nil, let entries = self[h].entries else { return }
         var f = Superblock.Fingerprint()
         for e in entries { f.add(self[e.node].name, e.node.ino, e.node.type) }
         self[dir].listing?.kernelCopy = f.value

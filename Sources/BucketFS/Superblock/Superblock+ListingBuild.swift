@@ -76,36 +76,36 @@ extension Superblock {
                          subdirectoryPlaceholders: [String: ObjectInfo], at t: Double) {
         locked { h in
             h.absorbChanges(b)
-            for name in dirs where b.dirNames.insert(name).inserted {
-                b.dirs.append(name)
+            for name in dirs where h[b].dirNames.insert(name).inserted {
+                h[b].dirs.append(name)
                 // A file of that name came first: hidden now (its node goes when the build ends,
                 // unless something else holds it).
-                if let f = b.givenFile(b.prefix + name, h) {
-                    b.given.remove(f.ino)
-                    b.hidden[name] = .some(h[f].info)
+                if let f = h.givenFile(b.prefix + name, of: b) {
+                    h[b].given.remove(f.ino)
+                    h[b].hidden[name] = .some(h[f].info)
                 }
             }
-            for (name, ph) in subdirectoryPlaceholders { b.subdirectoryPlaceholders[name] = ph }
-            if b.pageStarts.last != b.files.count { b.pageStarts.append(b.files.count) }
+            for (name, ph) in subdirectoryPlaceholders { h[b].subdirectoryPlaceholders[name] = ph }
+            if h[b].pageStarts.last != h[b].files.count { h[b].pageStarts.append(h[b].files.count) }
             for (name, info) in files {
-                guard b.hidden[name] == nil else { continue }
-                if b.dirNames.contains(name) {
-                    b.hidden[name] = .some(info)
+                guard h[b].hidden[name] == nil else { continue }
+                if h[b].dirNames.contains(name) {
+                    h[b].hidden[name] = .some(info)
                     continue
                 }
                 if h.leftHere(b, name) { continue }
                 // The object's name is the node's path: a new node shares that string.
                 let n = h.node(path: info?.name ?? b.prefix + name, type: .regular)
-                guard b.given.insert(n.ino).inserted else { continue }
+                guard h[b].given.insert(n.ino).inserted else { continue }
                 h[n].presence = .present
                 h[n].snapshotPins += 1
                 // Listed by name only: what is cached of it stays, within its own TTL.
                 if let info { h.keepListedInfo(n, info, expiry: t + ttl, since: b.since) }
-                b.files.append(SnapshotEntry(node: n, shown: h.shown(n, at: t)))
+                h[b].files.append(SnapshotEntry(node: n, shown: h.shown(n, at: t)))
             }
             h.trimCache()
             // The changes made by this page are the listing's own.
-            b.mark = h.cache.changes
+            h[b].mark = h.cache.changes
         }
     }
 
@@ -117,28 +117,28 @@ extension Superblock {
     /// is larger than the whole cache) and the directory's placeholder. With `handle`, that
     /// directory handle's snapshot is made of the build's entries at once (the attributes their
     /// pages showed: the cache may have evicted their metadata already), and its readdir pass
-    /// begins (`Held.startPass`). Returns the listing (fresh even with a TTL of 0, for the caller
+    /// begins (`Held.startPass`). Returns the listing and how many names it showed (fresh even with a TTL of 0, for the caller
     /// that asked); with `handle` and larger than the cache, without its names (only the
     /// snapshot needed them, and it has them: `b.shown` counts them).
-    func finishListing(_ b: ListingBuild, placeholder: ListedPlaceholder, at t: Double, into handle: DirHandle?) -> Listing {
+    func finishListing(_ b: ListingBuild, placeholder: ListedPlaceholder, at t: Double, into handle: DirHandle?) -> (listing: Listing, shown: Int) {
         locked { h in
             h.absorbChanges(b)
             let dir = b.dir, prefix = b.prefix
             // Directories that hold files created here and not uploaded yet exist before the
             // bucket has anything under them.
-            let pendingDirs = h.pending.directories(in: h[dir].path, table: h.table, h).subtracting(b.dirNames)
-            let dirs = b.dirs + pendingDirs.sorted { NameOrder.precedes($0, $1) }
-            var hidden = b.hidden
+            let pendingDirs = h.pending.directories(in: h[dir].path, table: h.table, h).subtracting(h[b].dirNames)
+            let dirs = h[b].dirs + pendingDirs.sorted { NameOrder.precedes($0, $1) }
+            var hidden = h[b].hidden
             var extras: [SnapshotEntry] = []
             var extraNames = Set<String>()
             for name in dirs where !h.leftHere(b, name) {
-                if let f = b.givenFile(prefix + name, h) {
+                if let f = h.givenFile(prefix + name, of: b) {
                     hidden[name] = .some(h[f].info)
-                    b.given.remove(f.ino)
+                    h[b].given.remove(f.ino)
                 }
                 let n = h.node(path: prefix + name, type: .directory)
                 // Its placeholder, when the listing brought it (a hint: none proves nothing).
-                if let ph = b.subdirectoryPlaceholders[name], h[n].infoSeq <= b.since {
+                if let ph = h[b].subdirectoryPlaceholders[name], h[n].infoSeq <= b.since {
                     h.setInfo(n, ph, expiry: t + ttl)
                 }
                 extras.append(SnapshotEntry(node: n, shown: h.shown(n, at: t)))
@@ -146,18 +146,18 @@ extension Superblock {
             }
             // A file that left through this mount since its page came (removed, renamed away,
             // found missing) is not shown; one renamed within the directory is, by its new name.
-            var files = b.files
-            b.files = []
+            var files = h[b].files
+            h[b].files = []
             // The pages in the bucket's order first (each a run), while their bounds still hold.
-            Self.sortByPath(&files, pageStarts: b.pageStarts, path: { h[$0].path })
-            b.pageStarts = []
+            Self.sortByPath(&files, pageStarts: h[b].pageStarts, path: { h[$0].path })
+            h[b].pageStarts = []
             var dropped: [SnapshotEntry] = []
             let prefixBytes = prefix.utf8.count
             // (Without changes here since the listing began, none of them can have moved.)
-            let mayHaveMoved = b.changed.map { !$0.isEmpty } ?? true
+            let mayHaveMoved = h[b].changed.map { !$0.isEmpty } ?? true
             files.removeAll { e in
                 let n = e.node
-                var keep = b.given.contains(n.ino) && !h[n].removed
+                var keep = h[b].given.contains(n.ino) && !h[n].removed
                 if keep, mayHaveMoved {
                     let p = h[n].path.utf8
                     keep = p.count > prefixBytes && p.starts(with: prefix.utf8)
@@ -165,7 +165,7 @@ extension Superblock {
                         && (extraNames.isEmpty || !extraNames.contains(h[n].name))
                 }
                 if !keep {
-                    b.given.remove(n.ino)
+                    h[b].given.remove(n.ino)
                     dropped.append(e)
                 }
                 return !keep
@@ -174,18 +174,18 @@ extension Superblock {
             // Files created here and not yet uploaded stay visible (even when this directory had
             // no listing yet when they were created).
             for n in h.pending.files(in: h[dir].path, table: h.table, h)
-            where !extraNames.contains(h[n].name) && b.givenFile(prefix + h[n].name, h) == nil {
+            where !extraNames.contains(h[n].name) && h.givenFile(prefix + h[n].name, of: b) == nil {
                 extras.append(SnapshotEntry(node: n, shown: h.shown(n, at: t)))
                 extraNames.insert(h[n].name)
             }
-            for (path, kind) in b.changed ?? [:] where kind == .changed {
+            for (path, kind) in h[b].changed ?? [:] where kind == .changed {
                 let name = StoragePath.lastSegment(path)
-                if !extraNames.contains(name), b.givenFile(prefix + name, h) == nil, let n = h.liveBound(path) {
+                if !extraNames.contains(name), h.givenFile(prefix + name, of: b) == nil, let n = h.liveBound(path) {
                     extras.append(SnapshotEntry(node: n, shown: h.shown(n, at: t)))
                     extraNames.insert(name)
                 }
             }
-            b.given = []
+            h[b].given = []
             for e in extras { h[e.node].snapshotPins += 1 }
             var entries = files
             files = []
@@ -194,7 +194,7 @@ extension Superblock {
                 entries.append(contentsOf: extras)
                 Self.sortByPath(&entries, path: { h[$0].path })
             }
-            b.shown = entries.count
+            h[b].shown = entries.count
             let keep = entries.count <= config.maxCachedEntries && h.table.isTabled(dir)
             var listing = Listing(children: [:], expiry: t + ttl)
             if case .unread = placeholder { listing.namesOnly = true }
@@ -232,10 +232,10 @@ extension Superblock {
             // What the build still pins: what it dropped, and its entries when no snapshot
             // took them.
             entries.append(contentsOf: dropped)
-            b.files = entries
+            h[b].files = entries
             h.trimCache()
             h.endBuild(b)
-            return listing
+            return (listing, h[b].shown)
         }
     }
 
@@ -253,25 +253,25 @@ extension Held {
 
     /// Adds the changes other operations made in `b`'s directory since its last page.
     func absorbChanges(_ b: ListingBuild) {
-        guard b.changed != nil else { return }
-        guard let more = cache.recent.since(b.mark, in: self[b.dir].path) else {
-            b.changed = nil
+        guard self[b].changed != nil else { return }
+        guard let more = cache.recent.since(self[b].mark, in: self[b.dir].path) else {
+            self[b].changed = nil
             return
         }
-        for (path, kind) in more { b.changed![path] = kind }
+        for (path, kind) in more { self[b].changed![path] = kind }
     }
 
     /// Whether `name` left through this mount since `b` began, and nothing is there now.
     func leftHere(_ b: ListingBuild, _ name: String) -> Bool {
-        guard let changed = b.changed, !changed.isEmpty else { return false }
+        guard let changed = self[b].changed, !changed.isEmpty else { return false }
         return changed[b.prefix + name] == .left && liveBound(b.prefix + name) == nil
     }
 
     func endBuild(_ b: ListingBuild) {
         listingBuilds[ObjectIdentifier(b)] = nil
-        let pinned = b.files
-        b.files = []
-        b.given = []
+        let pinned = self[b].files
+        self[b].files = []
+        self[b].given = []
         for e in pinned {
             let n = e.node
             self[n].snapshotPins -= 1

@@ -151,8 +151,8 @@ extension Superblock {
     /// The directory handle `fh`, and whether it needs a snapshot before answering from `offset`.
     func directoryHandle(_ fh: UInt64, offset: UInt64) -> (DirHandle, needsSnapshot: Bool)? {
         locked { h in
-            guard let h = h.handles.directories[fh] else { return nil }
-            return (h, offset == 0 || h.entries == nil)
+            guard let dh = h.handles.directories[fh] else { return nil }
+            return (dh, offset == 0 || h[dh].entries == nil)
         }
     }
 
@@ -176,7 +176,7 @@ extension Superblock {
     /// local content), else the attributes its listing showed.
     func entries(_ dh: DirHandle, after offset: UInt64, limit: Int) -> [DirectoryEntry] {
         locked { h in
-            let entries = dh.entries ?? []
+            let entries = h[dh].entries ?? []
             var out: [DirectoryEntry] = []
             var i = Int(offset)
             let t = now
@@ -186,9 +186,9 @@ extension Superblock {
                 // lookup reads the placeholder before its attributes are shown.
                 // Likewise a file listed by name only, or whose metadata expired in a listing of
                 // names only (listing it again did not refresh it): the kernel's lookup reads it.
-                var expired = dh.namesOnly && n.type == .regular && h[n].staged == nil && h[n].infoExpiry <= t
+                var expired = h[dh].namesOnly && n.type == .regular && h[n].staged == nil && h[n].infoExpiry <= t
                 // (What arrived during this pass lives until it ends.)
-                if expired, let p = dh.pass, h[n].infoExpiry >= p.start + ttl { expired = false }
+                if expired, let p = h[dh].pass, h[n].infoExpiry >= p.start + ttl { expired = false }
                 let known = !expired && (e.shown != nil || !(h.placeholderUnknown(n) || h.lacksFileInfo(n)))
                 let attributes: FileAttributes
                 if let shown = e.shown, h[n].box == nil, h[n].staged == nil {
@@ -210,7 +210,7 @@ extension Superblock {
     func releaseDirectory(_ fh: UInt64) -> Int {
         locked { h in
             guard let dh = h.handles.removeDirectory(fh) else { return 0 }
-            let count = dh.entries?.count ?? 0
+            let count = h[dh].entries?.count ?? 0
             h.unpin(dh)
             return count
         }
@@ -300,8 +300,8 @@ extension Held {
     /// one it had goes (its pass ends).
     func installSnapshot(_ h: DirHandle, _ entries: [SnapshotEntry], namesOnly: Bool) {
         unpin(h)
-        h.entries = entries
-        h.namesOnly = namesOnly
+        self[h].entries = entries
+        self[h].namesOnly = namesOnly
     }
 
     /// Begins `h`'s readdir pass over `dir`'s cached listing, whose reading began at `start`
@@ -309,24 +309,24 @@ extension Held {
     /// of 0 (every question is a request), or when the listing was not kept (larger than the
     /// cache).
     func startPass(_ h: DirHandle, _ dir: Node, start: Double) {
-        guard ttl > 0, h.pass == nil, let l = self[dir].listing else { return }
+        guard ttl > 0, self[h].pass == nil, let l = self[dir].listing else { return }
         self[dir].listing?.heldSince = l.passes == 0 ? start : min(l.heldSince, start)
         self[dir].listing?.passes += 1
-        h.pass = ReaddirPass(serial: l.serial, start: start)
+        self[h].pass = ReaddirPass(serial: l.serial, start: start)
     }
 
     /// Ends `h`'s readdir pass, if one is under way: its listing, and the metadata of its entries
     /// that arrived since the listing began (its pages, the stat-ahead of `ls -l`), live the TTL
     /// from now, the end of the work that filled them (docs/SEMANTICS.md §6).
     func endPass(_ h: DirHandle) {
-        guard let pass = h.pass else { return }
-        h.pass = nil
+        guard let pass = self[h].pass else { return }
+        self[h].pass = nil
         guard let dir = table[h.ino], let l = self[dir].listing, l.serial == pass.serial else { return }
         let until = now + ttl
         self[dir].listing?.passes -= 1
         self[dir].listing?.expiry = max(l.expiry, until)
         let filled = pass.start + ttl
-        for e in h.entries ?? [] where self[e.node].infoExpiry >= filled && self[e.node].infoExpiry < until {
+        for e in self[h].entries ?? [] where self[e.node].infoExpiry >= filled && self[e.node].infoExpiry < until {
             self[e.node].infoExpiry = until
         }
     }
@@ -344,8 +344,8 @@ extension Held {
     /// pass ends first.
     func unpin(_ h: DirHandle) {
         endPass(h)
-        guard let entries = h.entries else { return }
-        h.entries = nil
+        guard let entries = self[h].entries else { return }
+        self[h].entries = nil
         for e in entries {
             self[e.node].snapshotPins -= 1
             if self[e.node].snapshotPins == 0, self[e.node].lookups == 0 { dropIfUnused(e.node) }
