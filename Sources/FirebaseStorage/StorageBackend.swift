@@ -71,12 +71,13 @@ final class StorageBackend: @unchecked Sendable {
         StorageModel.Storage(store: try store())
     }
 
-    /// `op` within `seconds`, else `retryLimitExceeded` (the call is cancelled).
+    /// `op` within `seconds`, else `retryLimitExceeded` (the call is cancelled). Kept on the real
+    /// clock, the one this module's stores run on.
     static func bounded<T: Sendable>(_ seconds: TimeInterval, _ op: @escaping @Sendable () async throws -> T) async throws -> T {
         try await withThrowingTaskGroup(of: T?.self) { group in
             group.addTask { try await op() }
             group.addTask {
-                try await Task.sleep(nanoseconds: UInt64(max(0, seconds) * 1e9))
+                try await BucketClock.real.sleep(for: .nanoseconds(Int64(max(0, seconds) * 1e9)))
                 return nil
             }
             defer { group.cancelAll() }

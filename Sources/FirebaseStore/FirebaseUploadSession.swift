@@ -93,7 +93,7 @@ public final class FirebaseUploadSession: @unchecked Sendable {
             request = CloudRequest(.POST, session, headers: request.headers, streaming: body)
             if let sending {
                 watch = Task {
-                    while (try? await Task.sleep(for: every)) != nil { sending(offset + body.progress.bytes) }
+                    while (try? await transport.clock.sleep(for: every)) != nil { sending(offset + body.progress.bytes) }
                 }
             }
         }

@@ -44,8 +44,8 @@ extension Superblock {
     enum ReleaseUpload {
         /// Nothing to upload here (read-only handle, or background attempts own the content).
         case none
-        /// Upload now and report it (the default mode).
-        case now
+        /// Upload at once and report it (the default mode).
+        case atOnce
         /// Queue the upload (write-back).
         case queue
     }
@@ -95,7 +95,7 @@ extension Superblock {
             if handle.writable, writeBack {
                 upload = .queue
             } else if handle.writable || stage?.waitsForRelease == true, stage?.retryTask == nil {
-                upload = .now
+                upload = .atOnce
             }
             return .started(ReleaseStart(handle: handle, node: n, closedSidecar: closed, upload: upload))
         }

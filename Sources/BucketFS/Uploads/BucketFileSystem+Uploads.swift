@@ -69,7 +69,7 @@ extension BucketFileSystem {
         var uploadError: Errno? = nil
         switch r.upload {
         case .queue: if let n = r.node { do { try queueUpload(n) } catch { uploadError = error } }
-        case .now: do { try await upload(ino: ino) } catch { uploadError = error }
+        case .atOnce: do { try await upload(ino: ino) } catch { uploadError = error }
         case .none: break
         }
         endRelease(r)

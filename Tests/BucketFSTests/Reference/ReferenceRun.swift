@@ -274,9 +274,12 @@ final class ReferenceRun {
             }, expected: nil)
             let id = model.file(at: path)
             if model.files[id]!.stage != nil {
-                // Open for writing here: the change stays local until a close uploads it.
+                // Local content: truncated there. Open for writing here, the change stays local
+                // until the writer's close uploads it; kept by readers only, no close that
+                // uploads follows, so the truncate uploads it now (docs/SEMANTICS.md §3.3).
                 model.files[id]!.stage!.data = model.files[id]!.stage!.data.truncated(to: size)
                 model.files[id]!.stage!.dirty = true
+                if !model.handles.contains(where: { $0.file == id && $0.writable }) { model.upload(id) }
             } else {
                 let o = model.objects[path]!
                 model.put(path, RefObject(data: o.data.truncated(to: size), custom: o.custom))
