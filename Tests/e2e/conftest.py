@@ -118,6 +118,19 @@ def startup_seconds():
     return time.monotonic() - t
 
 
+def eventually(pred, timeout=30, step=0.05):
+    """Whether `pred()` holds within `timeout` seconds: for what the mount does in the background
+    (a RELEASE the kernel sends after close(2) returns, the settling of an earlier run's files),
+    with no promise of when. The bound is a hang's, not a guess at this machine's speed."""
+    end = time.monotonic() + timeout
+    while True:
+        if pred():
+            return True
+        if time.monotonic() >= end:
+            return False
+        time.sleep(step)
+
+
 def run(*args, check=True, input=None, env=None, timeout=120):
     p = subprocess.run([BIN, *map(str, args)], capture_output=True, input=input, env=env, timeout=timeout)
     if check and p.returncode != 0:
