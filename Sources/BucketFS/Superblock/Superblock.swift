@@ -214,8 +214,10 @@ struct Held: ~Copyable {
         nonmutating set { sb.shuttingDown = newValue }
     }
 
-    var config: MountConfig { sb.config }
-    var stat: StatMapper { sb.stat }
+    // (Borrowed, not copied: a `MountConfig` or a `StatMapper` copied at each use costs a
+    // retain and release of every reference it holds.)
+    var config: MountConfig { _read { yield sb.config } }
+    var stat: StatMapper { _read { yield sb.stat } }
     var counters: CacheCounters { sb.counters }
     var now: Double { sb.now }
     var ttl: Double { sb.ttl }
