@@ -119,6 +119,13 @@ final class SignInWatchStore: StoreWrapper {
     func delete(_ name: String, preconditions: Preconditions) async throws {
         try await seen { try await inner.delete(name, preconditions: preconditions) }
     }
+    func move(from source: String, sourceGeneration: Int64, to destination: String, preconditions: Preconditions) async throws -> ObjectInfo? {
+        try await seen { try await inner.move(from: source, sourceGeneration: sourceGeneration, to: destination, preconditions: preconditions) }
+    }
+    var folders: (any FolderStore)? {
+        guard let f = inner.folders else { return nil }
+        return WrappedFolders(f) { [self] _, _, call in try await seen { try await call() } }
+    }
     func copy(from source: String, sourceGeneration: Int64?, to destination: String, metadata: WritableMetadata?,
               preconditions: Preconditions) async throws -> ObjectInfo {
         try await seen { try await inner.copy(from: source, sourceGeneration: sourceGeneration, to: destination, metadata: metadata,

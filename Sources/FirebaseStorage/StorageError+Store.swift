@@ -29,7 +29,7 @@ extension StorageError {
         case .unknown(let status, let m):
             return .unknown(message: status == 0 ? m : "Unexpected \(status) code from backend",
                             serverError: server(bucket, object, status: status == 0 ? nil : status, body: m))
-        case .preconditionFailed, .conflict, .tls:
+        case .preconditionFailed, .conflict, .tls, .notEmpty, .operationFailed:
             return .unknown(message: "\(e)", serverError: server(bucket, object, status: nil, body: "\(e)"))
         }
     }

@@ -140,6 +140,15 @@ public protocol ObjectStore: Sendable {
     /// `metadata` is given.
     func copy(from source: String, sourceGeneration: Int64?, to destination: String,
               metadata: WritableMetadata?, preconditions: Preconditions) async throws -> ObjectInfo
+    /// Renames an object in one atomic request (the JSON API's objects.move): generation
+    /// `sourceGeneration` of `source` becomes `destination`, with the same bytes and metadata, a new
+    /// generation and metageneration 1, replacing exactly what `preconditions` name there
+    /// (`ifGenerationMatch=0`: nothing). nil when the store has no such request (the caller copies
+    /// and deletes instead); a store that learns it from the server learns it once.
+    func move(from source: String, sourceGeneration: Int64, to destination: String,
+              preconditions: Preconditions) async throws -> ObjectInfo?
+    /// The bucket's folders when it has a hierarchical namespace; nil for a flat bucket.
+    var folders: (any FolderStore)? { get }
     /// Objects are files on this machine: a read costs no round trip, so nothing is fetched ahead.
     var isLocal: Bool { get }
     /// A local store's file of one generation's bytes, opened for reading (the caller closes the
@@ -204,6 +213,11 @@ extension StoreBackend {
     public var versions: (any VersionListing)? { nil }
     public var listsUnderPartialNames: Bool { false }
     public var boundsListsByOffsets: Bool { true }
+    /// nil: no atomic move; a rename copies and deletes.
+    public func move(from source: String, sourceGeneration: Int64, to destination: String,
+                     preconditions: Preconditions) async throws -> ObjectInfo? { nil }
+    /// A flat bucket.
+    public var folders: (any FolderStore)? { nil }
     /// One `read`, delivered whole.
     public func stream(_ name: String, generation: Int64, range: Range<Int64>,
                        deliver: @escaping @Sendable (Data) throws -> Void) async throws {

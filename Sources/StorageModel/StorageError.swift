@@ -42,6 +42,11 @@ public enum StorageError: Error, Equatable, Sendable, CustomStringConvertible {
     case preconditionFailed(path: String)
     /// HTTP 409 and friends: the object changed under us in a way the call forbids.
     case conflict(path: String, message: String)
+    /// A folder of a hierarchical-namespace bucket that holds objects or folders refused a delete.
+    case notEmpty(path: String)
+    /// A long-running operation (a folder rename) ended in failure, or could not be followed to its
+    /// end; the message names the operation and what the server said.
+    case operationFailed(operation: String, message: String)
     case timeout(message: String)
     /// No secure connection could be made (a certificate refused, a failed TLS handshake). The
     /// message names the host, what was wrong and how to fix it. Never transient: repeating the
@@ -64,6 +69,8 @@ public enum StorageError: Error, Equatable, Sendable, CustomStringConvertible {
         case .nonMatchingChecksum(let p, let e, let g): return "checksum mismatch for \(p): expected \(e), got \(g)"
         case .preconditionFailed(let p): return "precondition failed (the object changed): \(p)"
         case .conflict(let p, let m): return "conflict on \(p): \(m)"
+        case .notEmpty(let p): return "folder not empty: \(p)"
+        case .operationFailed(let o, let m): return "operation \(o) failed: \(m)"
         case .timeout(let m): return "timed out: \(m)"
         case .tls(let m): return m
         case .cancelled: return "cancelled"

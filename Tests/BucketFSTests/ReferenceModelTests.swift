@@ -27,7 +27,11 @@ import Testing
     static let steps = env["REFTEST_STEPS"].flatMap(Int.init) ?? 40
 
     static func cases(for config: RefConfig) -> Int {
-        config.store == .memory ? cases : max(1, cases / 8)
+        switch config.store {
+        case .memory: cases
+        case .memoryHNS: max(1, cases / 3)
+        case .embedded: max(1, cases / 8)
+        }
     }
 
     @Test(.shrinking, arguments: RefConfig.allCases)

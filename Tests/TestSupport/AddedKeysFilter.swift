@@ -54,6 +54,10 @@ struct AddedKeysFilter: StoreWrapper {
         clean(try await base.copy(from: source, sourceGeneration: sourceGeneration, to: destination,
                                   metadata: metadata, preconditions: preconditions))
     }
+    func move(from source: String, sourceGeneration: Int64, to destination: String, preconditions: Preconditions) async throws -> ObjectInfo? {
+        try await base.move(from: source, sourceGeneration: sourceGeneration, to: destination, preconditions: preconditions).map(clean)
+    }
+    var folders: (any FolderStore)? { base.folders }
     func openLocal(_ name: String, generation: Int64) async throws -> Int32? { try await base.openLocal(name, generation: generation) }
     func stream(_ name: String, generation: Int64, range: Range<Int64>, deliver: @escaping @Sendable (Data) throws -> Void) async throws {
         try await base.stream(name, generation: generation, range: range, deliver: deliver)

@@ -71,9 +71,17 @@ public final class MemoryStore: StoreBackend, @unchecked Sendable {
     /// What the store keeps of the past (fixed at creation).
     public enum Versioning: Sendable { case absent, off, on }
     public let versioning: Versioning
+    /// A flat bucket, or one with a hierarchical namespace: folders of their own
+    /// (MemoryStore+Folders.swift), made by an upload under them and kept when emptied.
+    public let layout: BucketLayout
+    /// Whether `move` is answered (objects.move); off: nil, as a server without it.
+    public let moves: Bool
 
     let lock = NSLock()
     var objects: [String: Stored] = [:]
+    /// The folders (hierarchical layout only), by name ending in "/".
+    var folderTable: [String: FolderInfo] = [:]
+    var _moveCalls: [(String, String)] = []
     /// Replaced and deleted generations (`versioning == .on` only), oldest first per name.
     var noncurrent: [String: [(stored: Stored, timeDeleted: Date)]] = [:]
     private var nextGeneration: Int64 = 1_000_000
@@ -102,10 +110,13 @@ public final class MemoryStore: StoreBackend, @unchecked Sendable {
     /// as a bucket's timestamps do, and advances one second per change.
     private var clock = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
 
-    public init(bucket: String = "test-bucket", versioning: Versioning = .absent, listsUnderPartialNames: Bool = true) {
+    public init(bucket: String = "test-bucket", versioning: Versioning = .absent, listsUnderPartialNames: Bool = true,
+                layout: BucketLayout = .flat, moves: Bool? = nil) {
         self.bucket = bucket
         self.versioning = versioning
         self.listsUnderPartialNames = listsUnderPartialNames
+        self.layout = layout
+        self.moves = moves ?? (layout == .hierarchical)
     }
 
     func withLock<T>(_ body: () throws -> T) rethrows -> T {
@@ -223,7 +234,14 @@ public final class MemoryStore: StoreBackend, @unchecked Sendable {
     public func put(_ name: String, _ data: Data = Data(), contentType: String? = nil,
              custom: [String: String] = [:]) -> ObjectInfo {
         withLock {
-            commitLocked(name, data: data, metadata: WritableMetadata(contentType: contentType, customMetadata: custom))
+            // A hierarchical bucket has no objects named like a folder: "dir/" is the folder.
+            if layout == .hierarchical, name.hasSuffix("/") {
+                let t = tick()
+                makeAncestorFoldersLocked(of: name, at: t)
+                return ObjectInfo(bucket: bucket, name: name, generation: 0, metageneration: 0, size: 0, timeCreated: t, updated: t,
+                                  md5Hash: nil, crc32c: nil, writable: WritableMetadata())
+            }
+            return commitLocked(name, data: data, metadata: WritableMetadata(contentType: contentType, customMetadata: custom))
         }
     }
 
@@ -286,7 +304,10 @@ public final class MemoryStore: StoreBackend, @unchecked Sendable {
             var entries: [(key: String, item: ObjectInfo?)] = []
             var seenPrefixes = Set<String>()
             // [startOffset, endOffset) bounds the objects listed, before they roll up into prefixes.
-            for name in objects.keys.sorted(by: Self.byteLess) where name.utf8.starts(with: request.prefix.utf8)
+            // A hierarchical bucket lists its folders as prefixes too (includeFoldersAsPrefixes),
+            // empty ones included; only with a delimiter, as the JSON API.
+            let folderKeys = delimiter == nil ? [] : folderTable.keys.filter { $0 != request.prefix }
+            for name in (Array(objects.keys) + folderKeys).sorted(by: Self.byteLess) where name.utf8.starts(with: request.prefix.utf8)
                 && Self.inRange(name, request) {
                 if let cp = Self.commonPrefix(of: name, prefix: request.prefix, delimiter: delimiter) {
                     // A prefix before startOffset is left out even when some of its objects are
@@ -294,8 +315,8 @@ public final class MemoryStore: StoreBackend, @unchecked Sendable {
                     if seenPrefixes.insert(cp).inserted, request.startOffset.map({ !Self.byteLess(cp, $0) }) ?? true {
                         entries.append((cp, nil))
                     }
-                } else {
-                    entries.append((name, objects[name]!.info))
+                } else if let o = objects[name] {
+                    entries.append((name, o.info))
                 }
             }
             var start = 0
@@ -409,6 +430,7 @@ public final class MemoryStore: StoreBackend, @unchecked Sendable {
             try enter("write")
             _writes.append(WriteCall(name: name, data: data, metadata: metadata, preconditions: preconditions))
             try StoragePath.validateObjectName(name)
+            try refuseFolderNameLocked(name)
             try CustomMetadataLimits.check(metadata.customMetadata)
             guard preconditions.hold(for: objects[name]?.info) else { throw StorageError.preconditionFailed(path: name) }
             if let rules = writeRules, !rules(name, metadata.contentType, Int64(data.count)) {
@@ -438,6 +460,7 @@ public final class MemoryStore: StoreBackend, @unchecked Sendable {
             guard let src = storedLocked(source, generation: sourceGeneration) else {
                 throw StorageError.objectNotFound(path: source)
             }
+            try refuseFolderNameLocked(destination)
             guard preconditions.hold(for: objects[destination]?.info) else {
                 throw StorageError.preconditionFailed(path: destination)
             }
@@ -461,8 +484,9 @@ public final class MemoryStore: StoreBackend, @unchecked Sendable {
         return clock
     }
 
-    private func commitLocked(_ name: String, data: Data, metadata: WritableMetadata) -> ObjectInfo {
+    func commitLocked(_ name: String, data: Data, metadata: WritableMetadata) -> ObjectInfo {
         let t = tick()
+        makeAncestorFoldersLocked(of: name, at: t)
         nextGeneration += 1
         let info = ObjectInfo(bucket: bucket, name: name, generation: nextGeneration, metageneration: 1,
                               size: Int64(data.count), timeCreated: t, updated: t,
@@ -474,13 +498,13 @@ public final class MemoryStore: StoreBackend, @unchecked Sendable {
 
     /// The live generation of `name` stops being live at `moment`: kept as noncurrent when
     /// versioning is on, dropped otherwise.
-    private func retireLocked(_ name: String, at moment: Date) {
+    func retireLocked(_ name: String, at moment: Date) {
         guard let old = objects.removeValue(forKey: name) else { return }
         if versioning == .on { noncurrent[name, default: []].append((old, moment)) }
     }
 
     /// The live generation (nil `generation`), or that generation when it is live or kept.
-    private func storedLocked(_ name: String, generation: Int64?) -> Stored? {
+    func storedLocked(_ name: String, generation: Int64?) -> Stored? {
         if let o = objects[name], generation == nil || generation == o.info.generation { return o }
         guard let g = generation else { return nil }
         return noncurrent[name]?.first { $0.stored.info.generation == g }?.stored

@@ -13,8 +13,10 @@ enum NameProbe {
     /// Names a page may hold: `path`, its look-alikes before `path/`, and the first under it.
     static let maxResults = 16
 
-    static func request(_ path: String) -> ListRequest {
-        ListRequest(prefix: path, delimiter: nil, maxResults: maxResults, endOffset: path + "0")
+    /// `folders`: the bucket has a hierarchical namespace, whose empty folders only a listing with
+    /// a delimiter shows (as the prefix `path/`); the look-alikes' own directories roll up too.
+    static func request(_ path: String, folders: Bool = false) -> ListRequest {
+        ListRequest(prefix: path, delimiter: folders ? "/" : nil, maxResults: maxResults, endOffset: path + "0")
     }
 
     enum Answer: Equatable {
@@ -42,6 +44,8 @@ enum NameProbe {
                 reachedEnd = true
             }
         }
+        // A folder, or objects under `path/` rolled up (a listing with a delimiter).
+        if page.prefixes.contains(below) { return .directory(placeholder: nil) }
         // Something under `path/`: a directory. Its placeholder sorts before everything else
         // under it, so it is this first name or there is none.
         if let firstBelow { return .directory(placeholder: firstBelow.name == below ? firstBelow : nil) }

@@ -195,7 +195,7 @@ extension BucketFileSystem {
     /// when that page cannot tell, a GET of the name and a one-item list of `path/` at once.
     private func askBucket(_ path: String) async throws -> (listed: ListPage, info: ObjectInfo?) {
         if store.listsUnderPartialNames {
-            switch NameProbe.answer(try await store.list(NameProbe.request(path)), for: path) {
+            switch NameProbe.answer(try await store.list(NameProbe.request(path, folders: store.folders != nil)), for: path) {
             case .missing?: return (ListPage(), nil)
             case .file(let info)?: return (ListPage(), info)
             case .directory(let placeholder)?: return (ListPage(prefixes: [path + "/"], items: placeholder.map { [$0] } ?? []), nil)
@@ -210,8 +210,13 @@ extension BucketFileSystem {
             }
         }()
         async let page = store.list(ListRequest(prefix: path + "/", delimiter: "/", maxResults: 1))
-        let listed = try await page
+        var listed = try await page
         let got = await meta
+        if listed.items.isEmpty, listed.prefixes.isEmpty, let folders = store.folders,
+           (try? await folders.getFolder(path + "/")) != nil {
+            // An empty folder of a hierarchical bucket: nothing under it to list.
+            listed.prefixes = [path + "/"]
+        }
         if !listed.items.isEmpty || !listed.prefixes.isEmpty {
             // A directory (it wins over an object of the same name): what the GET of the name
             // said does not matter, not even a refusal (Security Rules may let a user list

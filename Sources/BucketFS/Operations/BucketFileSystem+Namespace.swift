@@ -12,6 +12,7 @@ extension BucketFileSystem {
         let p = try node(parent)
         let path = try names.childPath(superblock.path(of: p), name, directory: true)
         try await refuseIfExists(p, name)
+        if let folders = store.folders { return try await makeFolder(folders, path, in: p, name: name) }
         do {
             // Its mode and owner go into the placeholder's upload.
             let info = try await store.write(path + "/", from: .data(Data()), metadata: newObjectMetadata(mode: mode),
@@ -81,7 +82,11 @@ extension BucketFileSystem {
             if !page.prefixes.isEmpty || page.items.contains(where: { $0.name != prefix }) { throw Errno.ENOTEMPTY }
             // Files created here and not uploaded yet are in it too.
             if superblock.hasPendingFiles(below: superblock.path(of: n)) { throw Errno.ENOTEMPTY }
-            do { try await store.delete(prefix, preconditions: .none) } catch StorageError.objectNotFound {}
+            if let folders = store.folders {
+                try await removeFolder(folders, prefix)
+            } else {
+                do { try await store.delete(prefix, preconditions: .none) } catch StorageError.objectNotFound {}
+            }
         } catch let e as Errno {
             throw e
         } catch {
@@ -139,17 +144,18 @@ extension BucketFileSystem {
         var copiedInfo: ObjectInfo? = nil
         if let info {
             do {
-                var copied: ObjectInfo
+                var (copied, moved): (ObjectInfo, Bool)
                 do {
-                    copied = try await store.copy(from: srcPath, sourceGeneration: info.generation, to: dstPath, metadata: retyped,
-                                                  preconditions: Preconditions(ifGenerationMatch: dstGen ?? 0))
+                    (copied, moved) = try await moveOrCopy(srcPath, generation: info.generation, to: dstPath, metadata: retyped,
+                                                           replacing: dstGen ?? 0)
                 } catch StorageError.preconditionFailed where dstGen == nil {
                     if noReplace { throw Errno.EEXIST }
                     // The destination appeared behind this mount's back (within the TTL, so
                     // unseen): rename(2) replaces it, so replace the generation there now, once.
-                    let there = try await store.getMetadata(dstPath)
-                    copied = try await store.copy(from: srcPath, sourceGeneration: info.generation, to: dstPath, metadata: retyped,
-                                                  preconditions: Preconditions(ifGenerationMatch: there.generation))
+                    // (Nothing there: it was the source that changed.)
+                    guard let there = try? await store.getMetadata(dstPath) else { throw StorageError.preconditionFailed(path: srcPath) }
+                    (copied, moved) = try await moveOrCopy(srcPath, generation: info.generation, to: dstPath, metadata: retyped,
+                                                           replacing: there.generation)
                 }
                 if let want = retyped?.contentType, copied.contentType != want {
                     // A server whose copy ignores the metadata given (gcp-storage-emulator): one PATCH.
@@ -158,7 +164,7 @@ extension BucketFileSystem {
                     copied = try await store.patchMetadata(dstPath, patch, preconditions: Preconditions(ifMetagenerationMatch: copied.metageneration))
                 }
                 copiedInfo = copied
-                try await store.delete(srcPath, preconditions: Preconditions(ifGenerationMatch: info.generation))
+                if !moved { try await store.delete(srcPath, preconditions: Preconditions(ifGenerationMatch: info.generation)) }
                 superblock.setInferredType(src, retyped == nil ? superblock.inferredType(of: src) : copied.contentType)
             } catch {
                 throw fail(error, "rename", srcPath + " → " + dstPath)
@@ -229,6 +235,7 @@ extension BucketFileSystem {
     /// source generation). On a failure part way, what was copied stays in both places and the
     /// error says so; nothing is deleted before its copy exists.
     func renameDirectory(_ src: Node, to dstPath: String, entry: Superblock.RenamedEntry) async throws(Errno) {
+        if let folders = store.folders { return try await renameFolder(folders, src, to: dstPath, entry: entry) }
         let srcPath = superblock.path(of: src)
         let srcPrefix = srcPath + "/"
         let dstPrefix = dstPath + "/"

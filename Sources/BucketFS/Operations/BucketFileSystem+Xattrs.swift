@@ -245,7 +245,12 @@ extension BucketFileSystem {
     }
 
     /// The root of a mount of a whole bucket: no object holds it (`MountConfig.rootIsPrefix`).
-    func hasNoObject(_ ino: UInt64) -> Bool { ino == Superblock.rootIno && !config.rootIsPrefix }
+    /// The bucket's root, or a directory of a hierarchical bucket (a folder keeps no metadata and
+    /// has no placeholder object).
+    func hasNoObject(_ ino: UInt64) -> Bool {
+        if ino == Superblock.rootIno, !config.rootIsPrefix { return true }
+        return store.folders != nil && (try? node(ino))?.type == .directory
+    }
 }
 
 extension XattrName {

@@ -119,6 +119,12 @@ public final class PastStore: StoreWrapper, @unchecked Sendable {
 
     /// A view of the past has no past of its own to show.
     public var versions: (any VersionListing)? { nil }
+    /// A view of the past moves nothing and shows no folders of its own (its listings are the
+    /// versioned listing's prefixes).
+    public func move(from source: String, sourceGeneration: Int64, to destination: String, preconditions: Preconditions) async throws -> ObjectInfo? {
+        throw Errno.EROFS
+    }
+    public var folders: (any FolderStore)? { nil }
     /// False whatever the store beneath does: the snapshot's listings do not bound their answers
     /// by `endOffset`, so a lookup lists the directory (from memory, with no request).
     public var listsUnderPartialNames: Bool { false }

@@ -11,6 +11,8 @@ public func errno(for error: any Error) -> Errno {
     case .objectNotFound, .bucketNotFound: return .ENOENT
     case .unauthenticated, .unauthorized: return .EACCES
     case .preconditionFailed, .conflict: return .ESTALE
+    case .notEmpty: return .ENOTEMPTY
+    case .operationFailed: return .EIO
     case .pathError(_, let p):
         switch p {
         case .tooLong, .segmentTooLong: return .ENAMETOOLONG

@@ -9,7 +9,8 @@ import StorageModel
 extension Superblock {
     /// A directory made here at `path` in `p` (named `name`), with the placeholder `info`:
     /// known empty, held by the kernel.
-    func madeDirectory(_ path: String, in p: Node, name: String, info: ObjectInfo) -> FuseEntry {
+    /// `info`: its placeholder; nil for a folder of a hierarchical bucket, which has none.
+    func madeDirectory(_ path: String, in p: Node, name: String, info: ObjectInfo?) -> FuseEntry {
         locked { h in
             let n = h.node(path: path, type: .directory)
             h[n].presence = .present
@@ -142,6 +143,19 @@ extension Superblock {
             for n in moved { h.dropListing(n) }
             h.renamed(entry, at: dstPath, isDirectory: true)
             return stages
+        }
+    }
+
+    /// The files under `path` with local content and an uploaded generation, by object name: a
+    /// folder rename moves their objects (docs/SEMANTICS.md, "Hierarchical-namespace buckets"),
+    /// and their next upload must name what is there after it.
+    func stagedGenerations(below path: String) -> [String: Int64] {
+        locked { h in
+            var out: [String: Int64] = [:]
+            for n in h.table.liveNodes(at: path, h) where n.type == .regular && h[n].staged != nil {
+                if let g = h[n].info?.generation { out[h[n].objectName(n.type)] = g }
+            }
+            return out
         }
     }
 

@@ -58,7 +58,8 @@ public final class MetricsStore: StoreWrapper {
     private let readBytes = Counter(label: "bucketfs_store_read_bytes_total")
     private let writtenBytes = Counter(label: "bucketfs_store_written_bytes_total")
 
-    public static let operations = ["list", "get", "patch", "read", "write", "delete", "copy", "probe"]
+    public static let operations = ["list", "get", "patch", "read", "write", "delete", "copy", "move", "probe",
+                                    "folder_create", "folder_get", "folder_delete", "folder_rename"]
 
     public init(_ inner: any ObjectStore) {
         self.inner = inner
@@ -88,6 +89,8 @@ public final class MetricsStore: StoreWrapper {
         case .nonMatchingChecksum: return "checksum_mismatch"
         case .preconditionFailed: return "precondition_failed"
         case .conflict: return "conflict"
+        case .notEmpty: return "not_empty"
+        case .operationFailed: return "operation_failed"
         case .timeout: return "timeout"
         case .tls: return "tls_error"
         case .cancelled: return "cancelled"
@@ -144,6 +147,14 @@ public final class MetricsStore: StoreWrapper {
     }
     public func copy(from source: String, sourceGeneration: Int64?, to destination: String, metadata: WritableMetadata?, preconditions: Preconditions) async throws -> ObjectInfo {
         try await measure("copy") { try await inner.copy(from: source, sourceGeneration: sourceGeneration, to: destination, metadata: metadata, preconditions: preconditions) }
+    }
+    public func move(from source: String, sourceGeneration: Int64, to destination: String, preconditions: Preconditions) async throws -> ObjectInfo? {
+        try await measure("move") { try await inner.move(from: source, sourceGeneration: sourceGeneration, to: destination, preconditions: preconditions) }
+    }
+    /// The inner store's folders, measured: each call an operation of its own ("folder_rename"...).
+    public var folders: (any FolderStore)? {
+        guard let f = inner.folders else { return nil }
+        return WrappedFolders(f) { [self] op, _, call in try await measure(op) { try await call() } }
     }
 }
 

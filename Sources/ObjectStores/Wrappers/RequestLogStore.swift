@@ -79,6 +79,14 @@ public final class RequestLogStore: StoreWrapper, @unchecked Sendable {
     public func copy(from source: String, sourceGeneration: Int64?, to destination: String, metadata: WritableMetadata?, preconditions: Preconditions) async throws -> ObjectInfo {
         note("copy", source); return try await inner.copy(from: source, sourceGeneration: sourceGeneration, to: destination, metadata: metadata, preconditions: preconditions)
     }
+    public func move(from source: String, sourceGeneration: Int64, to destination: String, preconditions: Preconditions) async throws -> ObjectInfo? {
+        note("move", source); return try await inner.move(from: source, sourceGeneration: sourceGeneration, to: destination, preconditions: preconditions)
+    }
+    /// The inner store's folders, logged: one line a call ("folder_create", "folder_rename"...).
+    public var folders: (any FolderStore)? {
+        guard let f = inner.folders else { return nil }
+        return WrappedFolders(f) { [self] op, name, call in note(op, name); return try await call() }
+    }
 }
 
 /// `RequestLogStore.versions`.

@@ -17,11 +17,17 @@ struct RefObject: Equatable, Sendable {
 /// - a directory exists when it has a placeholder (`dir/`) or any object below it (a prefix);
 /// - when `a` is both an object and a prefix the directory wins and the file is hidden;
 /// - a prefix-only directory disappears with its last object;
+/// - in a bucket with a hierarchical namespace (`hierarchical`) every directory is a folder: an
+///   object makes the folders above it, a folder stays when emptied, and a folder holds no
+///   metadata (its xattrs cannot be set); folders are kept here as the names `dir/`, as
+///   placeholders are;
 /// - a file being written shows its local content, and so does every handle open on it;
 ///   close (and fsync) uploads it; a file created here shows before its first upload.
 struct ReferenceModel: Sendable {
     /// The bucket: object name → content. Placeholders are names ending in "/" (no bytes).
     var objects: [String: RefObject] = [:] { didSet { memo.clear() } }
+    /// A bucket with a hierarchical namespace (see above).
+    var hierarchical = false
     /// Bumped each time an object's bytes change in the bucket (a new generation): a handle opened
     /// for reading is pinned to the generation it opened.
     var generation: [String: Int] = [:]
@@ -153,7 +159,7 @@ struct ReferenceModel: Sendable {
     /// The custom metadata xattrs of a node show: a file's (its local content's when it has one),
     /// or its directory placeholder's.
     func custom(of path: String) -> [String: String] {
-        if kind(path) == .directory { return objects[path + "/"]?.custom ?? [:] }
+        if kind(path) == .directory { return hierarchical ? [:] : objects[path + "/"]?.custom ?? [:] }
         return visibleFiles[path]?.custom ?? [:]
     }
 
@@ -167,6 +173,9 @@ struct ReferenceModel: Sendable {
 
     /// An object's bytes (and maybe metadata) change: a new generation.
     mutating func put(_ name: String, _ o: RefObject) {
+        if hierarchical {
+            for f in ancestorFolders(of: name) where objects[f] == nil && f != name { objects[f] = RefObject(data: Data()) }
+        }
         objects[name] = o
         generation[name] = nextGeneration
         nextGeneration += 1

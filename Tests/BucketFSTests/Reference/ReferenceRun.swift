@@ -8,7 +8,8 @@ import TestSupport
 
 /// Which store a reference run mounts, and with which metadata TTL.
 struct RefConfig: Sendable, CustomStringConvertible, CaseIterable {
-    enum Store: String, Sendable, CaseIterable { case memory, embedded }
+    /// `memoryHNS`: the in-memory store as a bucket with a hierarchical namespace.
+    enum Store: String, Sendable, CaseIterable { case memory, embedded, memoryHNS }
     var store: Store
     /// 0: every question goes to the store, so changes behind the mount's back show at once.
     var ttl: Double
@@ -17,7 +18,9 @@ struct RefConfig: Sendable, CustomStringConvertible, CaseIterable {
     static let allCases: [RefConfig] = [
         RefConfig(store: .memory, ttl: defaultTTL), RefConfig(store: .memory, ttl: 0),
         RefConfig(store: .embedded, ttl: defaultTTL), RefConfig(store: .embedded, ttl: 0),
+        RefConfig(store: .memoryHNS, ttl: defaultTTL), RefConfig(store: .memoryHNS, ttl: 0),
     ]
+    var hierarchical: Bool { store == .memoryHNS }
     var description: String { "\(store) store, metadata TTL \(ttl == 0 ? "0" : "\(Int(ttl)) s")" }
 }
 
@@ -66,6 +69,7 @@ final class ReferenceRun {
         let base = Self.scratch + "/bucketfs-reftest-" + UUID().uuidString
         switch config.store {
         case .memory: store = MemoryStore()
+        case .memoryHNS: store = MemoryStore(layout: .hierarchical)
         case .embedded: store = try EmbeddedStore(directory: base + "/bucket", bucket: "reftest", pageSizeLimit: 1000, durable: false)
         }
         let clock = TestClock()
@@ -82,6 +86,7 @@ final class ReferenceRun {
         fs = try BucketFileSystem(store: store, config: c, logger: logger)
         fs.names.hiddenLog.handler = { _ in }  // thousands of runs hide names: no one reads them here
         cleanupPaths = [base]
+        model.hierarchical = config.hierarchical
     }
 
     deinit { for p in cleanupPaths { try? FileManager.default.removeItem(atPath: p) } }
@@ -130,6 +135,12 @@ final class ReferenceRun {
         for s in tree {
             let name = s.name
             guard (try? StoragePath.validateObjectName(name)) != nil else { continue }
+            if config.hierarchical, name.hasSuffix("/") {
+                // No object is named like a folder there: the name is a folder.
+                (store as! MemoryStore).put(name)
+                model.put(name, RefObject(data: Data()))
+                continue
+            }
             _ = try await store.write(name, from: .data(s.bytes.data), metadata: WritableMetadata(), preconditions: .none)
             model.put(name, RefObject(data: s.bytes.data))
         }
@@ -354,7 +365,8 @@ final class ReferenceRun {
                 try await fs.mkdir(parent: p, name: ReferenceModel.name(path), mode: 0o755)
             }, expected: expected)
             // The placeholder carries its mode (POSIX metadata is on; no caller here, so no owner).
-            if expected == nil { model.put(path + "/", RefObject(data: Data(), custom: [PosixAttributes.modeKey: "755"])) }
+            // (A folder keeps no metadata.)
+            if expected == nil { model.put(path + "/", RefObject(data: Data(), custom: config.hierarchical ? [:] : [PosixAttributes.modeKey: "755"])) }
 
         case let .rmdir(dirIndex):
             let dirs = model.sortedDirectories.filter { !$0.isEmpty }
@@ -375,16 +387,19 @@ final class ReferenceRun {
             let key = RefOp.keys[keyIndex % RefOp.keys.count], value = RefOp.values[valueIndex % RefOp.values.count]
             note = "setxattr '\(path)' user.\(key)=\(value)"
             let ino = try await ino(path)
+            // A folder keeps no metadata: refused, as on the root of a whole bucket.
+            let refused = config.hierarchical && model.kind(path) == .directory
             _ = try check(note, await attempt { () async throws(Errno) in
                 try await fs.setxattr(ino: ino, name: "user." + key, value: Array(value.utf8), flags: 0)
-            }, expected: nil)
-            setCustom(path, key, value)
+            }, expected: refused ? .ENOTSUP : nil)
+            if !refused { setCustom(path, key, value) }
 
         case let .removexattr(nodeIndex, keyIndex):
             guard let path = pick(model.sortedNodes, nodeIndex), !isUnsettled(path) else { return skip(op) }
             let key = RefOp.keys[keyIndex % RefOp.keys.count]
             note = "removexattr '\(path)' user.\(key)"
-            let expected: Errno? = model.custom(of: path)[key] == nil ? .ENODATA : nil
+            let expected: Errno? = config.hierarchical && model.kind(path) == .directory ? .ENOTSUP
+                : model.custom(of: path)[key] == nil ? .ENODATA : nil
             let ino = try await ino(path)
             _ = try check(note, await attempt { () async throws(Errno) in
                 try await fs.removexattr(ino: ino, name: "user." + key)
@@ -414,14 +429,20 @@ final class ReferenceRun {
             let path = name.hasSuffix("/") ? String(name.dropLast()) : name
             if isLocal(path) { return skip(op) }
             note = "remote delete '\(name.prefix(60))'"
-            try await store.delete(name, preconditions: .none)
+            if config.hierarchical, name.hasSuffix("/") {
+                // A folder goes only when empty.
+                guard !model.objects.keys.contains(where: { $0 != name && $0.hasPrefix(name) }) else { return skip(op) }
+                try await store.folders!.deleteFolder(name)
+            } else {
+                try await store.delete(name, preconditions: .none)
+            }
             model.remove(name)
             unsettle(path)
 
         case let .remotePatch(objectIndex, keyIndex, valueIndex):
             guard let name = pick(model.sortedObjectNames, objectIndex) else { return skip(op) }
             let path = name.hasSuffix("/") ? String(name.dropLast()) : name
-            if isLocal(path) { return skip(op) }
+            if isLocal(path) || (config.hierarchical && name.hasSuffix("/")) { return skip(op) }
             let key = RefOp.keys[keyIndex % RefOp.keys.count]
             let value = valueIndex.map { RefOp.values[$0 % RefOp.values.count] }
             note = "remote patch '\(name.prefix(60))' \(key)=\(value ?? "null")"
@@ -643,6 +664,8 @@ final class ReferenceRun {
             }
             token = page.nextPageToken
         } while token != nil
+        // A hierarchical bucket's folders, which the model keeps as `dir/` names.
+        if config.hierarchical { for f in (store as! MemoryStore).folderNames { got[f] = RefObject(data: Data()) } }
         let want = model.objects
         if got != want {
             var diff: [String] = []
