@@ -139,7 +139,8 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
                                   counters: uploadCounters)
         failures = RecentFailures(ttl: config.failureTTL, clock: config.clock)
         repeatedFailures = RepeatedLines(clock: config.clock)
-        emptied = EmptiedDirectories(clock: config.clock, ttl: config.metadataTTL)
+        // A folder of a hierarchical bucket stays when emptied: nothing to keep showing.
+        emptied = EmptiedDirectories(clock: config.clock, ttl: config.metadataTTL, enabled: store.folders == nil)
         createAnswers = CreateAnswers(ttl: config.createAnswerTTL, clock: config.clock)
         readPath = ReadPath(store: store, config: config, logger: logger)
         rangeListing = RangeListing(concurrency: config.listConcurrency)

@@ -15,15 +15,18 @@ final class EmptiedDirectories: @unchecked Sendable {
     private var until: [String: Double] = [:]
     private let clock: BucketClock
     private let ttl: Double
+    /// False on a bucket with a hierarchical namespace, whose folders stay when emptied.
+    private let enabled: Bool
 
-    init(clock: BucketClock, ttl: Double) {
+    init(clock: BucketClock, ttl: Double, enabled: Bool = true) {
         self.clock = clock
         self.ttl = ttl
+        self.enabled = enabled
     }
 
     /// `directory` had a name removed through this mount just now (the root is never emptied away).
     func note(_ directory: String) {
-        guard !directory.isEmpty else { return }
+        guard enabled, !directory.isEmpty else { return }
         let now = clock.seconds
         lock.withLock {
             if until.count > 10_000 { until = until.filter { now - $0.value < ttl } }

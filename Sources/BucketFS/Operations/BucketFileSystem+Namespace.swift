@@ -142,6 +142,7 @@ extension BucketFileSystem {
         if let dst { dstGen = try await shownInfo(dst)?.generation }
         let retyped = info.flatMap { retype($0, of: src, to: dstPath) }
         var copiedInfo: ObjectInfo? = nil
+        var wasMoved = false
         if let info {
             do {
                 var (copied, moved): (ObjectInfo, Bool)
@@ -164,6 +165,7 @@ extension BucketFileSystem {
                     copied = try await store.patchMetadata(dstPath, patch, preconditions: Preconditions(ifMetagenerationMatch: copied.metageneration))
                 }
                 copiedInfo = copied
+                wasMoved = moved
                 if !moved { try await store.delete(srcPath, preconditions: Preconditions(ifGenerationMatch: info.generation)) }
                 superblock.setInferredType(src, retyped == nil ? superblock.inferredType(of: src) : copied.contentType)
             } catch {
@@ -177,8 +179,9 @@ extension BucketFileSystem {
         if let s = moved { staging.rerecord(s, sidecarTarget(src, s)) }
         if let dst, dst !== src { dropStageIfIdle(dst) }
         if info != nil {
-            // The copy has a new generation: read it before the next write or stat.
-            try? await refreshed(src, force: true)
+            // The copy has a new generation: read it before the next write or stat (a move's
+            // answer is the object as it is now: no need).
+            if wasMoved, let c = copiedInfo { _ = superblock.setInfo(src, c) } else { try? await refreshed(src, force: true) }
             superblock.rebaseStage(of: src)
             // Content still staged here (write-back) shows and uploads the copy's metadata: the new
             // type, and no default disposition naming the old name (docs/SEMANTICS.md §4.1).

@@ -9,7 +9,8 @@ struct GCSFuseParam: Sendable {
     enum NoEffect: String, Sendable {
         case appName = "it names the mount in gcsfuse's user agent and metrics"
         case tokenReuse = "bucketfs keeps a fetched token until shortly before it expires"
-        case renames = "bucketfs renames a directory of any size, object by object"
+        case renames = "bucketfs renames a directory of any size: one folder rename on a hierarchical bucket, object by object on a flat one"
+        case layout = "bucketfs asks the bucket whether it has a hierarchical namespace and uses its folders when it does"
         case kernelListCache = "bucketfs decides itself when the kernel may keep a listing (while its own is fresh)"
         case profiler = "bucketfs has no Cloud Profiler agent"
         case fileCache = "bucketfs's read cache (on with cache-dir, bounded by file-cache:max-size-mb) has no such setting: it fills by the read-ahead's parallel ranged reads and checks every file"
@@ -70,7 +71,7 @@ struct GCSFuseParam: Sendable {
         .init("dummy-io-reader-latency", "dummy-io.reader-latency", .value, .noEffect(.dummyIO)),
         .init("enable-atomic-rename-object", "enable-atomic-rename-object", .bool, .noEffect(.gcsfuseInternal)),
         .init("enable-google-lib-auth", "enable-google-lib-auth", .bool, .noEffect(.gcsfuseInternal)),
-        .init("enable-hns", "enable-hns", .bool, .noEffect(.gcsfuseInternal)),
+        .init("enable-hns", "enable-hns", .bool, .noEffect(.layout)),
         .init("enable-new-reader", "enable-new-reader", .bool, .noEffect(.gcsfuseInternal)),
         .init("enable-standard-symlinks", "enable-standard-symlinks", .bool, .noEffect(.gcsfuseInternal)),
         .init("enable-type-cache-deprecation", "enable-type-cache-deprecation", .bool, .noEffect(.gcsfuseInternal)),

@@ -420,8 +420,14 @@ final class ReferenceRun {
             if let child { path += "/" + RefOp.names[child % RefOp.names.count] }
             if isLocal(path) || (try? StoragePath.validateObjectName(path)) == nil { return skip(op) }
             note = "remote put '\(path.prefix(60))' (\(bytes.size) bytes)"
-            _ = try await store.write(path, from: .data(bytes.data), metadata: WritableMetadata(), preconditions: .none)
-            model.put(path, RefObject(data: bytes.data))
+            if config.hierarchical, path.hasSuffix("/") {
+                // No object is named like a folder there: the name is a folder.
+                (store as! MemoryStore).put(path)
+                model.put(path, RefObject(data: Data()))
+            } else {
+                _ = try await store.write(path, from: .data(bytes.data), metadata: WritableMetadata(), preconditions: .none)
+                model.put(path, RefObject(data: bytes.data))
+            }
             unsettle(path)
 
         case let .remoteDelete(objectIndex):
