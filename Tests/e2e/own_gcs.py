@@ -32,13 +32,13 @@ class OwnServer:
     kind = "own"
     name = "the project's Cloud Storage test server"
 
-    def __init__(self, bucket, versioning=False):
+    def __init__(self, bucket, versioning=False, hns=False):
         self.bucket_name = bucket
         first = int(os.environ.get("BUCKETFS_OWN_GCS_PORT", "0"))
         # BUCKETFS_OWN_GCS_PORT: the first port to try (the next ones if it is taken); else any free one
         for port in ([first + i for i in range(20)] if first else [0]):
             self.proc = subprocess.Popen([binary(), "--port", str(port), "--bucket", bucket,
-                                          *(["--versioning"] if versioning else [])],
+                                          *(["--versioning"] if versioning else []), *(["--hns"] if hns else [])],
                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             line = self._ready_line()
             if line:

@@ -1,0 +1,140 @@
+"""A bucket with a hierarchical namespace through a real mount (docs/SEMANTICS.md,
+"Hierarchical-namespace buckets"), on the project's own test server in its hierarchical flavour
+(`gcs-test-server --hns`; no public emulator has folders over the JSON API): the mount finds the
+layout and says so, mkdir/rmdir make and delete folders, empty folders list, `mv` of a directory
+is one folder rename and of a file one move (counted in the mount's request log), and a rename
+whose operation the server answers late or not at all leaves nothing half done."""
+import os
+import subprocess
+import time
+
+import pytest
+
+from conftest import BIN, eventually, sh
+from faultproxy import FaultProxy
+from own_gcs import OwnServer
+
+
+@pytest.fixture
+def hns():
+    srv = OwnServer("hns-bucket", hns=True)
+    yield srv
+    srv.stop()
+
+
+def requests(log, since=0):
+    lines = log.read_text().splitlines()[since:]
+    return [l.split(" ", 1)[0] for l in lines]
+
+
+def test_the_mount_and_whoami_say_the_layout(hns, mounts):
+    mnt = mounts.mount(hns.src(), *hns.options)
+    assert "hierarchical namespace" in open(mounts.log_path(mnt)).read()
+    p = sh([BIN, "whoami", hns.src(), *hns.options])
+    assert "hierarchical namespace" in p.stdout.decode(), p.stdout.decode()
+
+
+def test_a_flat_bucket_says_flat(mounts):
+    srv = OwnServer("flat-bucket")
+    try:
+        mnt = mounts.mount(srv.src(), *srv.options)
+        assert "bucket layout: flat" in open(mounts.log_path(mnt)).read()
+    finally:
+        srv.stop()
+
+
+def test_mkdir_rmdir_and_empty_folders(hns, mounts, tmp_path):
+    log = tmp_path / "requests.log"
+    mnt = mounts.mount(hns.src(), *hns.options, "--request-log", log)
+    os.mkdir(f"{mnt}/empty")
+    os.makedirs(f"{mnt}/a/b/c")
+    # Another mount of the bucket sees the empty folders: they are the server's, not this mount's.
+    other = mounts.mount(hns.src(), *hns.options)
+    assert sorted(os.listdir(other)) == ["a", "empty"]
+    assert os.listdir(f"{other}/a/b/c") == []
+    with open(f"{mnt}/a/b/c/f.txt", "w") as f:
+        f.write("x")
+    with pytest.raises(OSError) as e:
+        os.rmdir(f"{mnt}/a/b/c")
+    assert e.value.errno == 39  # ENOTEMPTY
+    os.unlink(f"{mnt}/a/b/c/f.txt")
+    # Emptied, the folder stays (on a flat bucket a prefix-only directory would go).
+    assert eventually(lambda: os.listdir(f"{other}/a/b") == ["c"], timeout=15)
+    os.rmdir(f"{mnt}/a/b/c")
+    os.rmdir(f"{mnt}/empty")
+    assert eventually(lambda: sorted(os.listdir(other)) == ["a"], timeout=15)
+    lines = requests(log)
+    assert "folder_create" in lines and "folder_delete" in lines
+    assert not [l for l in log.read_text().splitlines() if l.startswith("write ") and l.endswith("/")], \
+        "no placeholder objects on a hierarchical bucket"
+    # A directory's xattrs: a folder keeps none.
+    p = subprocess.run(["setfattr", "-n", "user.color", "-v", "blue", f"{mnt}/a"], capture_output=True)
+    assert p.returncode != 0 and b"not supported" in p.stderr.lower(), p.stderr
+
+
+def test_mv_of_a_directory_is_one_folder_rename(hns, mounts, tmp_path):
+    log = tmp_path / "requests.log"
+    mnt = mounts.mount(hns.src(), *hns.options, "--request-log", log)
+    os.makedirs(f"{mnt}/ckpt.tmp/sub")
+    for i in range(200):
+        with open(f"{mnt}/ckpt.tmp/shard{i:03d}", "wb") as f:
+            f.write(b"s%d" % i)
+    with open(f"{mnt}/ckpt.tmp/sub/meta", "w") as f:
+        f.write("m")
+    since = len(log.read_text().splitlines())
+    sh(["mv", f"{mnt}/ckpt.tmp", f"{mnt}/ckpt"])
+    ops = requests(log, since)
+    assert ops.count("folder_rename") == 1, ops
+    assert "copy" not in ops and "delete" not in ops and "move" not in ops, ops
+    assert len(ops) <= 10, ops
+    assert sorted(os.listdir(mnt)) == ["ckpt"]
+    assert len(os.listdir(f"{mnt}/ckpt")) == 201
+    with open(f"{mnt}/ckpt/shard123", "rb") as f:
+        assert f.read() == b"s123"
+    other = mounts.mount(hns.src(), *hns.options)
+    assert sorted(os.listdir(other)) == ["ckpt"] and len(os.listdir(f"{other}/ckpt")) == 201
+
+
+def test_mv_of_a_file_is_one_move(hns, mounts, tmp_path):
+    log = tmp_path / "requests.log"
+    mnt = mounts.mount(hns.src(), *hns.options, "--request-log", log)
+    os.mkdir(f"{mnt}/d")
+    with open(f"{mnt}/d/model.bin", "wb") as f:
+        f.write(b"w" * 1000)
+    since = len(log.read_text().splitlines())
+    sh(["mv", f"{mnt}/d/model.bin", f"{mnt}/model.bin"])
+    ops = requests(log, since)
+    assert ops.count("move") == 1 and "copy" not in ops and "delete" not in ops, ops
+    with open(f"{mnt}/model.bin", "rb") as f:
+        assert f.read() == b"w" * 1000
+    assert os.listdir(f"{mnt}/d") == []
+
+
+def test_a_rename_whose_operation_is_answered_late_or_never_leaves_nothing_half_done(hns, mounts, tmp_path):
+    """The server takes the rename; every poll of its operation then stalls (an outage): the
+    rename fails within the op timeout, with the operation named in the log, and afterwards the
+    mount shows one whole tree, as the server does."""
+    proxy = FaultProxy(hns.hostport)
+    proxy.start()
+    try:
+        mnt = mounts.mount(hns.src(), "--endpoint", proxy.endpoint, "--anonymous", "--op-timeout", "5")
+        os.makedirs(f"{mnt}/src")
+        for i in range(20):
+            with open(f"{mnt}/src/f{i:02d}", "w") as f:
+                f.write(str(i))
+        proxy.add_rule(method="GET", path_re="/operations/", action="hang", times=1000)
+        t = time.monotonic()
+        p = subprocess.run(["mv", f"{mnt}/src", f"{mnt}/dst"], capture_output=True, timeout=60)
+        took = time.monotonic() - t
+        assert p.returncode != 0 and took < 30, (p.returncode, took, p.stderr)
+        assert "operations/" in open(mounts.log_path(mnt)).read()
+        proxy.clear()
+        proxy.release()
+        # Whatever the server did, one whole tree: never files in both, never half of each.
+        def whole():
+            names = sorted(os.listdir(mnt))
+            return names in (["src"], ["dst"]) and len(os.listdir(f"{mnt}/{names[0]}")) == 20
+        assert eventually(whole, timeout=20), sorted(os.listdir(mnt))
+        assert not os.path.exists(f"{mnt}/dst/src"), "mv must not have copied into a half-built destination"
+    finally:
+        proxy.stop()
