@@ -3,6 +3,7 @@ import Foundation
 import GCSStore
 import GCSTestServerKit
 import Logging
+import ObjectStores
 import StorageModel
 import TestSupport
 import Testing
@@ -81,6 +82,23 @@ func withHNSServer(prefix: String = "", deadline: Duration = .seconds(10), tunin
             try await runStoreConformance({ store }, capabilities: .init(versioning: .off, folders: true))
             #expect(server.folderNames.allSatisfy { "root/sub/".hasPrefix($0) || $0.hasPrefix("root/sub/conformance-") })
             #expect(server.objectNames.allSatisfy { $0.hasPrefix("root/sub/conformance-") })
+        }
+    }
+
+    /// The wrappers a mount puts around its store hand folders and moves through to the client:
+    /// one that forgot them would answer nil (a flat bucket, no move) and fail the folders case.
+    @Test func wrappedStorePassesTheFoldersCase() async throws {
+        try await withHNSServer { server, store in
+            let log = FileManager.default.temporaryDirectory.appendingPathComponent("hns-log-\(UUID().uuidString)").path
+            defer { try? FileManager.default.removeItem(atPath: log) }
+            let wrapped = MetricsStore(try RequestLogStore(store, path: log))
+            try await runStoreConformance({ wrapped }, capabilities: .init(versioning: .off, folders: true))
+            let lines = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n")
+            for op in ["folder_create", "folder_get", "folder_delete", "folder_rename", "move"] {
+                #expect(lines.contains { $0.hasPrefix(op + " ") }, "\(op) is logged")
+            }
+            #expect(server.recorded.contains { $0.method == "POST" && $0.uri.contains("/moveTo/o/") })
+            #expect(server.recorded.contains { $0.method == "POST" && $0.uri.contains("/renameTo/folders/") })
         }
     }
 
