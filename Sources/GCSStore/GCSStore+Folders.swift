@@ -184,10 +184,9 @@ struct GCSFolders: FolderStore {
                 op = try await transport.send("folder_rename_poll", path: source, idempotent: true, deadline: end,
                                               CloudRequest(.GET, pollURL)).json()
             } catch let e as StorageError where e != .cancelled {
-                if clock.now >= end || e.isTransient || { if case .retryLimitExceeded = e { return true }; return false }() {
-                    throw StorageError.operationFailed(operation: name, message: Self.unfinished(polls, source, destination))
-                }
-                throw StorageError.operationFailed(operation: name, message: "cannot follow the rename of \(source) to \(destination): \(e); it may still finish")
+                // The transport retried a transient failure until the deadline: that is what ended it.
+                if clock.now >= end { throw StorageError.operationFailed(operation: name, message: Self.unfinished(polls, source, destination)) }
+                throw StorageError.operationFailed(operation: name, message: "cannot follow the rename of \(source) to \(destination) (poll \(polls)): \(e); it goes on on the server and may still finish")
             }
         }
         if let error = op["error"] as? [String: Any] {
