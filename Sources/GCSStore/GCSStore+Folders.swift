@@ -80,7 +80,7 @@ extension GCSStore {
                                          CloudRequest(.POST, url))
         if r.afterLostAnswer { return try await confirmMoved(source, sourceGeneration, to: destination, status: r.status) }
         if (200..<300).contains(r.status) { return try parseObject(r) }
-        let message = HTTPTransport.errorMessage(r.body) ?? "HTTP \(r.status)"
+        let message = HTTPTransport.errorMessage(r.body) ?? "an empty answer"
         switch r.status {
         case 404:
             // The source is there: the route is not.
