@@ -100,8 +100,8 @@ extension GCSStore {
     /// request is wrong).
     package static func isAboutTheRoute(_ message: String) -> Bool {
         let m = message.lowercased()
-        return ["not implemented", "unimplemented", "not supported", "unsupported", "no route", "unknown method",
-                "moveto", "no such method"].contains { m.contains($0) }
+        return ["not implemented", "unimplemented", "not supported", "only supported", "unsupported", "no route",
+                "unknown method", "moveto", "no such method"].contains { m.contains($0) }
     }
 
     /// After a lost answer: the move happened when the source's generation is gone and the

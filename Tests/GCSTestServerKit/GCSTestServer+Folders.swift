@@ -92,8 +92,10 @@ extension GCSTestServer {
     }
 
     /// A write under a folder whose rename is pending is refused (409); nil when nothing is renamed there.
-    func refuseDuringRename(_ name: String) -> Response? {
-        guard let op = operations.values.first(where: { $0.outcome == nil && (name.hasPrefix($0.source) || name.hasPrefix($0.destination)) })
+    /// `enclosing`: also when `name` is a folder above a pending rename's (a rename of its parent).
+    func refuseDuringRename(_ name: String, enclosing: Bool = false) -> Response? {
+        func touches(_ folder: String) -> Bool { name.hasPrefix(folder) || (enclosing && folder.hasPrefix(name)) }
+        guard let op = operations.values.first(where: { $0.outcome == nil && (touches($0.source) || touches($0.destination)) })
         else { return nil }
         return .error(409, "The folder \(op.source) is being renamed (operation \(op.id)); writes under it are refused until it is done.")
     }
@@ -140,7 +142,7 @@ extension GCSTestServer {
         guard let f = folders[source] else { return .error(404, "The folder \(source) does not exist.") }
         guard folderPreconditionsHold(q, f) else { return .error(412, "Precondition Failed") }
         if destination.hasPrefix(source) { return .error(400, "A folder cannot be moved into itself.") }
-        if let refused = refuseDuringRename(source) ?? refuseDuringRename(destination) { return refused }
+        if let refused = refuseDuringRename(source, enclosing: true) ?? refuseDuringRename(destination, enclosing: true) { return refused }
         if folders[destination] != nil || objects.keys.contains(where: { $0.hasPrefix(destination) }) {
             return .error(409, "The destination folder \(destination) already exists.")
         }

@@ -367,6 +367,7 @@ func withHNSServer(prefix: String = "", deadline: Duration = .seconds(10), tunin
 
     @Test func routeErrorsOf400AreToldApart() {
         #expect(GCSStore.isAboutTheRoute("Method not implemented: moveTo"))
+        #expect(GCSStore.isAboutTheRoute("This operation is only supported for buckets with hierarchical namespace enabled."))
         #expect(!GCSStore.isAboutTheRoute("The object name 'a/' is invalid"))
     }
 }
