@@ -44,10 +44,12 @@ extension GCSStore {
     /// Asks the bucket's `storageLayout` (one GET, bounded by `timeout` like `probe`, retries of
     /// transient failures included) and remembers the answer: `folders` is given out only for a
     /// hierarchical namespace. A server without the route (404, 400, 405, 501: the emulators) has
-    /// flat buckets only; a refusal of the credential is an error.
+    /// flat buckets only; a refusal of the credential is an error. It needs the permission the
+    /// probe's list needs (`storage.objects.list`), checked under the store's prefix when it has
+    /// one (`prefix=`), so a credential that may list only there can ask it too.
     @discardableResult
     public func learnLayout(timeout: Duration) async throws -> BucketLayout {
-        let url = bucketRoot + "/storageLayout"
+        let url = bucketRoot + "/storageLayout" + CloudURL.query([("prefix", prefix.isEmpty ? nil : prefix)])
         let r = try await transport.send("layout", path: "", idempotent: true, deadline: transport.clock.now + timeout,
                                          expect: Expect(accept: { [400, 404, 405, 501].contains($0) }), CloudRequest(.GET, url))
         var layout = BucketLayout.flat

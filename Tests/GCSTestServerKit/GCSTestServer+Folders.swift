@@ -48,6 +48,7 @@ extension GCSTestServer {
         guard ["storageLayout", "folders", "operations"].contains(what) else { return nil }
         guard segs[4] == bucket else { return .error(404, "The specified bucket does not exist.") }
         if what == "storageLayout" {
+            // (`prefix=`: where the caller's storage.objects.list is checked; one bucket, no IAM here)
             guard method == "GET", segs.count == 6 else { return .error(404, "no route for \(method) storageLayout") }
             return .json(200, ["kind": "storage#storageLayout", "bucket": bucket, "location": "US", "locationType": "multi-region",
                                "hierarchicalNamespace": ["enabled": hierarchical]])

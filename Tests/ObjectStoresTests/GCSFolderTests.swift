@@ -113,6 +113,8 @@ func withHNSServer(prefix: String = "", deadline: Duration = .seconds(10), tunin
 
     @Test func createGetDeleteOnTheWire() async throws {
         try await withHNSServer(prefix: "top") { server, store in
+            // The layout's permission (storage.objects.list) is checked under the prefix.
+            #expect(server.recorded.contains { $0.uri == "/storage/v1/b/test-bucket/storageLayout?prefix=top%2F" })
             let f = try #require(store.folders)
             server.clearRecorded()
             let made = try await f.createFolder("a b/c/")
