@@ -160,6 +160,10 @@ extension GCSTestServer {
 
     /// operations.get: counts the poll; the rename is carried out when its polls are used up.
     func pollOperation(_ id: String) -> Response {
+        if failPolls > 0 {
+            failPolls -= 1
+            return .error(503, "injected: backend unavailable")
+        }
         guard var op = operations[id] else { return .error(404, "The operation \(id) does not exist.") }
         if op.outcome == nil {
             op.pollsLeft -= 1

@@ -144,6 +144,8 @@ public final class GCSTestServer: @unchecked Sendable {
     public var notEmptyStatus = 409
     /// The next N `operations.get` are carried out, then the connection closes with no answer.
     public var losePollAnswers = 0
+    /// The next N `operations.get` answer 503 without looking at the operation.
+    public var failPolls = 0
 
     /// TCP connections accepted so far (TLS handshakes begun, when serving TLS).
     public var connectionsAccepted = 0

@@ -267,6 +267,20 @@ func withHNSServer(prefix: String = "", deadline: Duration = .seconds(10), tunin
         }
     }
 
+    @Test func pollAnswered503IsRetried() async throws {
+        try await withHNSServer { server, store in
+            server.configure {
+                $0.renamePolls = 1
+                $0.failPolls = 2
+            }
+            let f = try #require(store.folders)
+            _ = try await f.createFolder("src/")
+            #expect(try await f.renameFolder("src/", to: "dst/").name == "dst/")
+            #expect(operationPolls(server) == 3, "two 503s, then the poll that says done")
+            #expect(server.folderNames == ["dst/"])
+        }
+    }
+
     /// While a rename is pending, the folder can be read and listed, not written.
     @Test func writesUnderAFolderBeingRenamedAreRefused() async throws {
         try await withHNSServer(deadline: .seconds(2)) { server, store in
