@@ -2,10 +2,12 @@
 (`gcs-test-server --hns`, Tests/e2e/own_gcs.py; docs/TESTING.md, "Hierarchical-namespace test
 servers"): the mount learns the layout and says it in its log; mkdir makes a folder and no
 placeholder object; a directory rename moves everything under it at once; an emptied folder
-stays a directory; rmdir of a full folder is ENOTEMPTY, of an empty one deletes the folder."""
+stays a directory; rmdir of a full folder is ENOTEMPTY, of an empty one deletes the folder;
+whoami prints the layout."""
 import errno
 import json
 import os
+import subprocess
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -13,6 +15,7 @@ import uuid
 
 import pytest
 
+from conftest import BIN
 from own_gcs import OwnServer
 
 
@@ -70,6 +73,12 @@ def test_a_mount_of_a_hierarchical_bucket_uses_folders(mounts, hns):
     mnt = mounts.mount(hns.src(), *hns.options)
     assert os.listdir(mnt) == ["e"] and os.listdir(f"{mnt}/e") == []
     mounts.unmount(mnt)
+
+
+def test_whoami_says_the_layout(hns):
+    p = subprocess.run([BIN, "whoami", hns.src(), *hns.options], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "bucket layout: hierarchical namespace (folders; a directory rename is one request)\n" in p.stdout, p.stdout
 
 
 def test_a_mount_of_a_flat_bucket_says_so(mounts):
