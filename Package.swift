@@ -174,6 +174,8 @@ let package = Package(
             name: "ObjectStoresTests",
             dependencies: [
                 "StorageModel", "ObjectStores", "CloudHTTP", "GCSStore", "TestSupport", "GCSTestServerKit",
+                // The core over GCSStore and the HNS test server (GCSFolderCoreTests).
+                "BucketFS", "FuseKit",
                 .product(name: "PropertyBased", package: "swift-property-based"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

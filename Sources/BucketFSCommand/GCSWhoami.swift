@@ -39,6 +39,9 @@ enum GCSWhoami {
             try await g.probe(timeout: SourceCheck.probeTimeout)
             print("bucket: answered (listing allowed)")
             answered = true
+            do { print(BucketLayout.describe(try await g.learnLayout(timeout: SourceCheck.probeTimeout))) } catch {
+                print("bucket layout: unknown (\(error))")
+            }
         } catch let e as StorageError {
             if case .unauthenticated = e {
                 if case .token = check.found.source { print("access token: \(staticToken)") }

@@ -206,6 +206,9 @@ struct Mount: AsyncParsableCommand {
                     logger.notice("--token / GOOGLE_OAUTH_ACCESS_TOKEN: \(left)")
                 }
             }
+            // The bucket's layout, once (gs:// only: the embedded bucket and Firebase's are flat).
+            if let g = store as? GCSStore { try await g.learnLayout(timeout: SourceCheck.probeTimeout) }
+            logger.info("\(BucketLayout.describe((store as? GCSStore)?.layout ?? .flat))")
             store = try instrument(store)
             if let at = behaviour.at { store = try await PastMount.view(store, at: at, source: parsed.display, logger: logger) }
         } catch let e as PastMount.Refusal {

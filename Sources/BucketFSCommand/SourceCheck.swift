@@ -96,6 +96,7 @@ enum SourceCheck {
             do {
                 try await checkCredential(g)
                 try await g.probe(timeout: probeTimeout)
+                try await g.learnLayout(timeout: probeTimeout)
             } catch {
                 var why: String? = nil
                 if case StorageError.unauthenticated = error { why = await check.refusalContext(g, environment: env) }
@@ -325,6 +326,16 @@ extension Mount {
         } catch {
             report.say("cannot mount \(source): \(error)")
             throw ExitCode(1)
+        }
+    }
+}
+
+extension BucketLayout {
+    /// The line a mount logs, and whoami prints, about a bucket's layout.
+    static func describe(_ layout: BucketLayout) -> String {
+        switch layout {
+        case .hierarchical: return "bucket layout: hierarchical namespace (folders; a directory rename is one request)"
+        case .flat: return "bucket layout: flat"
         }
     }
 }

@@ -27,6 +27,8 @@ public final class GCSStore: StoreBackend, ConnectionCounting {
     let logger: Logger
     /// Token requests, on the API's clients (docs/CREDENTIALS.md).
     let tokenRequests: CredentialRequests
+    /// The bucket's layout and the server's objects.move, once learned (GCSStore+Folders.swift).
+    let learned = GCSLearned()
 
     /// Knobs with production defaults; tests shrink them. The HTTP layer's (backoff, clock,
     /// timeouts, trust) are `http`'s, read and set as this struct's own (`HTTPTuned`).
@@ -110,6 +112,8 @@ public final class GCSStore: StoreBackend, ConnectionCounting {
             ("prefix", full.isEmpty ? nil : full), ("delimiter", request.delimiter),
             ("maxResults", String(request.maxResults)), ("pageToken", request.pageToken),
             ("includeTrailingDelimiter", request.includeTrailingDelimiter && request.delimiter != nil ? "true" : nil),
+            // A hierarchical namespace's folders, empty ones too, come as prefixes (only with "/").
+            ("includeFoldersAsPrefixes", request.delimiter == "/" && learned.layout == .hierarchical ? "true" : nil),
             ("startOffset", request.startOffset.map { prefix + $0 }), ("endOffset", request.endOffset.map { prefix + $0 }),
             ("fields", GCSJSONAPI.listFields),
         ])

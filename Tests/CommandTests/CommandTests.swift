@@ -8,6 +8,12 @@ import Testing
 @testable import bucketfs
 
 @Suite struct SourceCheckTests {
+    /// The line a mount logs and whoami prints about the bucket's layout (docs/CREDENTIALS.md).
+    @Test func layoutLines() {
+        #expect(BucketLayout.describe(.hierarchical) == "bucket layout: hierarchical namespace (folders; a directory rename is one request)")
+        #expect(BucketLayout.describe(.flat) == "bucket layout: flat")
+    }
+
     @Test func endpointsThatAreURLs() throws {
         #expect(try SourceCheck.endpoint(option: nil, environment: [:]) == nil)
         #expect(try SourceCheck.endpoint(option: "http://127.0.0.1:9023", environment: [:])?.absoluteString == "http://127.0.0.1:9023")

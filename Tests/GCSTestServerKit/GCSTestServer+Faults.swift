@@ -10,6 +10,10 @@ extension GCSTestServer {
     /// The fault to apply to this answer, if any (counts it down).
     func takeFault(method: String, uri: String, status: Int) -> Fault? {
         lock.lock(); defer { lock.unlock() }
+        if losePollAnswers > 0, method == "GET", uri.contains("/operations/") {
+            losePollAnswers -= 1
+            return .lose
+        }
         if let m = loseAnswerTo, m == method {
             loseAnswerTo = nil
             return .lose

@@ -84,6 +84,7 @@ extension GCSTestServer {
         let o = Object(name: name, data: data, generation: newGeneration(), metageneration: 1, timeCreated: now,
                        updated: now, props: props, metadata: metadata)
         retire(name)
+        makeFolders(of: name, at: now)
         objects[name] = o
         return o
     }

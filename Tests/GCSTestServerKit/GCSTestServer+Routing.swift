@@ -50,17 +50,20 @@ extension GCSTestServer {
             if let d = softDeleteRetention { r["softDeletePolicy"] = ["retentionDurationSeconds": String(d)] }
             return .json(200, r)
         }
+        if let r = hnsRoute(method: method, segs: segs, q: q, body: body) { return r }
         // ["", "storage", "v1", "b", B, "o", ...] and ["", "upload", "storage", "v1", "b", B, "o"]
         if segs.count >= 6, segs[1] == "storage", segs[2] == "v1", segs[3] == "b", segs[5] == "o" {
             guard segs[4] == bucket else { return .error(404, "The specified bucket does not exist.") }
             switch (method, segs.count) {
             case ("GET", 6): return q["versions"] == "true" ? listVersions(q) : list(q)
             case ("GET", 7): return q["alt"] == "media" ? media(segs[6], q, hd) : get(segs[6], q)
-            case ("PATCH", 7): return patch(segs[6], q, body)
-            case ("DELETE", 7): return delete(segs[6], q)
+            case ("PATCH", 7): return refuseDuringRename(segs[6]) ?? patch(segs[6], q, body)
+            case ("DELETE", 7): return refuseDuringRename(segs[6]) ?? delete(segs[6], q)
+            case ("POST", 10) where moves && segs[7] == "moveTo" && segs[8] == "o":
+                return move(segs[6], to: segs[9], q)
             case ("POST", 12) where segs[7] == "rewriteTo" && segs[8] == "b" && segs[10] == "o":
                 guard segs[9] == bucket else { return .error(404, "no such destination bucket") }
-                return rewrite(segs[6], to: segs[11], q, body)
+                return refuseFolderName(segs[11]) ?? refuseDuringRename(segs[11]) ?? rewrite(segs[6], to: segs[11], q, body)
             default: return .error(404, "no route for \(method) \(rawPath)")
             }
         }
@@ -108,7 +111,11 @@ extension GCSTestServer {
         // startOffset (inclusive) and endOffset (exclusive) bound the objects, before they roll
         // up into prefixes; a prefix before startOffset is left out (as fake-gcs-server does).
         let start = q["startOffset"], end = q["endOffset"]
-        let names = objects.keys.filter { n in
+        // includeFoldersAsPrefixes (with delimiter "/" only): a hierarchical bucket's folders,
+        // empty ones too, roll up into prefixes like the objects under them.
+        let folderKeys = hierarchical && delimiter == "/" && q["includeFoldersAsPrefixes"] == "true"
+            ? folders.keys.filter { $0 != prefix } : []
+        let names = (Array(objects.keys) + folderKeys).filter { n in
             n.hasPrefix(prefix) && start.map { s in !n.utf8.lexicographicallyPrecedes(s.utf8) } ?? true
                 && end.map { e in n.utf8.lexicographicallyPrecedes(e.utf8) } ?? true
         }.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
@@ -133,7 +140,7 @@ extension GCSTestServer {
                 last = "P" + p
                 // includeTrailingDelimiter: an object named exactly like the prefix (it sorts
                 // first under it) comes as an item too.
-                if q["includeTrailingDelimiter"] == "true", n == p { items.append(resource(objects[n]!)) }
+                if q["includeTrailingDelimiter"] == "true", n == p, let o = objects[n] { items.append(resource(o)) }
             } else {
                 items.append(resource(objects[n]!))
                 last = "I" + n

@@ -10,6 +10,7 @@ extension GCSTestServer {
               let name = (j["name"] as? String) ?? q["name"] else {
             return .error(400, "expected a JSON metadata part with a name and a media part")
         }
+        if let refused = refuseFolderName(name) ?? refuseDuringRename(name) { return refused }
         guard preconditionsHold(q, objects[name]) else { return .error(412, "Precondition Failed") }
         let (props, meta) = Self.splitResource(j)
         return .json(200, resource(store(name: name, data: parts[1], props: props, metadata: meta)))
@@ -38,6 +39,7 @@ extension GCSTestServer {
     func startResumable(_ q: [String: String], _ hd: [String: String], _ body: Data) -> Response {
         let j = (try? JSONSerialization.jsonObject(with: body) as? [String: Any]) ?? [:]
         guard let name = (j["name"] as? String) ?? q["name"] else { return .error(400, "no object name") }
+        if let refused = refuseFolderName(name) ?? refuseDuringRename(name) { return refused }
         var (props, meta) = Self.splitResource(j)
         if props["contentType"] == nil, let t = hd["x-upload-content-type"] { props["contentType"] = t }
         let id = UUID().uuidString
@@ -65,6 +67,7 @@ extension GCSTestServer {
             if skip == 0 && s.data.isEmpty { s.data = body } else if skip < body.count { s.data.append(body.dropFirst(skip)) }
         }
         if let total, s.data.count == total || (spec[0] == "*" && finishWhenAsked) {
+            if let refused = refuseDuringRename(s.name) { return refused }
             guard preconditionsHold(s.query, objects[s.name]) else {
                 sessions[id] = nil
                 return .error(412, "Precondition Failed")

@@ -9,7 +9,9 @@ import NIOSSL
 /// in-memory objects, following the documented API (list pagination over items and prefixes,
 /// PATCH merge with null deletion, generation / metageneration preconditions → 412, multipart and
 /// resumable uploads, Range downloads, rewrite with rewriteToken rounds, delete), plus fault
-/// injection and an OAuth2 token endpoint at `/token`.
+/// injection and an OAuth2 token endpoint at `/token`. With `hierarchical`, a bucket with a
+/// hierarchical namespace: folders, folder renames as long-running operations, objects.move
+/// (GCSTestServer+Folders.swift).
 ///
 /// Object versioning as the documentation describes it, when `versioning` is on (`configure`):
 /// a replaced or deleted generation stays, noncurrent, with its `timeDeleted`; `objects.list`
@@ -122,6 +124,29 @@ public final class GCSTestServer: @unchecked Sendable {
     /// Rewrites take this many calls (the first ones answer `done: false` with a rewriteToken).
     public var rewriteRounds = 1
 
+    /// A bucket with a hierarchical namespace (GCSTestServer+Folders.swift): folders of their own,
+    /// made by uploads under them and kept when emptied; object names ending in "/" refused.
+    public var hierarchical = false
+    /// objects.move is answered (on either flavour); off: its route is unknown (404), as on a
+    /// server without it.
+    public var moves = true
+    /// The folders (hierarchical only), by name ending in "/".
+    var folders: [String: Folder] = [:]
+    /// Folder renames, pending and done, by operation id.
+    var operations: [String: PendingRename] = [:]
+    var nextOperation = 0
+    /// A rename's operation is done at its Nth `operations.get` (1: the first poll says done; 0:
+    /// the rename's own answer says done).
+    public var renamePolls = 1
+    /// How the next folder rename ends instead (then cleared).
+    public var nextRenameFault: RenameFault?
+    /// The status a non-empty folder's delete is answered (the reference does not say; 409 here).
+    public var notEmptyStatus = 409
+    /// The next N `operations.get` are carried out, then the connection closes with no answer.
+    public var losePollAnswers = 0
+    /// The next N `operations.get` answer 503 without looking at the operation.
+    public var failPolls = 0
+
     /// TCP connections accepted so far (TLS handshakes begun, when serving TLS).
     public var connectionsAccepted = 0
     /// Serving https (a TLS server context given to `start`).
@@ -131,8 +156,10 @@ public final class GCSTestServer: @unchecked Sendable {
 
     /// `tls`: serve https with this context (certificate and key) instead of plain HTTP. `port`: 0
     /// takes a free one (`port` then says which).
-    public static func start(bucket: String = "test-bucket", port: Int = 0, tls: NIOSSLContext? = nil) async throws -> GCSTestServer {
+    public static func start(bucket: String = "test-bucket", port: Int = 0, tls: NIOSSLContext? = nil,
+                             hierarchical: Bool = false) async throws -> GCSTestServer {
         let s = GCSTestServer(bucket: bucket)
+        s.hierarchical = hierarchical
         s.tls = tls != nil
         let bootstrap = ServerBootstrap(group: s.group)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)

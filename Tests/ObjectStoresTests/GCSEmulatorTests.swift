@@ -63,6 +63,20 @@ struct GCSEmulatorTests {
         try await Self.conformance(prefix: "")
     }
 
+    /// The emulator has no `storageLayout` (404: flat) and no objects.move (501 with an empty
+    /// body, seen with curl): the store learns both, and a rename copies and deletes.
+    @Test func flatWithoutMove() async throws {
+        let store = Self.makeStore(prefix: "hns-\(UUID().uuidString.prefix(6))")
+        #expect(try await store.learnLayout(timeout: .seconds(10)) == .flat)
+        #expect(store.folders == nil)
+        let a = try await store.write("a", from: .data(Data("a".utf8)), metadata: .init(), preconditions: .none)
+        #expect(try await store.move(from: "a", sourceGeneration: a.generation, to: "b", preconditions: .none) == nil)
+        #expect(try await store.move(from: "a", sourceGeneration: a.generation, to: "b", preconditions: .none) == nil)
+        #expect(try await store.getMetadata("a").generation == a.generation, "nothing moved")
+        try await store.delete("a", preconditions: .none)
+        try await store.shutdown()
+    }
+
     @Test func conformanceWithPrefix() async throws {
         try await Self.conformance(prefix: "prefixed-\(UUID().uuidString.prefix(6))")
     }

@@ -24,6 +24,13 @@ import Testing
         try await runStoreConformance({ store }, capabilities: .init(versioning: .off))
     }
 
+    /// A bucket with a hierarchical namespace: the same cases, with folders, as the in-process
+    /// server's HNS flavour answers them (GCSFolderTests.conformanceOnHNSServer).
+    @Test func hierarchicalConformance() async throws {
+        let store = MemoryStore(layout: .hierarchical)
+        try await runStoreConformance({ store }, capabilities: .init(folders: true))
+    }
+
     @Test func onlyTheLiveGenerationIsKept() async throws {
         let s = MemoryStore()
         let v1 = try await s.write("f", from: .data(helloWorldBytes), metadata: .init(), preconditions: .doesNotExist)

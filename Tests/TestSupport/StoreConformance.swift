@@ -72,6 +72,11 @@ public struct ConformanceCapabilities: Sendable {
     /// Without: the "versions" case is skipped (storage-testbench keeps and lists every past
     /// generation whether versioning is on or off, with no `timeDeleted` and no prefixes).
     public var versionListings = true
+    /// The bucket has a hierarchical namespace (`ObjectStore.folders`): folders made by mkdir and
+    /// by uploads under them, kept when emptied, listed as prefixes, renamed at once; object
+    /// names ending in "/" refused. Without: `folders` is nil (a flat bucket), and a name ending
+    /// in "/" is an object like any other.
+    public var folders = false
 
     /// The calls that check preconditions on the server.
     public struct PreconditionCalls: OptionSet, Sendable {
@@ -100,7 +105,7 @@ public struct ConformanceCapabilities: Sendable {
                 atomicPreconditions: Bool = true, firstMetageneration: Int64 = 1, patchCountsMetageneration: Bool = true,
                 nullRemovesMetadata: Bool = true, copyMetadata: CopyMetadata = .replaces, versioning: Versioning = .absent,
                 versionsOldestFirst: Bool = true, versionPagination: Bool = true, readsByGeneration: Bool = true,
-                listOffsets: Bool = true) {
+                listOffsets: Bool = true, folders: Bool = false) {
         self.pagination = pagination
         self.metadataMerge = metadataMerge
         self.honoursPreconditions = honoursPreconditions
@@ -117,6 +122,7 @@ public struct ConformanceCapabilities: Sendable {
         self.versionPagination = versionPagination
         self.readsByGeneration = readsByGeneration
         self.listOffsets = listOffsets
+        self.folders = folders
     }
 
     /// The metageneration an object has after `patches` PATCHes since its upload.
@@ -172,6 +178,7 @@ struct StoreConformanceCase: Sendable {
         .init("missing-object", Conformance.missingObject),
         .init("dot-segments", needs: { $0.dotDotNames }, Conformance.dotSegments),
         .init("versions", needs: { $0.versionListings }, Conformance.versions),
+        .init("folders", Conformance.folders),
     ]
 }
 
@@ -198,6 +205,9 @@ public func succeeds<T>(sourceLocation: SourceLocation = #_sourceLocation, _ bod
 
 public func isNotFound(_ e: StorageError) -> Bool { if case .objectNotFound = e { return true } else { return false } }
 public func isPreconditionFailed(_ e: StorageError) -> Bool { if case .preconditionFailed = e { return true } else { return false } }
+public func isConflict(_ e: StorageError) -> Bool { if case .conflict = e { return true } else { return false } }
+public func isNotEmpty(_ e: StorageError) -> Bool { if case .notEmpty = e { return true } else { return false } }
+public func isInvalidArgument(_ e: StorageError) -> Bool { if case .invalidArgument = e { return true } else { return false } }
 
 public enum Conformance {
     public static let helloWorld = Data("hello world".utf8)
@@ -438,7 +448,13 @@ public enum Conformance {
     }
 
     static func listPrefixDelimiter(_ s: any ObjectStore, _ p: String, _ caps: ConformanceCapabilities) async throws {
-        let names = ["a", "b", "Z", "d1/x", "d1/y", "d2/deep/z", "d3/", "é"]
+        var names = ["a", "b", "Z", "d1/x", "d1/y", "d2/deep/z", "d3/", "é"]
+        if caps.folders {
+            // A hierarchical namespace has no object named like a folder: d3/ is a folder.
+            names.removeAll { $0 == "d3/" }
+            await expectStorageError("invalidArgument", isInvalidArgument) { try await put(s, p + "d3/", Data()) }
+            _ = try await #require(s.folders).createFolder(p + "d3/")
+        }
         for n in names { try await put(s, p + n, Data(n.utf8)) }
         let page = try await s.list(ListRequest(prefix: p, delimiter: "/", maxResults: 1000))
         #expect(page.prefixes == [p + "d1/", p + "d2/", p + "d3/"])
@@ -448,7 +464,7 @@ public enum Conformance {
         #expect(page.nextPageToken == nil)
         // The placeholder named exactly like the prefix is an item of its own listing.
         let d3 = try await s.list(ListRequest(prefix: p + "d3/", delimiter: "/", maxResults: 1000))
-        #expect(d3.items.map(\.name) == [p + "d3/"])
+        #expect(d3.items.map(\.name) == (caps.folders ? [] : [p + "d3/"]))
         #expect(d3.prefixes.isEmpty)
         let d2 = try await s.list(ListRequest(prefix: p + "d2/", delimiter: "/", maxResults: 1000))
         #expect(d2.prefixes == [p + "d2/deep/"])
@@ -582,9 +598,12 @@ public enum Conformance {
     /// server that ignores endOffset adds the names after it (`n0`, `na`), still in order.
     static func listUnderAPartialName(_ s: any ObjectStore, _ p: String, _ caps: ConformanceCapabilities) async throws {
         guard s.listsUnderPartialNames else { return }
-        for n in ["m", "n", "n-1", "n.txt", "n/", "n/in", "n0", "na"] { try await put(s, p + n, Data(n.utf8)) }
+        // (a hierarchical namespace has no object n/: the folder n/ is not listed without a delimiter)
+        for n in ["m", "n", "n-1", "n.txt", "n/", "n/in", "n0", "na"] where !(caps.folders && n == "n/") {
+            try await put(s, p + n, Data(n.utf8))
+        }
         let page = try await s.list(ListRequest(prefix: p + "n", delimiter: nil, maxResults: 16, endOffset: p + "n0"))
-        let want = ["n", "n-1", "n.txt", "n/", "n/in"].map { p + $0 }
+        let want = ["n", "n-1", "n.txt", "n/", "n/in"].filter { !(caps.folders && $0 == "n/") }.map { p + $0 }
         let names = page.items.map(\.name)
         #expect(Array(names.prefix(want.count)) == want)
         #expect(names.dropFirst(want.count).allSatisfy { !$0.utf8.lexicographicallyPrecedes((p + "n0").utf8) })
@@ -677,5 +696,88 @@ public enum Conformance {
         await expectStorageError("objectNotFound", isNotFound) { try await s.getMetadata(p + "y") }
         let flat = try await s.list(ListRequest(prefix: p, delimiter: nil, maxResults: 1000))
         #expect(flat.items.map(\.name) == [p + "./z", p + "x/../y"])
+    }
+
+    /// A hierarchical namespace's folders (`caps.folders`), as the JSON API reference describes
+    /// them; a flat bucket has none.
+    static func folders(_ s: any ObjectStore, _ p: String, _ caps: ConformanceCapabilities) async throws {
+        guard caps.folders else {
+            #expect(s.folders == nil, "a flat bucket has no folders")
+            return
+        }
+        let f = try #require(s.folders, "a hierarchical bucket has folders")
+        // Create, with the parents (recursive); again: a conflict.
+        let made = try await f.createFolder(p + "made/deep/")
+        #expect(made.name == p + "made/deep/")
+        #expect(made.metageneration >= 1)
+        #expect(try await f.getFolder(p + "made/").name == p + "made/")
+        #expect(try await f.getFolder(p + "made/deep/").name == p + "made/deep/")
+        await expectStorageError("conflict", isConflict) { try await f.createFolder(p + "made/deep/") }
+        await expectStorageError("objectNotFound", isNotFound) { try await f.getFolder(p + "none/") }
+        await expectStorageError("objectNotFound", isNotFound) { try await f.deleteFolder(p + "none/") }
+        // An upload makes the folders above it; an object name ending in "/" is refused.
+        try await put(s, p + "up/a/b.txt")
+        #expect(try await f.getFolder(p + "up/a/").name == p + "up/a/")
+        await expectStorageError("invalidArgument", isInvalidArgument) { try await put(s, p + "up/x/", Data()) }
+        await expectStorageError("objectNotFound", isNotFound) { try await f.getFolder(p + "up/x/") }
+        // Folders are listed as prefixes, empty ones too.
+        let top = try await s.list(ListRequest(prefix: p, delimiter: "/"))
+        #expect(top.prefixes == [p + "made/", p + "up/"])
+        #expect(top.items.isEmpty)
+        let inMade = try await s.list(ListRequest(prefix: p + "made/", delimiter: "/"))
+        #expect(inMade.prefixes == [p + "made/deep/"] && inMade.items.isEmpty)
+        // A folder that holds a folder or an object is not deleted.
+        await expectStorageError("notEmpty", isNotEmpty) { try await f.deleteFolder(p + "made/") }
+        await expectStorageError("notEmpty", isNotEmpty) { try await f.deleteFolder(p + "up/a/") }
+        // A folder stays when its last object goes; then it can be deleted.
+        try await s.delete(p + "up/a/b.txt", preconditions: .none)
+        #expect(try await f.getFolder(p + "up/a/").name == p + "up/a/")
+        #expect(try await s.list(ListRequest(prefix: p + "up/", delimiter: "/")).prefixes == [p + "up/a/"])
+        try await f.deleteFolder(p + "up/a/")
+        await expectStorageError("objectNotFound", isNotFound) { try await f.getFolder(p + "up/a/") }
+        #expect(try await s.list(ListRequest(prefix: p + "up/", delimiter: "/")).prefixes.isEmpty)
+        // A rename moves everything under the folder at once, each object keeping its generation.
+        let deep = try await put(s, p + "src/in/f", Data("f".utf8))
+        let g = try await put(s, p + "src/g", Data("g".utf8), .init(contentType: "text/plain"))
+        let renamed = try await f.renameFolder(p + "src/", to: p + "dst/")
+        #expect(renamed.name == p + "dst/")
+        await expectStorageError("objectNotFound", isNotFound) { try await f.getFolder(p + "src/") }
+        await expectStorageError("objectNotFound", isNotFound) { try await f.getFolder(p + "src/in/") }
+        #expect(try await f.getFolder(p + "dst/in/").name == p + "dst/in/")
+        #expect(try await s.getMetadata(p + "dst/in/f").generation == deep.generation)
+        #expect(try await s.read(p + "dst/in/f", generation: nil, range: nil) == Data("f".utf8))
+        await expectStorageError("objectNotFound", isNotFound) { try await s.getMetadata(p + "src/in/f") }
+        #expect(try await s.list(ListRequest(prefix: p, delimiter: "/")).prefixes == [p + "dst/", p + "made/", p + "up/"])
+        // Onto an existing folder: a conflict; from a missing one: not found. Nothing moves.
+        await expectStorageError("conflict", isConflict) { try await f.renameFolder(p + "dst/", to: p + "made/") }
+        await expectStorageError("objectNotFound", isNotFound) { try await f.renameFolder(p + "src/", to: p + "other/") }
+        #expect(try await s.getMetadata(p + "dst/g").generation == g.generation)
+        // objects.move, where the store offers it: one step, a new generation, metageneration 1,
+        // the same bytes and metadata; the folders above the destination made.
+        guard let moved = try await s.move(from: p + "dst/g", sourceGeneration: g.generation, to: p + "moved/g",
+                                           preconditions: .doesNotExist) else { return }
+        #expect(moved.name == p + "moved/g")
+        #expect(moved.generation != g.generation)
+        #expect(moved.metageneration == 1)
+        #expect(moved.md5Hash == g.md5Hash && moved.contentType == "text/plain")
+        #expect(try await s.read(p + "moved/g", generation: nil, range: nil) == Data("g".utf8))
+        #expect(try await f.getFolder(p + "moved/").name == p + "moved/")
+        await expectStorageError("objectNotFound", isNotFound) { try await s.getMetadata(p + "dst/g") }
+        // The source's generation is a precondition; so is the destination's.
+        await expectStorageError("preconditionFailed", isPreconditionFailed) {
+            try await s.move(from: p + "moved/g", sourceGeneration: g.generation, to: p + "again", preconditions: .none)
+        }
+        let other = try await put(s, p + "other", Data("o".utf8))
+        await expectStorageError("preconditionFailed", isPreconditionFailed) {
+            try await s.move(from: p + "moved/g", sourceGeneration: moved.generation, to: p + "other", preconditions: .doesNotExist)
+        }
+        #expect(try await s.getMetadata(p + "moved/g").generation == moved.generation, "a refused move leaves the source")
+        let over = try await s.move(from: p + "moved/g", sourceGeneration: moved.generation, to: p + "other",
+                                    preconditions: Preconditions(ifGenerationMatch: other.generation))
+        #expect(over?.generation ?? 0 > other.generation)
+        #expect(try await s.read(p + "other", generation: nil, range: nil) == Data("g".utf8))
+        await expectStorageError("objectNotFound", isNotFound) {
+            try await s.move(from: p + "no-such", sourceGeneration: 1, to: p + "x", preconditions: .none)
+        }
     }
 }

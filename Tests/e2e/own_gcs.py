@@ -38,7 +38,8 @@ class OwnServer:
         # BUCKETFS_OWN_GCS_PORT: the first port to try (the next ones if it is taken); else any free one
         for port in ([first + i for i in range(20)] if first else [0]):
             self.proc = subprocess.Popen([binary(), "--port", str(port), "--bucket", bucket,
-                                          *(["--versioning"] if versioning else []), *(["--hns"] if hns else [])],
+                                          *(["--versioning"] if versioning else []),
+                                          *(["--hns"] if hns else [])],
                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             line = self._ready_line()
             if line:
@@ -47,7 +48,7 @@ class OwnServer:
                 self.stop()  # taken: the next one
         else:
             raise RuntimeError(f"gcs-test-server did not start: {self.proc.stderr.read().decode(errors='replace')}")
-        # "gcs-test-server listening on 127.0.0.1:PORT bucket NAME versioning on|off"
+        # "gcs-test-server listening on 127.0.0.1:PORT bucket NAME versioning on|off hns on|off"
         self.hostport = line.split()[3]
         self.endpoint = f"http://{self.hostport}"
         self.options = ["--endpoint", self.endpoint, "--anonymous"]

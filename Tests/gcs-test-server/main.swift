@@ -3,13 +3,15 @@ import GCSTestServerKit
 
 // The project's Cloud Storage test server (Tests/GCSTestServerKit) as a process of its own, for
 // the real-mount tier: one bucket, on 127.0.0.1, until SIGTERM or SIGINT. Prints one line,
-// `gcs-test-server listening on 127.0.0.1:PORT bucket NAME versioning on|off`, once it accepts
-// connections. Not shipped (Scripts/package.sh builds the bucketfs product only).
+// `gcs-test-server listening on 127.0.0.1:PORT bucket NAME versioning on|off hns on|off`, once it
+// accepts connections. `--hns`: a bucket with a hierarchical namespace (folders). Not shipped
+// (Scripts/package.sh builds the bucketfs product only).
 
-let usage = "usage: gcs-test-server [--port N] [--bucket NAME] [--versioning]"
+let usage = "usage: gcs-test-server [--port N] [--bucket NAME] [--versioning] [--hns]"
 var port = 0
 var bucket = "test-bucket"
 var versioning = false
+var hns = false
 var args = CommandLine.arguments.dropFirst()
 while let a = args.popFirst() {
     switch a {
@@ -27,6 +29,8 @@ while let a = args.popFirst() {
         bucket = v
     case "--versioning":
         versioning = true
+    case "--hns":
+        hns = true
     case "-h", "--help":
         print(usage)
         exit(0)
@@ -38,7 +42,7 @@ while let a = args.popFirst() {
 
 let server: GCSTestServer
 do {
-    server = try await GCSTestServer.start(bucket: bucket, port: port)
+    server = try await GCSTestServer.start(bucket: bucket, port: port, hierarchical: hns)
 } catch {
     FileHandle.standardError.write(Data("gcs-test-server: cannot listen on 127.0.0.1:\(port): \(error)\n".utf8))
     exit(1)
@@ -57,7 +61,7 @@ for sig in [SIGTERM, SIGINT] {
     sources.append(s)
 }
 // (FileHandle writes at once: a pipe's reader waits for this line)
-FileHandle.standardOutput.write(Data("gcs-test-server listening on 127.0.0.1:\(server.port) bucket \(bucket) versioning \(versioning ? "on" : "off")\n".utf8))
+FileHandle.standardOutput.write(Data("gcs-test-server listening on 127.0.0.1:\(server.port) bucket \(bucket) versioning \(versioning ? "on" : "off") hns \(hns ? "on" : "off")\n".utf8))
 await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
     DispatchQueue.global().async {
         done.wait()
