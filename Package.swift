@@ -216,6 +216,7 @@ let package = Package(
             ]
         ),
         .testTarget(name: "BucketFSTests", dependencies: ["BucketFS", "FuseKit", "StorageModel", "ObjectStores", "TestSupport",
+                                                          "GCSStore", "GCSTestServerKit",
                                                           .product(name: "Crypto", package: "swift-crypto"),
                                                           .product(name: "PropertyBased", package: "swift-property-based")]),
         // The command line's pure parts: source checks, metrics address, log lines, progress, help.

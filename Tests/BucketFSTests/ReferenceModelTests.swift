@@ -30,6 +30,8 @@ import Testing
         switch config.store {
         case .memory: cases
         case .memoryHNS: max(1, cases / 3)
+        // Over HTTP, a server per case: a few dozen, to show the server and the double agree.
+        case .serverHNS: max(1, cases / 15)
         case .embedded: max(1, cases / 8)
         }
     }

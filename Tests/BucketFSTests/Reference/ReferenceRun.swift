@@ -3,13 +3,16 @@ import Foundation
 import FuseKit
 import Logging
 @testable import ObjectStores
+import GCSStore
+import GCSTestServerKit
 import StorageModel
 import TestSupport
 
 /// Which store a reference run mounts, and with which metadata TTL.
 struct RefConfig: Sendable, CustomStringConvertible, CaseIterable {
-    /// `memoryHNS`: the in-memory store as a bucket with a hierarchical namespace.
-    enum Store: String, Sendable, CaseIterable { case memory, embedded, memoryHNS }
+    /// `memoryHNS`: the in-memory store as a bucket with a hierarchical namespace; `serverHNS`:
+    /// the Cloud Storage store over HTTP to the project's test server in that flavour.
+    enum Store: String, Sendable, CaseIterable { case memory, embedded, memoryHNS, serverHNS }
     var store: Store
     /// 0: every question goes to the store, so changes behind the mount's back show at once.
     var ttl: Double
@@ -19,8 +22,9 @@ struct RefConfig: Sendable, CustomStringConvertible, CaseIterable {
         RefConfig(store: .memory, ttl: defaultTTL), RefConfig(store: .memory, ttl: 0),
         RefConfig(store: .embedded, ttl: defaultTTL), RefConfig(store: .embedded, ttl: 0),
         RefConfig(store: .memoryHNS, ttl: defaultTTL), RefConfig(store: .memoryHNS, ttl: 0),
+        RefConfig(store: .serverHNS, ttl: defaultTTL), RefConfig(store: .serverHNS, ttl: 0),
     ]
-    var hierarchical: Bool { store == .memoryHNS }
+    var hierarchical: Bool { store == .memoryHNS || store == .serverHNS }
     var description: String { "\(store) store, metadata TTL \(ttl == 0 ? "0" : "\(Int(ttl)) s")" }
 }
 
@@ -63,15 +67,29 @@ final class ReferenceRun {
     /// What each step did, for the failure report.
     var trace: [String] = []
 
-    init(_ config: RefConfig, buffer: Int = 4096) throws {
+    /// The folders of a hierarchical bucket, as the store holds them (for the comparison).
+    let folderNames: @Sendable () -> [String]
+
+    /// `server`: the store over HTTP and the server's folders, for `serverHNS`.
+    init(_ config: RefConfig, buffer: Int = 4096,
+         server: (store: any ObjectStore, folderNames: @Sendable () -> [String])? = nil) throws {
         self.config = config
         self.buffer = buffer
         let base = Self.scratch + "/bucketfs-reftest-" + UUID().uuidString
+        var folders: @Sendable () -> [String] = { [] }
         switch config.store {
         case .memory: store = MemoryStore()
-        case .memoryHNS: store = MemoryStore(layout: .hierarchical)
+        case .memoryHNS:
+            let m = MemoryStore(layout: .hierarchical)
+            store = m
+            folders = { m.folderNames }
+        case .serverHNS:
+            guard let server else { throw RefFailure(step: 0, op: nil, message: "serverHNS needs a server") }
+            store = server.store
+            folders = server.folderNames
         case .embedded: store = try EmbeddedStore(directory: base + "/bucket", bucket: "reftest", pageSizeLimit: 1000, durable: false)
         }
+        folderNames = folders
         let clock = TestClock()
         self.clock = clock
         var c = MountConfig()
@@ -101,8 +119,35 @@ final class ReferenceRun {
 
     /// Runs a case on a fresh mount over a fresh store; nil when every step matched the model.
     static func failure(of c: RefCase, on config: RefConfig) async -> RefFailure? {
+        guard config.store == .serverHNS else { return await failure(of: c, on: config, server: nil) }
+        // A server of its own for the case, in its hierarchical flavour, and the store over HTTP.
+        let server: GCSTestServer
+        do { server = try await GCSTestServer.start(hierarchical: true) } catch {
+            return RefFailure(step: 0, op: nil, message: "starting the test server: \(error)")
+        }
+        var logger = Logger(label: "reftest-gcs")
+        logger.logLevel = .critical
+        var tuning = GCSStore.Tuning()
+        tuning.initialBackoff = .milliseconds(5)
+        tuning.maxBackoff = .milliseconds(50)
+        let store = GCSStore(bucket: server.bucket, endpoint: server.endpoint, credentials: .anonymous, logger: logger,
+                             requestTimeout: .seconds(10), deadline: .seconds(20), tuning: tuning, environment: [:])
+        var failure: RefFailure?
+        do {
+            _ = try await store.learnLayout(timeout: .seconds(10))
+            failure = await Self.failure(of: c, on: config, server: (store, { server.folderNames }))
+        } catch {
+            failure = RefFailure(step: 0, op: nil, message: "the bucket's layout: \(error)")
+        }
+        try? await store.shutdown()
+        try? await server.stop()
+        return failure
+    }
+
+    static func failure(of c: RefCase, on config: RefConfig,
+                        server: (store: any ObjectStore, folderNames: @Sendable () -> [String])?) async -> RefFailure? {
         let run: ReferenceRun
-        do { run = try ReferenceRun(config, buffer: c.buffer) } catch { return RefFailure(step: 0, op: nil, message: "setup: \(error)") }
+        do { run = try ReferenceRun(config, buffer: c.buffer, server: server) } catch { return RefFailure(step: 0, op: nil, message: "setup: \(error)") }
         do {
             try await run.seed(c.tree)
         } catch {
@@ -136,9 +181,9 @@ final class ReferenceRun {
             let name = s.name
             guard (try? StoragePath.validateObjectName(name)) != nil else { continue }
             if config.hierarchical, name.hasSuffix("/") {
-                // No object is named like a folder there: the name is a folder.
-                (store as! MemoryStore).put(name)
-                model.put(name, RefObject(data: Data()))
+                // No object is named like a folder there: the name is a folder (unless the server
+                // refuses it as one: then it is left out, as a refused name is).
+                if try await makeFolder(name) { model.put(name, RefObject(data: Data())) }
                 continue
             }
             _ = try await store.write(name, from: .data(s.bytes.data), metadata: WritableMetadata(), preconditions: .none)
@@ -422,7 +467,7 @@ final class ReferenceRun {
             note = "remote put '\(path.prefix(60))' (\(bytes.size) bytes)"
             if config.hierarchical, path.hasSuffix("/") {
                 // No object is named like a folder there: the name is a folder.
-                (store as! MemoryStore).put(path)
+                guard try await makeFolder(path) else { return skip(op) }
                 model.put(path, RefObject(data: Data()))
             } else {
                 _ = try await store.write(path, from: .data(bytes.data), metadata: WritableMetadata(), preconditions: .none)
@@ -659,6 +704,18 @@ final class ReferenceRun {
         }
     }
 
+    /// A folder made behind the mount's back (with its parents); false when the store refuses
+    /// the name as a folder's. One that exists already is fine.
+    func makeFolder(_ name: String) async throws -> Bool {
+        do {
+            _ = try await store.folders!.createFolder(name)
+        } catch StorageError.conflict {
+        } catch StorageError.invalidArgument {
+            return false
+        }
+        return true
+    }
+
     /// Every object of the bucket (bytes and custom metadata) against the model's.
     func compareStore() async throws {
         var got: [String: RefObject] = [:]
@@ -671,7 +728,7 @@ final class ReferenceRun {
             token = page.nextPageToken
         } while token != nil
         // A hierarchical bucket's folders, which the model keeps as `dir/` names.
-        if config.hierarchical { for f in (store as! MemoryStore).folderNames { got[f] = RefObject(data: Data()) } }
+        if config.hierarchical { for f in folderNames() { got[f] = RefObject(data: Data()) } }
         let want = model.objects
         if got != want {
             var diff: [String] = []
