@@ -11,10 +11,13 @@ import Testing
 /// Generated and shrunk by swift-property-based; a failure prints its shrunk case as Swift code to
 /// keep below as a named `regression_*` test, and a `.fixedSeed(…)` that reproduces it.
 ///
-/// Four configurations: the memory store and the embedded one, each with a metadata TTL of 0
-/// and of its default. Each memory configuration runs `REFTEST_CASES` cases (default 450) and
-/// each embedded one an eighth of that (its SQLite costs about eight times as much per case), so
-/// about 1,000 cases in all, of up to `REFTEST_STEPS` steps (default 40). Before a release, run
+/// Eight configurations, each with a metadata TTL of 0 and of its default: the memory store, the
+/// embedded one, the memory store as a bucket with a hierarchical namespace, and the Cloud
+/// Storage store over HTTP to the project's test server in that flavour. Each memory
+/// configuration runs `REFTEST_CASES` cases (default 450), each embedded one an eighth of that
+/// (its SQLite costs about eight times as much per case), each hierarchical memory one a third,
+/// each server one a fifteenth (a server per case), so about 1,400 cases in all, of up to
+/// `REFTEST_STEPS` steps (default 40). Before a release, run
 /// many more (about 15 minutes on 2 cores):
 ///
 ///     REFTEST_CASES=50000 swift test --filter ReferenceModelTests
