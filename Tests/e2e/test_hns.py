@@ -8,6 +8,7 @@ the mount's request log); a rename whose operation is never answered leaves noth
 import errno
 import json
 import os
+import signal
 import subprocess
 import time
 import urllib.error
@@ -18,6 +19,7 @@ import uuid
 import pytest
 
 from conftest import BIN, eventually, sh
+from daemons import daemon_pid
 from faultproxy import FaultProxy
 from own_gcs import OwnServer
 
@@ -193,5 +195,33 @@ def test_a_rename_whose_operation_is_answered_late_or_never_leaves_nothing_half_
             return names in (["src"], ["dst"]) and len(os.listdir(f"{mnt}/{names[0]}")) == 20
         assert eventually(whole, timeout=20), sorted(os.listdir(mnt))
         assert not os.path.exists(f"{mnt}/dst/src"), "mv must not have copied into a half-built destination"
+    finally:
+        proxy.stop()
+
+
+def test_a_crash_in_the_middle_of_a_folder_rename_leaves_one_whole_tree(hns, mounts, tmp_path):
+    """kill -9 of the mount while its folder rename's operation is still being polled: the
+    server does the rename all or nothing, so a new mount shows the whole tree in one place."""
+    proxy = FaultProxy(hns.hostport)
+    proxy.start()
+    try:
+        mnt = mounts.mount(hns.src(), "--endpoint", proxy.endpoint, "--anonymous")
+        os.makedirs(f"{mnt}/src")
+        for i in range(20):
+            with open(f"{mnt}/src/f{i:02d}", "w") as f:
+                f.write(str(i))
+        hang = proxy.add_rule(method="GET", path_re="/operations/", action="hang", times=1000)
+        mv = subprocess.Popen(["mv", f"{mnt}/src", f"{mnt}/dst"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert eventually(lambda: hang.fired > 0, timeout=30), "the rename's operation was never polled"
+        pid = daemon_pid(mnt)
+        os.kill(pid, signal.SIGKILL)
+        mv.wait(timeout=30)
+        subprocess.run(["fusermount3", "-uz", mnt], capture_output=True)
+        proxy.clear()
+        proxy.release()
+        again = mounts.mount(hns.src(), *hns.options)
+        names = sorted(os.listdir(again))
+        assert names in (["src"], ["dst"]), names
+        assert sorted(os.listdir(f"{again}/{names[0]}")) == [f"f{i:02d}" for i in range(20)]
     finally:
         proxy.stop()
