@@ -101,8 +101,9 @@ extension BucketFileSystem {
             if moved.isEmpty && copiedOnly.isEmpty && !resumed {
                 line += ". Nothing changed; the rename can be tried again."
             } else {
-                line += ". To finish it, rename '\(src)' to '\(dst)' again on this mount (the same `mv`: it goes on from here, "
-                line += "and a copy already at the new name is not made again); to undo it, finish it, then rename '\(dst)' back. "
+                line += ". To finish it, rename '\(src)' over '\(dst)' on this mount (`mv -T \(src) \(dst)` in the mount's root: "
+                line += "it goes on from here, and a copy already at the new name is not made again; a plain `mv` sees '\(dst)' "
+                line += "as a directory to move into, which is refused); to undo it, finish it, then rename '\(dst)' back. "
                 line += "Until then, other renames of '\(src)' are refused (EBUSY)."
             }
             return line
@@ -231,7 +232,7 @@ public final class UnfinishedRenames: Sendable {
         self.file = file
         table = Mutex(Self.load(file))
         for (from, to) in table.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {
-            logger.warning("rename of directory '\(from)' to '\(to)' did not finish in an earlier run: rename it again to finish it (other renames of '\(from)' are refused until then)")
+            logger.warning("rename of directory '\(from)' to '\(to)' did not finish in an earlier run: rename it over '\(to)' (`mv -T \(from) \(to)` in the mount's root) to finish it (other renames of '\(from)' are refused until then)")
         }
     }
 
@@ -251,7 +252,7 @@ public final class UnfinishedRenames: Sendable {
     func admit(_ from: String, to: String) throws(Errno) -> Bool {
         guard let dst = destination(of: from) else { return false }
         if dst == to { return true }
-        logger.warning("rename of '\(from)' to '\(to)' refused (EBUSY): its rename to '\(dst)' did not finish; rename it to '\(dst)' again to finish it")
+        logger.warning("rename of '\(from)' to '\(to)' refused (EBUSY): its rename to '\(dst)' did not finish; rename it over '\(dst)' (`mv -T \(from) \(dst)` in the mount's root) to finish it")
         throw .EBUSY
     }
 
