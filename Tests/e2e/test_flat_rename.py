@@ -19,6 +19,7 @@ import urllib.request
 
 import pytest
 
+from conftest import run
 from own_gcs import OwnServer
 
 N = 600
@@ -139,6 +140,12 @@ def test_mv_of_a_stalled_directory_rename_duplicates_nothing(own, mounts):
         assert "mv -T big big2" in line
         assert "refused (EBUSY)" in text
 
+        # bucketfs status names it, and what finishes it (exit 1).
+        st = run("status", own.src(), check=False)
+        assert st.returncode == 1
+        assert "1 directory rename(s) not finished: 'big' → 'big2'" in st.stdout.decode()
+        assert "mv -T big big2" in st.stdout.decode()
+
         hang.times = 0
         proxy.release()
         # A plain mv again sees big2 as a directory to move into: refused, nothing changes.
@@ -152,5 +159,7 @@ def test_mv_of_a_stalled_directory_rename_duplicates_nothing(own, mounts):
         assert sorted(names(own.endpoint, own.bucket_name)) == expected("big2")
         assert sorted(os.listdir(f"{mnt}/big2")) == [f"f{i:05d}" for i in range(N)]
         assert "finished" in open(mounts.log_path(mnt)).read()
+        st = run("status", own.src(), check=False)
+        assert "not finished" not in st.stdout.decode(), st.stdout.decode()
     finally:
         proxy.stop()
