@@ -1,6 +1,7 @@
 @testable import BucketFS
 import Foundation
 import FuseKit
+import Logging
 import StorageModel
 import Testing
 import TestSupport
@@ -86,6 +87,9 @@ import TestSupport
         #expect(line.contains("To finish it, rename 'big' over 'big2' on this mount (`mv -T big big2`"))
         #expect(h.core.unfinishedRenames.destination(of: "big") == "big2")
         #expect(FileManager.default.fileExists(atPath: h.cacheDirectory + "/" + UnfinishedRenames.fileName))
+        // A mount after a crash on the same cache directory knows it too.
+        #expect(UnfinishedRenames.recorded(in: h.cacheDirectory) == ["big": "big2"])
+        #expect(UnfinishedRenames(directory: h.cacheDirectory, logger: Logger(label: "test")).destination(of: "big") == "big2")
 
         // What coreutils mv 9.1 does next: moves big into what it sees as the directory big2.
         await #expect(throws: Errno.EBUSY) { try await self.rename(h, "big", "big2/big") }
@@ -114,6 +118,20 @@ import TestSupport
         try await rename(h, "big", "big2", noReplace: false)
         #expect(names(h, under: "big/").isEmpty)
         #expect(names(h, under: "big2/").count == Self.count)
+    }
+
+    @Test func removingTheOldDirectoryForgetsItsUnfinishedRename() async throws {
+        let clock = ManualClock()
+        let h = try await harness(clock)
+        h.store.failNext("copy", times: 1, with: .unknown(status: 403, message: "no"))
+        h.store.setCopyHook { name in if name != "big2/f00000" { try await Task.sleep(for: .milliseconds(20)) } }
+        _ = try await h.lookup("big")
+        await #expect(throws: Errno.self) { try await self.rename(h, "big", "big2") }
+        #expect(h.core.unfinishedRenames.destination(of: "big") == "big2")
+        for n in names(h, under: "big/") { try await h.fs.unlink(parent: h.ino("big"), name: n) }
+        try await h.fs.rmdir(parent: Harness.root, name: "big")
+        #expect(h.core.unfinishedRenames.destination(of: "big") == nil)
+        #expect(UnfinishedRenames.recorded(in: h.cacheDirectory).isEmpty)
     }
 }
 

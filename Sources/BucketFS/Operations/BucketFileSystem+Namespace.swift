@@ -93,6 +93,8 @@ extension BucketFileSystem {
             throw fail(error, "rmdir", prefix)
         }
         superblock.removedDirectory(n, from: p, name: name)
+        // A directory rename it was the old name of has nothing left to finish.
+        unfinishedRenames.end(superblock.path(of: n))
         emptied.forget(superblock.path(of: n))
         emptied.note(superblock.path(of: p))  // its parent may be emptied by it
     }
