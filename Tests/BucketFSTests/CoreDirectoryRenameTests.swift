@@ -94,6 +94,8 @@ import TestSupport
         // What coreutils mv 9.1 does next: moves big into what it sees as the directory big2.
         await #expect(throws: Errno.EBUSY) { try await self.rename(h, "big", "big2/big") }
         #expect(names(h, under: "big2/big/").isEmpty)
+        // Nor is the half-built new name moved away.
+        await #expect(throws: Errno.EBUSY) { try await self.rename(h, "big2", "big3") }
 
         // The same rename again, over big2 (`mv -T`: the kernel refuses RENAME_NOREPLACE over
         // an existing name itself, so mv asks a plain rename next), goes on and finishes.

@@ -104,7 +104,7 @@ extension BucketFileSystem {
                 line += ". To finish it, rename '\(src)' over '\(dst)' on this mount (`mv -T \(src) \(dst)` in the mount's root: "
                 line += "it goes on from here, and a copy already at the new name is not made again; a plain `mv` sees '\(dst)' "
                 line += "as a directory to move into, which is refused); to undo it, finish it, then rename '\(dst)' back. "
-                line += "Until then, other renames of '\(src)' are refused (EBUSY)."
+                line += "Until then, other renames of '\(src)', and renames of '\(dst)', are refused (EBUSY)."
             }
             return line
         }
@@ -248,8 +248,14 @@ public final class UnfinishedRenames: Sendable {
     func destination(of path: String) -> String? { table.withLock { $0[path] } }
 
     /// Whether renaming `from` to `to` goes on with an unfinished rename (true), or is a new one
-    /// (false); EBUSY when `from` has an unfinished rename to another name.
+    /// (false); EBUSY when `from` has an unfinished rename to another name, or is the new name
+    /// of one.
     func admit(_ from: String, to: String) throws(Errno) -> Bool {
+        if let old = table.withLock({ t in t.first { $0.value == from }?.key }) {
+            // The half-built new name: moved away, the rest would follow it nowhere.
+            logger.warning("rename of '\(from)' to '\(to)' refused (EBUSY): it is where '\(old)' was being renamed to, and that rename did not finish; rename '\(old)' over '\(from)' (`mv -T \(old) \(from)` in the mount's root) to finish it first")
+            throw .EBUSY
+        }
         guard let dst = destination(of: from) else { return false }
         if dst == to { return true }
         logger.warning("rename of '\(from)' to '\(to)' refused (EBUSY): its rename to '\(dst)' did not finish; rename it over '\(dst)' (`mv -T \(from) \(dst)` in the mount's root) to finish it")
