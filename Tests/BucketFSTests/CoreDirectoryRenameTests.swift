@@ -15,8 +15,8 @@ import TestSupport
 @Suite struct CoreDirectoryRenameTests {
     static let count = 300
 
-    func harness(_ clock: ManualClock, _ logs: LogLines? = nil) async throws -> Harness {
-        let h = Harness(checkEvery: 50, { $0.clock = clock.clock }, logger: logs.map { capturingLogger($0) })
+    func harness(_ clock: ManualClock, _ logs: LogLines? = nil, checkEvery: Int = 50) async throws -> Harness {
+        let h = Harness(checkEvery: checkEvery, { $0.clock = clock.clock }, logger: logs.map { capturingLogger($0) })
         for i in 0..<Self.count { h.store.put(String(format: "big/f%05d", i), Data("object \(i)".utf8)) }
         return h
     }
@@ -57,7 +57,7 @@ import TestSupport
     @Test func aStalledRenameEndsNamesWhatMovedAndFinishesWhenAskedAgain() async throws {
         let clock = ManualClock()
         let logs = LogLines()
-        let h = try await harness(clock, logs)
+        let h = try await harness(clock, logs, checkEvery: 1)
         // The copies of f00000-f00039 go through; the rest hang (a server that stopped
         // answering) until cancelled.
         let hung = Tally()
@@ -97,6 +97,10 @@ import TestSupport
         // Nor is the half-built new name moved away.
         await #expect(throws: Errno.EBUSY) { try await self.rename(h, "big2", "big3") }
 
+        // The kernel may hold entries of the half-built big2 and of what moved into it.
+        let seen = try await h.lookup("big2/f00007").attributes.ino
+        #expect(try await h.names("big2").count == 40)
+
         // The same rename again, over big2 (`mv -T`: the kernel refuses RENAME_NOREPLACE over
         // an existing name itself, so mv asks a plain rename next), goes on and finishes.
         h.store.setCopyHook(nil)
@@ -106,18 +110,28 @@ import TestSupport
         #expect(h.core.unfinishedRenames.destination(of: "big") == nil)
         #expect(!FileManager.default.fileExists(atPath: h.cacheDirectory + "/" + UnfinishedRenames.fileName))
         #expect(try await h.names("big2").count == Self.count)
+        #expect(try await h.readAll("big2/f00007") == Data("object 7".utf8))
+        #expect(try await h.readAll("big2/f00123") == Data("object 123".utf8))
+        _ = seen
     }
 
     @Test func aCopyLeftByARenameThatStoppedIsNotMadeAgain() async throws {
         // A rename that stopped between a copy and its delete left the object in both places.
         let clock = ManualClock()
-        let h = try await harness(clock)
+        let h = try await harness(clock, checkEvery: 1)
         h.store.failNext("delete", times: 1, with: .unknown(status: 503, message: "busy"))
         _ = try await h.lookup("big")
         await #expect(throws: Errno.self) { try await self.rename(h, "big", "big2") }
         let both = Set(names(h, under: "big/")).intersection(names(h, under: "big2/"))
         #expect(both.count == 1)
+        // The kernel holds it under both names (two nodes), and the half-built big2's listing.
+        let name = try #require(both.first)
+        _ = try await h.lookup("big/" + name)
+        _ = try await h.lookup("big2/" + name)
+        _ = try await h.names("big2")
         try await rename(h, "big", "big2", noReplace: false)
+        #expect(try await h.readAll("big2/" + name) == h.store.data("big2/" + name))
+        #expect(try await h.names("big2").count == Self.count)
         #expect(names(h, under: "big/").isEmpty)
         #expect(names(h, under: "big2/").count == Self.count)
     }
