@@ -121,6 +121,9 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     /// The stage files an earlier run left unsaved (a crash), by name: `settleRecovered` moves
     /// them into lost+found and uploads the complete ones, in the background.
     let leftovers: [String]
+    /// Flat-bucket directory renames that stopped part way, until they are finished
+    /// (BucketFileSystem+DirectoryRename.swift); kept in the cache directory across mounts.
+    let unfinishedRenames: UnfinishedRenames
 
     /// Takes the cache directory (refused when it is a symlink, someone else's, or in use by
     /// another mount) and finds, by name only, the stage files an earlier run left there.
@@ -145,6 +148,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
         readPath = ReadPath(store: store, config: config, logger: logger)
         rangeListing = RangeListing(concurrency: config.listConcurrency)
         leftovers = staging.findLeftovers()
+        unfinishedRenames = UnfinishedRenames(directory: config.cacheDirectory, logger: logger)
         superblock = Superblock(config: config, stat: stat, counters: cacheCounters)
         uploads = UploadQueue(limit: config.uploadConcurrency, delay: config.writeBackDelay,
                               maxFiles: config.writeBackMaxFiles, maxBytes: config.writeBackMaxBytes, clock: config.clock)

@@ -35,6 +35,9 @@ public struct MountConfig: Sendable {
     /// List requests in flight at once for one directory: past its first page, a listing asks
     /// for several name ranges at once (1: the pages one after another).
     public var listConcurrency = 16
+    /// Objects a flat bucket's directory rename moves at once (each a copy, then the delete of
+    /// its source): docs/SEMANTICS.md §3.2.
+    public var renameConcurrency = 16
     /// The bound on cached metadata: files' and directories' metadata count one each, and each
     /// name in a cached directory listing one; past it the oldest are evicted (read again when
     /// next needed). Inodes the kernel holds keep their numbers whatever is evicted.

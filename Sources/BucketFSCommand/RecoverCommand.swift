@@ -276,6 +276,16 @@ struct Status: ParsableCommand {
                 u = CacheDirectoryRegistry.unsaved(in: e.cacheDirectory)
                 state = u.isEmpty ? "nothing unsaved" : u.description
             }
+            // Flat-bucket directory renames that stopped part way (a mount finishes them).
+            let renames = UnfinishedRenames.recorded(in: e.cacheDirectory).sorted { $0.key < $1.key }
+            if !renames.isEmpty {
+                let list = renames.map { "'\($0.key)' → '\($0.value)'" }.joined(separator: ", ")
+                state += "; \(renames.count) directory rename(s) not finished: \(list)"
+                let step = renames.map { "mv -T \($0.key) \($0.value)" }.joined(separator: ", ")
+                let run = "in the root of a mount of \(e.source) on this cache directory: \(step)"
+                FileHandle.standardError.write(Data("bucketfs: error: directory rename(s) of \(e.source) not finished: \(list); \(run)\n".utf8))
+                todo.append(run)
+            }
             if !u.isEmpty {
                 let run = Self.whatToRun(e.cacheDirectory, u, busy: busy != nil, source: e.source)
                 FileHandle.standardError.write(Data("bucketfs: error: unsaved data of \(e.source) in \(e.cacheDirectory): \(u.description); \(run)\n".utf8))

@@ -1,5 +1,6 @@
 @testable import BucketFS
 import Foundation
+import Logging
 import Synchronization
 import FuseKit
 import StorageModel
@@ -44,7 +45,7 @@ final class Harness: @unchecked Sendable {
     /// from the memory store (a wrapper that behaves like some server).
     init(store: MemoryStore = MemoryStore(), view: (any ObjectStore)? = nil, checkEvery: Int = 1,
          _ configure: (inout MountConfig) -> Void = { _ in },
-         through: (MemoryStore) -> any ObjectStore = { $0 }) {
+         through: (MemoryStore) -> any ObjectStore = { $0 }, logger: Logger? = nil) {
         self.store = store
         let clock = TestClock()
         self.clock = clock
@@ -64,7 +65,7 @@ final class Harness: @unchecked Sendable {
         c.checksInvariantsAtUnlock = checkEvery == 1
         c.brokenInvariant = Self.recordBrokenInvariant
         configure(&c)
-        fs = CheckedCore(try! BucketFileSystem(store: view ?? through(store), config: c), every: checkEvery)
+        fs = CheckedCore(try! BucketFileSystem(store: view ?? through(store), config: c, logger: logger ?? Logger(label: "bucketfs")), every: checkEvery)
     }
 
     deinit { try? FileManager.default.removeItem(atPath: cacheDirectory) }

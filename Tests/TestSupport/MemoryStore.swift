@@ -214,6 +214,14 @@ public final class MemoryStore: StoreBackend, @unchecked Sendable {
         }
     }
 
+    /// Runs before each copy (its destination's name), outside the store's lock: a copy that
+    /// takes time (a test's clock moved on), or one held until its task is cancelled (a thrown
+    /// error fails the copy). nil: none.
+    public func setCopyHook(_ hook: (@Sendable (String) async throws -> Void)?) {
+        withLock { copyHook = hook }
+    }
+    private var copyHook: (@Sendable (String) async throws -> Void)?
+
     public func failNext(_ op: String, times: Int = 1, with error: StorageError) {
         withLock { faults[op, default: []] += Array(repeating: error, count: times) }
     }
@@ -452,7 +460,8 @@ public final class MemoryStore: StoreBackend, @unchecked Sendable {
 
     public func copy(from source: String, sourceGeneration: Int64?, to destination: String,
               metadata: WritableMetadata?, preconditions: Preconditions) async throws -> ObjectInfo {
-        try withLock {
+        if let hook = withLock({ copyHook }) { try await hook(destination) }
+        return try withLock {
             try enter("copy")
             _copies.append(CopyCall(source: source, sourceGeneration: sourceGeneration, destination: destination,
                                     preconditions: preconditions))

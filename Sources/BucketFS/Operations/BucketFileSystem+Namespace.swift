@@ -93,6 +93,8 @@ extension BucketFileSystem {
             throw fail(error, "rmdir", prefix)
         }
         superblock.removedDirectory(n, from: p, name: name)
+        // A directory rename it was the old name of has nothing left to finish.
+        unfinishedRenames.end(superblock.path(of: n))
         emptied.forget(superblock.path(of: n))
         emptied.note(superblock.path(of: p))  // its parent may be emptied by it
     }
@@ -108,7 +110,10 @@ extension BucketFileSystem {
         let dstPath = try names.childPath(superblock.path(of: np), newName, directory: src.type == .directory)
         var dst: Node? = nil
         do { dst = try await resolve(np, newName) } catch where error == .ENOENT {}
-        if dst != nil, flags.contains(.noReplace) { throw .EEXIST }
+        // A directory rename that stopped part way (a flat bucket): only the same rename again,
+        // which goes on from where it stopped, is taken (BucketFileSystem+DirectoryRename.swift).
+        let resuming = src.type == .directory && store.folders == nil ? try unfinishedRenames.admit(srcPath, to: dstPath) : false
+        if dst != nil, flags.contains(.noReplace), !resuming { throw .EEXIST }
         let entry = Superblock.RenamedEntry(from: p, name: name, to: np, newName: newName)
         if src.type == .regular {
             if dst?.type == .directory { throw .EISDIR }
@@ -121,7 +126,13 @@ extension BucketFileSystem {
                 throw error
             }
         } else {
-            if let dst {
+            if let dst, resuming {
+                // Its own destination, part built: the objects there stay, the node goes (the
+                // moved directory takes its place).
+                guard dst.type == .directory else { throw .ENOTDIR }
+                superblock.invalidate(prefixes: [dstPath + "/"])
+                superblock.removedDirectory(dst, from: np, name: newName)
+            } else if let dst {
                 guard dst.type == .directory else { throw .ENOTDIR }
                 try await rmdir(parent: newParent, name: newName)
             }
@@ -232,52 +243,6 @@ extension BucketFileSystem {
         var w = info.writable
         w.contentType = type
         return w
-    }
-
-    /// Renames every object under a prefix (copy with `ifGenerationMatch=0`, then delete with the
-    /// source generation). On a failure part way, what was copied stays in both places and the
-    /// error says so; nothing is deleted before its copy exists.
-    func renameDirectory(_ src: Node, to dstPath: String, entry: Superblock.RenamedEntry) async throws(Errno) {
-        if let folders = store.folders { return try await renameFolder(folders, src, to: dstPath, entry: entry) }
-        let srcPath = superblock.path(of: src)
-        let srcPrefix = srcPath + "/"
-        let dstPrefix = dstPath + "/"
-        var objects: [ObjectInfo] = []
-        var token: String? = nil
-        do {
-            repeat {
-                let page = try await store.list(ListRequest(prefix: srcPrefix, delimiter: nil, maxResults: 1000, pageToken: token))
-                objects += page.items
-                token = page.nextPageToken
-            } while token != nil
-        } catch {
-            throw fail(error, "rename", srcPrefix)
-        }
-        var done = 0
-        // Each object's generation before and after its copy: a file being written here moves
-        // with its directory, and its next upload replaces the copy.
-        var copied: [String: (from: Int64, to: ObjectInfo)] = [:]
-        for o in objects {
-            let target = dstPrefix + o.name.dropFirst(srcPrefix.count)
-            do {
-                let copy = try await store.copy(from: o.name, sourceGeneration: o.generation, to: target, metadata: nil,
-                                                preconditions: .doesNotExist)
-                copied[target] = (o.generation, copy)
-                try await store.delete(o.name, preconditions: Preconditions(ifGenerationMatch: o.generation))
-                done += 1
-            } catch {
-                logger.error("rename of directory '\(srcPrefix)' to '\(dstPrefix)' stopped after \(done) of \(objects.count) objects at '\(o.name)': \(error); objects before it are moved, the rest are where they were")
-                superblock.invalidate(prefixes: [srcPrefix, dstPrefix])
-                throw errno(for: error)
-            }
-        }
-        if objects.isEmpty {
-            // A directory known only here (no objects): give the new name a placeholder.
-            _ = try? await store.write(dstPrefix, from: .data(Data()), metadata: WritableMetadata(), preconditions: .doesNotExist)
-        }
-        for (n, s) in superblock.movedDirectory(from: srcPath, to: dstPath, copied: copied, entry: entry) {
-            staging.rerecord(s, sidecarTarget(n, s))
-        }
     }
 }
 
