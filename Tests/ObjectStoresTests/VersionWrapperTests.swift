@@ -24,4 +24,20 @@ import Testing
         #expect(MetricsStore(try RequestLogStore(MemoryStore(), path: log)).versions == nil)
         #expect(MetricsStore(MemoryStore(versioning: .off)).versions != nil)
     }
+
+    /// A move logs a line when it was asked of the server, none when the store has no move and
+    /// says nil without a request (the copy and delete that follow are the requests).
+    @Test func aMoveIsLoggedOnlyWhenItWasARequest() async throws {
+        for moves in [false, true] {
+            let log = FileManager.default.temporaryDirectory.appendingPathComponent("move-log-\(UUID().uuidString)").path
+            defer { try? FileManager.default.removeItem(atPath: log) }
+            let inner = MemoryStore(moves: moves)
+            let o = inner.put("a", "x")
+            let wrapped = MetricsStore(try RequestLogStore(inner, path: log))
+            let moved = try await wrapped.move(from: "a", sourceGeneration: o.generation, to: "b", preconditions: .doesNotExist)
+            #expect((moved != nil) == moves)
+            let lines = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n")
+            #expect(lines == (moves ? ["move a"] : []), "\(lines)")
+        }
+    }
 }

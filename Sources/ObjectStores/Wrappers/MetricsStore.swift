@@ -98,15 +98,24 @@ public final class MetricsStore: StoreWrapper {
         }
     }
 
-    func measure<T>(_ op: String, _ body: () async throws -> T) async throws -> T {
+    /// `counts`: whether an answer was a request at all (a store without `move` answers nil
+    /// without one).
+    func measure<T>(_ op: String, counts: (T) -> Bool = { _ in true }, _ body: () async throws -> T) async throws -> T {
         let start = ContinuousClock.now
         var failure: (any Error)? = nil
+        var counted = true
         defer {
-            timers[op]?.recordInterval(since: start)
-            Counter(label: "bucketfs_store_requests_total", dimensions: [("operation", op), ("status", Self.status(of: failure))])
-                .increment()
+            if counted {
+                timers[op]?.recordInterval(since: start)
+                Counter(label: "bucketfs_store_requests_total", dimensions: [("operation", op), ("status", Self.status(of: failure))])
+                    .increment()
+            }
         }
-        do { return try await body() } catch {
+        do {
+            let answer = try await body()
+            counted = counts(answer)
+            return answer
+        } catch {
             failure = error
             throw error
         }
@@ -149,7 +158,9 @@ public final class MetricsStore: StoreWrapper {
         try await measure("copy") { try await inner.copy(from: source, sourceGeneration: sourceGeneration, to: destination, metadata: metadata, preconditions: preconditions) }
     }
     public func move(from source: String, sourceGeneration: Int64, to destination: String, preconditions: Preconditions) async throws -> ObjectInfo? {
-        try await measure("move") { try await inner.move(from: source, sourceGeneration: sourceGeneration, to: destination, preconditions: preconditions) }
+        try await measure("move", counts: { $0 != nil }) {
+            try await inner.move(from: source, sourceGeneration: sourceGeneration, to: destination, preconditions: preconditions)
+        }
     }
     /// The inner store's folders, measured: each call an operation of its own ("folder_rename"...).
     public var folders: (any FolderStore)? {

@@ -79,8 +79,18 @@ public final class RequestLogStore: StoreWrapper, @unchecked Sendable {
     public func copy(from source: String, sourceGeneration: Int64?, to destination: String, metadata: WritableMetadata?, preconditions: Preconditions) async throws -> ObjectInfo {
         note("copy", source); return try await inner.copy(from: source, sourceGeneration: sourceGeneration, to: destination, metadata: metadata, preconditions: preconditions)
     }
+    /// A line when a move was asked of the server (it answered an object or an error); none when
+    /// the store has no move and said so without a request (nil), so a copy and delete follow. (The
+    /// one request by which a Cloud Storage store learns that its server has none is not logged.)
     public func move(from source: String, sourceGeneration: Int64, to destination: String, preconditions: Preconditions) async throws -> ObjectInfo? {
-        note("move", source); return try await inner.move(from: source, sourceGeneration: sourceGeneration, to: destination, preconditions: preconditions)
+        do {
+            let moved = try await inner.move(from: source, sourceGeneration: sourceGeneration, to: destination, preconditions: preconditions)
+            if moved != nil { note("move", source) }
+            return moved
+        } catch {
+            note("move", source)
+            throw error
+        }
     }
     /// The inner store's folders, logged: one line a call ("folder_create", "folder_rename"...).
     public var folders: (any FolderStore)? {
