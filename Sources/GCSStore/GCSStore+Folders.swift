@@ -63,12 +63,17 @@ extension GCSStore {
         return layout
     }
 
-    /// objects.move (`ObjectStore.move`): one request, `ifSourceGenerationMatch` on the source and
-    /// `preconditions` on the destination. A server without it (a 404 while the source is there,
-    /// or a 400/405/501 about the route) is learned once: nil from then on, and the caller copies
-    /// and deletes.
+    /// objects.move (`ObjectStore.move`), on a bucket with a hierarchical namespace only (docs/SEMANTICS.md
+    /// §3.9): one request, `ifSourceGenerationMatch` on the source and `preconditions` on the
+    /// destination. A flat bucket gets nil without a request, and the caller copies and deletes as
+    /// it always has: the servers we can test a flat bucket's move against do not move as the
+    /// service documents it (storage-testbench copies, then deletes the source under the
+    /// destination's preconditions: 412; fake-gcs-server refuses it with a 400), so the one way
+    /// that is checked everywhere stays. A hierarchical server without it (a 404 while the source
+    /// is there, or a 400/405/501 about the route) is learned once: nil from then on.
     public func move(from source: String, sourceGeneration: Int64, to destination: String,
                      preconditions: Preconditions) async throws -> ObjectInfo? {
+        guard learned.layout == .hierarchical else { return nil }
         if learned.noMove { return nil }
         let url = "\(objectURL(source))/moveTo/o/\(CloudURL.segment(prefix + destination))"
             + CloudURL.query([("ifSourceGenerationMatch", String(sourceGeneration))]

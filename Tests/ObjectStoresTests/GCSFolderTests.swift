@@ -340,7 +340,7 @@ func withHNSServer(prefix: String = "", deadline: Duration = .seconds(10), tunin
     }
 
     @Test func movePreconditionsAre412() async throws {
-        try await withGCSServer { server, store in
+        try await withHNSServer { server, store in
             let src = try await store.write("x", from: .data(Data("x".utf8)), metadata: .init(), preconditions: .none)
             let dst = try await store.write("y", from: .data(Data("y".utf8)), metadata: .init(), preconditions: .none)
             let stale = await storageError {
@@ -364,7 +364,7 @@ func withHNSServer(prefix: String = "", deadline: Duration = .seconds(10), tunin
     /// A server without objects.move (404 for the route while the source is there): learned on
     /// the first rename, with one look at the source; never asked again.
     @Test func serverWithoutMoveIsLearnedOnce() async throws {
-        try await withGCSServer { server, store in
+        try await withHNSServer { server, store in
             server.configure { $0.moves = false }
             let a = try await store.write("a", from: .data(Data("a".utf8)), metadata: .init(), preconditions: .none)
             let b = try await store.write("b", from: .data(Data("b".utf8)), metadata: .init(), preconditions: .none)
@@ -378,6 +378,20 @@ func withHNSServer(prefix: String = "", deadline: Duration = .seconds(10), tunin
             #expect(try await store.move(from: "b", sourceGeneration: b.generation, to: "b2", preconditions: .none) == nil)
             #expect(server.recorded.isEmpty, "learned: no request")
             #expect(server.objectNames == ["a", "b"])
+        }
+    }
+
+    /// A flat bucket's file rename copies and deletes: no move is asked of its server, even one that
+    /// has the route (the servers a flat bucket's move can be checked against do not move as the
+    /// service documents it).
+    @Test func aFlatBucketIsNeverAskedToMove() async throws {
+        try await withGCSServer { server, store in
+            #expect(try await store.learnLayout(timeout: .seconds(5)) == .flat)
+            let a = try await store.write("a", from: .data(Data("a".utf8)), metadata: .init(), preconditions: .none)
+            server.clearRecorded()
+            #expect(try await store.move(from: "a", sourceGeneration: a.generation, to: "b", preconditions: .none) == nil)
+            #expect(server.recorded.isEmpty)
+            #expect(server.objectNames == ["a"])
         }
     }
 
