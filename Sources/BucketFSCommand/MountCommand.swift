@@ -206,10 +206,13 @@ struct Mount: AsyncParsableCommand {
                     logger.notice("--token / GOOGLE_OAUTH_ACCESS_TOKEN: \(left)")
                 }
             }
-            // The bucket's layout, once (gs:// only: the embedded bucket and Firebase's are flat).
-            if let g = store as? GCSStore { try await g.learnLayout(timeout: SourceCheck.probeTimeout) }
-            logger.info("\(BucketLayout.describe((store as? GCSStore)?.layout ?? .flat))")
+            let gcs = store as? GCSStore
+            // (First: `--metrics-address` bootstraps the metrics, and a connection made before
+            // would be counted nowhere: the layout's request may open the one the mount keeps.)
             store = try instrument(store)
+            // The bucket's layout, once (gs:// only: the embedded bucket and Firebase's are flat).
+            if let gcs { try await gcs.learnLayout(timeout: SourceCheck.probeTimeout) }
+            logger.info("\(BucketLayout.describe(gcs?.layout ?? .flat))")
             if let at = behaviour.at { store = try await PastMount.view(store, at: at, source: parsed.display, logger: logger) }
         } catch let e as PastMount.Refusal {
             logger.critical("cannot mount \(source): \(e)")
