@@ -252,36 +252,31 @@ func withHNSServer(prefix: String = "", deadline: Duration = .seconds(10), tunin
         }
     }
 
-    @Test func pollWhoseAnswerIsLostIsRetried() async throws {
+    enum PollFault: String, CaseIterable, Sendable { case answerLost, unavailable }
+
+    /// A poll whose answer is lost (the operation's state was read, the answer never came) or
+    /// answered 503 is asked again: two of either, then the poll that reads the operation done.
+    @Test(arguments: PollFault.allCases)
+    func aPollThatFailsIsRetried(_ fault: PollFault) async throws {
         try await withHNSServer { server, store in
             server.configure {
-                $0.renamePolls = 2
-                $0.losePollAnswers = 2
+                switch fault {
+                case .answerLost:
+                    $0.renamePolls = 2
+                    $0.losePollAnswers = 2
+                case .unavailable:
+                    $0.renamePolls = 1
+                    $0.failPolls = 2
+                }
             }
             let f = try #require(store.folders)
             _ = try await store.write("src/a", from: .data(Data("a".utf8)), metadata: .init(), preconditions: .none)
-            let moved = try await f.renameFolder("src/", to: "dst/")
-            #expect(moved.name == "dst/")
-            #expect(operationPolls(server) == 3, "two answers lost, the third poll read")
-            #expect(server.objectNames == ["dst/a"])
-        }
-    }
-
-    @Test func pollAnswered503IsRetried() async throws {
-        try await withHNSServer { server, store in
-            server.configure {
-                $0.renamePolls = 1
-                $0.failPolls = 2
-            }
-            let f = try #require(store.folders)
-            _ = try await f.createFolder("src/")
             #expect(try await f.renameFolder("src/", to: "dst/").name == "dst/")
-            #expect(operationPolls(server) == 3, "two 503s, then the poll that says done")
-            #expect(server.folderNames == ["dst/"])
+            #expect(operationPolls(server) == 3, "two polls failed, the third read the operation done")
+            #expect(server.objectNames == ["dst/a"] && server.folderNames == ["dst/"])
         }
     }
 
-    /// While a rename is pending, the folder can be read and listed, not written.
     @Test func writesUnderAFolderBeingRenamedAreRefused() async throws {
         try await withHNSServer(deadline: .seconds(2)) { server, store in
             let f = try #require(store.folders)
