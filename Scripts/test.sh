@@ -60,6 +60,11 @@ echo "== swift test"
 swift_log="$(mktemp /tmp/bucketfs-swift-test.XXXXXX.log)"
 swift test --skip-build 2>&1 | tee "$swift_log" | grep -avE '^\[|^Test Case .* started' | tail -n 60
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+# The failures again, after the tail: a log cut to its last lines must still name what failed.
+if grep -aqE '✘ Test .* (failed|recorded an issue)|recorded an issue at' "$swift_log"; then
+  echo "== swift test: what failed"
+  grep -aE '✘ Test |recorded an issue at|^\s*(Expectation failed|Caught error)' "$swift_log" | head -n 40
+fi
 # A run that executed no test passes by itself: a tier with nothing to run is a failure here.
 swift_tests="$(sed -nE 's/.*Test run with ([0-9]+) tests?( |$).*/\1/p' "$swift_log" | tail -n 1)"
 if [ "${swift_tests:-0}" -eq 0 ]; then echo "swift test ran no tests"; status=1; fi

@@ -234,6 +234,9 @@ enum SourceCheck {
             // "list gs://b: gave up after N attempts within 60 s: CAUSE" → CAUSE (the probe has its own deadline).
             if let r = m.range(of: #"gave up after \d+ attempts within [^:]*: "#, options: .regularExpression) { m = String(m[r.upperBound...]) }
             if let token = tokenEndpointFailure(m, bucket: bucket, endpoint: endpoint) { return token }
+            if m.contains("gave no access token") {
+                return SourceProblem("\(m) (\(identity)): is its token endpoint reachable? See docs/CREDENTIALS.md")
+            }
             return SourceProblem("cannot reach \(endpoint): \(m). Is the server running and the address right? "
                 + "(--endpoint / STORAGE_EMULATOR_HOST)")
         case .invalidArgument(let m):

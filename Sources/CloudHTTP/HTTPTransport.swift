@@ -129,6 +129,7 @@ package final class HTTPTransport: Sendable {
         var lastError: StorageError?
         var lastAnswer: StorageError?  // the last error the server itself gave (a status)
         var mayHaveActed = false       // an attempt may have reached the server and lost its answer
+        var lastUnsent = false         // the last failed attempt sent nothing (its token failed)
         while true {
             if Task.isCancelled { throw StorageError.cancelled }
             let remaining = end - clock.now
@@ -154,7 +155,11 @@ package final class HTTPTransport: Sendable {
                 throw auth.unauthenticated(m)
             case .failed(let e, let retryable, let status, let after, _):
                 guard retryable else { throw e }
-                lastError = e
+                // An attempt that ran out of time still waiting for its token sent nothing: the
+                // token's own earlier failure says more of why than its timeout does.
+                let unsent = status == 0
+                if !(unsent && lastUnsent && Self.waitedForToken(e)) { lastError = e }
+                lastUnsent = unsent
                 if Self.cameFromServer(e) { lastAnswer = e }
                 if Self.mayHaveActed(status: status) { mayHaveActed = true }
                 retryAfter = after
@@ -183,6 +188,14 @@ package final class HTTPTransport: Sendable {
         return .retryLimitExceeded(message: "\(what) \(shown): gave up after \(attempts) attempts within the deadline: \(cause)")
     }
 
+    /// The timeout of an attempt that never got its access token ("the credential gave no access
+    /// token within …", which the command line names as the credential's failure, not storage's).
+    package static func noTokenWithin(_ d: Duration) -> String { "the credential gave no access token within \(d)" }
+    static func waitedForToken(_ e: StorageError) -> Bool {
+        if case .timeout(let m) = e { return m.hasPrefix("the credential gave no access token within") }
+        return false
+    }
+
     /// Whether a failed attempt may still have changed the bucket: no answer at all (a reset, a
     /// lost response, a timeout) or a server error. A 4xx answer means it did nothing.
     static func mayHaveActed(status: Int?) -> Bool {
@@ -197,9 +210,10 @@ package final class HTTPTransport: Sendable {
     private func attempt(_ r: CloudRequest, limit: Duration, path: String, idempotent: Bool,
                          expect: Expect, afterLostAnswer: Bool) async -> Outcome {
         await withTaskGroup(of: Outcome?.self) { group in
+            let sent = OnceFlag()
             group.addTask {
                 await self.exchange(r, limit: limit, path: path, idempotent: idempotent, expect: expect,
-                                    afterLostAnswer: afterLostAnswer)
+                                    afterLostAnswer: afterLostAnswer, sent: sent)
             }
             let timer = clock.now
             group.addTask {
@@ -218,6 +232,12 @@ package final class HTTPTransport: Sendable {
             let e: StorageError
             if let body = r.streamed, body.progress.bytes < body.length {
                 e = .timeout(message: "the upload stalled: no byte taken for \(body.stallTimeout) at byte \(body.offset + body.progress.bytes) of the request's \(body.offset + body.length)")
+            } else if !sent.isSet {
+                // Nothing went to the server: the time went to the access token (docs/CREDENTIALS.md,
+                // "When a token endpoint fails"). Status 0: no request, so none that may have acted.
+                e = .timeout(message: Self.noTokenWithin(clock.now - timer))
+                logger.debug("\(dialect.label) \(r.method) \(Self.shortURL(r.url)): \(e)")
+                return .failed(e, retryable: true, status: 0, retryAfter: nil)
             } else {
                 e = .timeout(message: "no complete answer within \(clock.now - timer)")
             }
@@ -320,10 +340,11 @@ package final class HTTPTransport: Sendable {
     }
 
     private func exchange(_ r: CloudRequest, limit: Duration, path: String, idempotent: Bool,
-                          expect: Expect, afterLostAnswer: Bool) async -> Outcome {
+                          expect: Expect, afterLostAnswer: Bool, sent: OnceFlag) async -> Outcome {
         var req: HTTPClientRequest
         do {
             req = try await clientRequest(r, limit: limit)
+            _ = sent.set()
         } catch {
             // No request was sent: a transient token failure is always safe to retry.
             let e = Self.map(error)

@@ -12,4 +12,9 @@ package final class OnceFlag: @unchecked Sendable {
         done = true
         return true
     }
+    /// Whether `set` has been called.
+    package var isSet: Bool {
+        lock.lock(); defer { lock.unlock() }
+        return done
+    }
 }

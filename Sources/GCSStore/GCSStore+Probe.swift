@@ -31,7 +31,7 @@ extension GCSStore {
             defer { group.cancelAll() }
             return try await group.next() ?? false
         }
-        if !got { throw StorageError.timeout(message: "the credential gave no access token within \(limit)") }
+        if !got { throw StorageError.timeout(message: HTTPTransport.noTokenWithin(limit)) }
     }
 }
 
