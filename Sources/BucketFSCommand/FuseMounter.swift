@@ -6,9 +6,11 @@ import Logging
 /// Wires the filesystem core to a FuseKit session and runs the loop on its own thread, so the
 /// Swift concurrency pool stays free for the request Tasks.
 enum FuseMounter {
-    static func mount(filesystem: any FuseFileSystemBase, target: MountTarget, options: [String], logger: Logger) throws -> FuseSession {
+    /// `passthrough`: the kernel may read the read cache's complete files itself.
+    static func mount(filesystem: any FuseFileSystemBase, target: MountTarget, options: [String], passthrough: Bool = false,
+                      logger: Logger) throws -> FuseSession {
         let session = FuseSession(filesystem: filesystem, target: target, options: options,
-                                  maxThreads: 8, maxInFlight: 64, logger: { logger.warning("\($0)") })
+                                  maxThreads: 8, maxInFlight: 64, passthrough: passthrough, logger: { logger.warning("\($0)") })
         do {
             try session.mount()
             try session.installSignalHandlers()

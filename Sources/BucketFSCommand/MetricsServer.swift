@@ -121,6 +121,8 @@ final class CoreMetricsCollector: @unchecked Sendable {
                 r.makeCounter(name: "bucketfs_read_cache_read_bytes_total", labels: []).increment(by: c.readBytes - was.readBytes)
                 r.makeCounter(name: "bucketfs_read_cache_evictions_total", labels: []).increment(by: Int64(c.evictions - was.evictions))
                 r.makeCounter(name: "bucketfs_read_cache_dropped_total", labels: []).increment(by: Int64(c.dropped - was.dropped))
+                r.makeCounter(name: "bucketfs_read_cache_kernel_opens_total", labels: []).increment(by: Int64(c.kernelOpens - was.kernelOpens))
+                r.makeCounter(name: "bucketfs_read_cache_kernel_checks_total", labels: []).increment(by: Int64(c.kernelChecks - was.kernelChecks))
                 r.makeGauge(name: "bucketfs_read_cache_bytes", labels: []).set(Double(c.bytes))
                 r.makeGauge(name: "bucketfs_read_cache_files", labels: []).set(Double(c.entries))
                 r.makeGauge(name: "bucketfs_read_cache_capacity_bytes", labels: []).set(Double(c.capacity))

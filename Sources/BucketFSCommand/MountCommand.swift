@@ -296,7 +296,8 @@ struct Mount: AsyncParsableCommand {
         // stat of the mount point before the loop runs would wait for ever on the kernel's INIT.
         let target = self.target
         let point = target.description
-        let session = try FuseMounter.mount(filesystem: fs, target: target, options: options, logger: logger)
+        let session = try FuseMounter.mount(filesystem: fs, target: target, options: options,
+                                            passthrough: config.readCacheDirectory != nil && !noKernelReads, logger: logger)
         if let past = store as? PastStore {
             logger.notice("mounted \(source) at \(point) as it was at \(PointInTime(date: past.moment)), read-only")
         } else {

@@ -52,6 +52,8 @@ struct CachingOptions: ParsableArguments {
     var readCacheDir: String?
     @Option(name: .customLong("read-cache-mb"), help: "Bound on the read cache, MiB (default \(MountConfig.defaults.readCacheBytes >> 20) once it is on); the least recently used files go first.")
     var readCacheMB: Int?
+    @Flag(name: .customLong("no-kernel-reads"), help: "Serve every read of the read cache's files through bucketfs, checked block by block, instead of letting the kernel read a complete, checked file itself (FUSE passthrough; Linux 6.9 or later, as root).")
+    var noKernelReads = false
     @Option(name: .customLong("read-ahead-mb"), help: "Memory for everything fetched ahead of readers, all open files together, MiB (0: read on demand only).")
     var readAheadMB: Int = MountConfig.defaults.readAheadBudget >> 20
     @Option(name: .customLong("read-streams"), help: "Ranged requests in flight ahead of one sequential reader at first (0: no read-ahead); a reader that keeps waiting for them gets twice as many, up to --max-connections.")
@@ -133,6 +135,7 @@ extension Mount {
     var readAheadMB: Int { caching.readAheadMB }
     var readCacheDir: String? { caching.readCacheDir }
     var readCacheMB: Int? { caching.readCacheMB }
+    var noKernelReads: Bool { caching.noKernelReads }
     var readStreams: Int { caching.readStreams }
     var walkAheadFiles: Int { caching.walkAheadFiles }
     var walkHedge: Double { caching.walkHedge }

@@ -54,6 +54,7 @@ enum FuseOperations {
         ops.release = { req, ino, fi in
             let fh = fi?.pointee.fh ?? 0
             let context = RequestContext.of(req!)
+            context.passthrough?.ended(fh: fh)
             // Nothing to wait for (a reader's close, a writer's whose flush uploaded): no Task.
             if let r = context.filesystem.immediateRelease(ino: ino, fh: fh) {
                 let e: Int32 = switch r { case .success: 0; case .failure(let e): e.rawValue }
@@ -130,9 +131,9 @@ enum FuseOperations {
         want(FUSE_CAP_READDIRPLUS, readdirplus != .off)
         want(FUSE_CAP_READDIRPLUS_AUTO, readdirplus == .auto)
         want(FUSE_CAP_ATOMIC_O_TRUNC, true)
-        // Wanted, but libfuse 3.14 does not pass it on: its INIT reply on this machine carries
-        // flags 0x4040b029, without FUSE_PARALLEL_DIROPS (1 << 18), and without
-        // FUSE_HANDLE_KILLPRIV (1 << 19) though libfuse wants that by default (docs/BENCHMARKS.md).
+        // libfuse 3.14 does not pass this on (its INIT reply carried flags 0x4040b029, without
+        // FUSE_PARALLEL_DIROPS, 1 << 18, nor FUSE_HANDLE_KILLPRIV, 1 << 19, docs/BENCHMARKS.md):
+        // the session's custom io adds it to the reply (`cfuse_io_install`).
         want(FUSE_CAP_PARALLEL_DIROPS, true)
         // Writes up to max_write (libfuse sets FUSE_BIG_WRITES and the largest max_write its buffer
         // allows); read-ahead: whatever the kernel offers, up to 1 MiB.
@@ -257,12 +258,31 @@ enum FuseOperations {
         let context = RequestContext.of(req)
         let fs = context.filesystem
         let flags = OpenFlags(fi?.pointee.flags ?? 0)
+        // A writer beside opens the kernel reads itself would get their backing file for its mmap
+        // (the kernel maps it, whatever the handle): refused, as a running program's file is.
+        if flags.isWrite, context.passthrough?.isBacked(ino: ino) == true {
+            context.check(fuse_reply_err(req, ETXTBSY), "fuse_reply_err")
+            return
+        }
         context.serve(req, { () async throws(Errno) in try await fs.open(ino: ino, flags: flags) }) { req, fh in
             var fi = fuse_file_info()
             fi.fh = fh
             if fs.keepsCache(ino: ino, fh: fh) { fi.keep_cache = 1 }
-            if fs.directIO(ino: ino, fh: fh) { fi.direct_io = 1 }
-            let rc = fuse_reply_open(req, &fi)
+            let direct = fs.directIO(ino: ino, fh: fh)
+            let rc: Int32
+            if let opens = context.passthrough {
+                switch opens.answer(ino: ino, fh: fh, file: fs.passthroughFile(ino: ino, fh: fh), direct: direct) {
+                case .plain:
+                    if direct { fi.direct_io = 1 }
+                    rc = fuse_reply_open(req, &fi)
+                case let .backed(id, direct):
+                    rc = cfuse_reply_open_passthrough(req, &fi, id, direct ? 1 : 0)
+                }
+                if rc != 0 { opens.ended(fh: fh) }
+            } else {
+                if direct { fi.direct_io = 1 }
+                rc = fuse_reply_open(req, &fi)
+            }
             if rc != 0 { Task { try? await fs.release(ino: ino, fh: fh) } }
             context.check(rc, "fuse_reply_open")
         }
@@ -282,8 +302,11 @@ enum FuseOperations {
             var fi = fuse_file_info()
             fi.fh = value.1
             if fs.directIO(ino: value.0.attributes.ino, fh: value.1) { fi.direct_io = 1 }
+            // A new inode: its open is plain, and counted so that none of its later opens is backed meanwhile.
+            _ = context.passthrough?.answer(ino: value.0.attributes.ino, fh: value.1, file: nil, direct: true)
             let rc = fuse_reply_create(req, &e, &fi)
             if rc != 0 {
+                context.passthrough?.ended(fh: value.1)
                 let ino = value.0.attributes.ino
                 fs.forget(ino: ino, nlookup: 1)
                 Task { try? await fs.release(ino: ino, fh: value.1) }

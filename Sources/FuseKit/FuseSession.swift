@@ -31,6 +31,9 @@ public final class FuseSession: @unchecked Sendable {
     public var mountpoint: String { target.libfuseMountpoint }
     public let options: [String]
     public let maxThreads: Int
+    /// Whether the kernel may read files the filesystem names itself (FUSE passthrough,
+    /// `FuseFileSystemBase.passthroughFile`), where it offers that.
+    public let passthrough: Bool
 
     private let context: RequestContext
     private let lock = NSLock()
@@ -56,9 +59,10 @@ public final class FuseSession: @unchecked Sendable {
 
     /// A session on `target`: a directory it mounts, or a pre-mounted FUSE descriptor it only serves.
     public init(filesystem: any FuseFileSystemBase, target: MountTarget, options: [String] = [],
-                maxThreads: Int = 8, maxInFlight: Int = 64, readdirplus: ReaddirPlus = .always,
+                maxThreads: Int = 8, maxInFlight: Int = 64, readdirplus: ReaddirPlus = .always, passthrough: Bool = false,
                 logger: @escaping @Sendable (String) -> Void = { _ in }) {
         self.target = target
+        self.passthrough = passthrough
         self.options = options
         self.maxThreads = max(1, maxThreads)
         context = RequestContext(filesystem: filesystem, maxInFlight: max(1, maxInFlight),
@@ -86,6 +90,9 @@ public final class FuseSession: @unchecked Sendable {
 
     /// The INIT handshake is done: the mount answers requests.
     public var isReady: Bool { context.isReady }
+
+    /// The flags of the INIT reply the kernel was sent (0 before it; one session per process).
+    public var initReplyFlags: UInt32 { UInt32(cfuse_init_reply_flags()) }
 
     /// Creates the libfuse session and mounts it (a pre-mounted descriptor is taken as it is).
     /// Throws ENOENT/ENOTDIR for a bad mount point, EBADF for a descriptor that is not an open
@@ -116,6 +123,16 @@ public final class FuseSession: @unchecked Sendable {
         guard fuse_session_mount(se, mountpoint) == 0 else {
             fuse_session_destroy(se)
             throw .EIO
+        }
+        // The INIT reply amended (`cfuse_io_install`): parallel lookups always, passthrough if asked.
+        let rc = cfuse_io_install(se, passthrough ? 1 : 0)
+        if rc == 0 {
+            if passthrough {
+                let log = context.log
+                context.passthrough = PassthroughOpens(log: { log($0) })
+            }
+        } else {
+            context.log("libfuse took no custom io (\(Errno(-rc))): lookups of one directory wait for each other\(passthrough ? ", and every read comes through the filesystem" : "")")
         }
         session = se
         state = .mounted

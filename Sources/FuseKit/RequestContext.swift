@@ -21,6 +21,8 @@ final class RequestContext: @unchecked Sendable {
     private let logger: @Sendable (String) -> Void
     private let lock = NSLock()
     private var _onReady: (@Sendable () -> Void)?
+    /// The passthrough opens of a session that asked for them, once the kernel's INIT took them.
+    private var _passthrough: PassthroughOpens?
     private var _isReady = false
 
     init(filesystem: any FuseFileSystemBase, maxInFlight: Int, readdirplus: FuseSession.ReaddirPlus,
@@ -37,6 +39,11 @@ final class RequestContext: @unchecked Sendable {
     }
 
     var isReady: Bool { lock.withLock { _isReady } }
+
+    var passthrough: PassthroughOpens? {
+        get { lock.withLock { _passthrough } }
+        set { lock.withLock { _passthrough = newValue } }
+    }
 
     func markReady() {
         let callback = lock.withLock { () -> (@Sendable () -> Void)? in

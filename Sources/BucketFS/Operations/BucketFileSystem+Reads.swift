@@ -69,6 +69,20 @@ extension BucketFileSystem {
         superblock.usesDirectIO(fh)
     }
 
+    /// A reader's open of a generation complete in the read cache: the cache's file, checked
+    /// whole, for the kernel to read itself (docs/SEMANTICS.md §3.6, "The kernel reads the cache").
+    public func passthroughFile(ino: UInt64, fh: UInt64) -> Int32? {
+        guard let cache = readPath.readCache, let h = superblock.handle(fh), !h.writable, h.stage == nil,
+              let stream = h.stream, let file = stream.cachedFile else { return nil }
+        switch cache.forKernel(file) {
+        case let .file(fd): return fd
+        case .notNow: return nil
+        case .changed:
+            stream.stopReading(file)
+            return nil
+        }
+    }
+
     public func read(ino: UInt64, fh: UInt64, offset: UInt64, size: Int) async throws(Errno) -> Data {
         guard let h = superblock.handle(fh), let n = superblock.node(ino) else { throw .EBADF }
         if let s = superblock.stage(of: n) {

@@ -91,5 +91,53 @@ final class CachedFile: @unchecked Sendable {
 
     /// The whole object (the walk-ahead's small files), checked.
     func whole() throws(Changed) -> Data { try read(0..<record.size) }
+
+    /// The largest file the kernel is handed to read itself: it is checked whole at the open
+    /// (once per change of the file), which a reader of a few bytes of a larger one would pay for.
+    static let kernelReadMax: Int64 = 2 << 30
+
+    /// What `forKernel` found.
+    enum KernelCheck: Equatable {
+        /// The descriptor the kernel may read.
+        case file(Int32)
+        /// Not handed over (too large, or changing while it was checked): read as before.
+        case notNow
+        /// A block differs from its record: the cache was told and dropped the file.
+        case changed
+    }
+
+    /// This file's descriptor for the kernel to read itself (docs/SEMANTICS.md §3.6, "The kernel
+    /// reads the cache"), once every block is checked (or was, and the file has not changed since,
+    /// `stamps`).
+    func forKernel(stamps: KernelReadStamps, max: Int64 = kernelReadMax) -> KernelCheck {
+        guard record.size <= max, let before = KernelReadStamps.stamp(fd) else { return .notNow }
+        if stamps.isChecked(before) { return .file(fd) }
+        stamps.noteCheck()
+        let bs = Int64(record.blockSize)
+        let chunk = Swift.max(bs, (8 << 20) / bs * bs)
+        var at: Int64 = 0
+        var block = 0
+        while at < record.size {
+            let r = LocalRead(fd, at..<min(record.size, at + chunk), pool: nil)
+            defer { r.giveBack() }
+            let count = Int(min(chunk, record.size - at))
+            var off = 0
+            while off < count {
+                let len = min(Int(bs), count - off)
+                let crc: UInt32? = off + len <= r.done ? Self.crc(UnsafeRawBufferPointer(start: r.buffer.base + off, count: len)) : nil
+                if crc != crcs[block] {
+                    onChanged(Changed(block: block, expected: crcs[block], got: crc))
+                    return .changed
+                }
+                block += 1
+                off += len
+            }
+            at += Int64(count)
+        }
+        // Changed while it was read: checked bytes of an earlier state prove nothing of this one.
+        guard KernelReadStamps.stamp(fd) == before else { return .notNow }
+        stamps.note(before)
+        return .file(fd)
+    }
 }
 

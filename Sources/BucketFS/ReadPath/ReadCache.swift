@@ -36,10 +36,16 @@ public final class ReadCache: @unchecked Sendable {
         public var dropped = 0
         public var entries = 0
         public var capacity: Int64 = 0
+        /// Opens the kernel read straight from the cache's file (their bytes are not in `readBytes`),
+        /// and the files read whole to check them first.
+        public var kernelOpens = 0
+        public var kernelChecks = 0
         public init() {}
     }
 
     let directory: String
+    /// The files checked whole for the kernel to read (`CachedFile.forKernel`).
+    let kernelStamps = KernelReadStamps()
     private let logger: Logger
     private let writer: CacheFill.Writer
     private let blockSize: Int
@@ -115,6 +121,7 @@ public final class ReadCache: @unchecked Sendable {
         lock.withLock {
             var c = counts
             c.entries = entries.count
+            c.kernelChecks = kernelStamps.checks
             return c
         }
     }
@@ -241,6 +248,13 @@ public final class ReadCache: @unchecked Sendable {
 
     // MARK: - fills and reads
 
+    /// An open the kernel reads from `file` itself: checked whole (or unchanged since), counted.
+    func forKernel(_ file: CachedFile, max: Int64 = CachedFile.kernelReadMax) -> CachedFile.KernelCheck {
+        let check = file.forKernel(stamps: kernelStamps, max: max)
+        if case .file = check { lock.withLock { counts.kernelOpens += 1 } }
+        return check
+    }
+
     private func served(_ n: Int) {
         lock.withLock { counts.readBytes += Int64(n) }
     }
@@ -280,7 +294,11 @@ public final class ReadCache: @unchecked Sendable {
         defer { lock.unlock() }
         checks[id] = Task.detached { [weak self] in
             guard let self else { return }
+            // The file as the check read it: unchanged across the check, its CRCs are its bytes',
+            // and the kernel may read it without reading it all again (`forKernel`).
+            let before = KernelReadStamps.stamp(path: self.dataPath(hash))
             let result = fill.check(blockSize: self.blockSize)
+            let after = KernelReadStamps.stamp(path: self.dataPath(hash))
             self.lock.withLock {
                 defer { self.checks[id] = nil }
                 guard case let .filling(f)? = self.entries[hash]?.state, f === fill else { return }
@@ -294,6 +312,7 @@ public final class ReadCache: @unchecked Sendable {
                     if self.writeRecord(record, hash: hash) {
                         fill.abandon()
                         self.entries[hash]?.state = .complete(record)
+                        if let before, before == after { self.kernelStamps.note(before) }
                     } else {
                         self.dropLocked(hash)
                     }

@@ -115,6 +115,14 @@ final class ReadStream: @unchecked Sendable {
         for g in due { g() }
     }
 
+    /// The complete cache file this stream reads from, while it does.
+    var cachedFile: CachedFile? { lock.withLock { cached } }
+
+    /// `file` was found changed (and dropped): this stream reads from the bucket from now on.
+    func stopReading(_ file: CachedFile) {
+        lock.withLock { if cached === file { cached = nil } }
+    }
+
     /// A jump of more than this behind the parts, or a part beyond them, is a seek.
     private static let slack: Int64 = 4 << 20
 
@@ -194,7 +202,7 @@ final class ReadStream: @unchecked Sendable {
                 try verify(data, at: off)
                 return (data, noteServed(off, end))
             }
-            lock.withLock { if self.cached === cached { self.cached = nil } }
+            stopReading(cached)
         }
         let plan = try lock.withLock { () throws -> [Part]? in
             if let corrupt { throw corrupt }

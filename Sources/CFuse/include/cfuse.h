@@ -33,4 +33,22 @@ void cfuse_remove_signal_handlers(void);
 /// that the signal ends the wait instead of the process). Returns 1 if a signal was sent.
 int cfuse_wake_loop(void);
 
+/// What libfuse 3.14 cannot say to the kernel, said for it: installs custom io on the mounted
+/// session that adds FUSE_PARALLEL_DIROPS to the INIT reply when the kernel offers it, and, when
+/// `passthrough`, FUSE passthrough (FUSE_PASSTHROUGH, max_stack_depth), and amends the open replies
+/// sent through `cfuse_reply_open_passthrough`. Call after mounting, before the loop. 0 or -errno.
+int cfuse_io_install(struct fuse_session *se, int passthrough);
+/// The INIT reply's flags as sent (0 before INIT).
+unsigned cfuse_init_reply_flags(void);
+/// Whether the kernel's INIT offered passthrough; whether our reply took it (after INIT).
+int cfuse_passthrough_offered(void);
+int cfuse_passthrough_negotiated(void);
+/// FUSE_DEV_IOC_BACKING_OPEN on the session's device: the backing id (> 0) or -errno.
+int cfuse_backing_open(int fd);
+/// FUSE_DEV_IOC_BACKING_CLOSE: 0 or -errno.
+int cfuse_backing_close(int id);
+/// `fuse_reply_open` whose reply carries FOPEN_PASSTHROUGH and `backing_id` (and FOPEN_DIRECT_IO
+/// when `direct`: that handle's own reads and writes still come to the filesystem).
+int cfuse_reply_open_passthrough(fuse_req_t req, const struct fuse_file_info *fi, int backing_id, int direct);
+
 #endif
