@@ -247,6 +247,14 @@ def mounts(tmp_path):
     m.cleanup()
 
 
+def free_port():
+    """A TCP port on 127.0.0.1 nothing listens on now (for a metrics address, a proxy)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def sh(cmd, check=True, **kw):
     p = subprocess.run(cmd, shell=isinstance(cmd, str), capture_output=True, timeout=kw.pop("timeout", 300), **kw)
     if check and p.returncode != 0:

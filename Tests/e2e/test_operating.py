@@ -18,15 +18,9 @@ import urllib.request
 
 import pytest
 
-from conftest import BIN, ROOT, run, sh
+from conftest import BIN, ROOT, free_port, run, sh
 
 OPERATING = os.path.join(ROOT, "docs", "OPERATING.md")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def mounted(path):

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from conftest import sh
+from conftest import free_port, sh
 
 
 def _reads(log):
@@ -32,6 +32,15 @@ def _read(path):
 
 
 FILES = {"a.bin": 3 << 20, "b.bin": 5 << 20, "small.txt": 3000}
+
+
+def _flip(path, offset):
+    """One byte of a cache file changed in place, as a disk or a person might change it."""
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        b = f.read(1)
+        f.seek(offset)
+        f.write(bytes([b[0] ^ 0x55]))
 
 
 def _fill(emulator, prefix):
@@ -87,11 +96,7 @@ def test_a_cache_file_altered_on_disk_is_not_served(emulator, prefix, mounts, tm
     assert _read(f"{mnt}/d/b.bin") == content["b.bin"]
     mounts.unmount(mnt)
     [data_file] = [f for f in os.listdir(cache) if f.endswith(".data")]
-    with open(cache / data_file, "r+b") as f:
-        f.seek(4 << 20)
-        b = f.read(1)
-        f.seek(4 << 20)
-        f.write(bytes([b[0] ^ 0x55]))
+    _flip(cache / data_file, 4 << 20)
     log = tmp_path / "second.log"
     mnt = _mount(mounts, emulator, prefix, cache, log)
     assert _read(f"{mnt}/d/b.bin") == content["b.bin"]
@@ -145,15 +150,6 @@ def test_a_second_mount_on_the_same_cache_directory_reads_without_it(emulator, p
     assert len([f for f in os.listdir(cache) if f.endswith(".json")]) == len(FILES)
 
 
-def _free_port():
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def _metric(port, name):
     import urllib.request
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
@@ -186,7 +182,7 @@ def test_the_kernel_reads_a_complete_checked_cache_file_itself(emulator, prefix,
     if os.geteuid() != 0 or not _passthrough_kernel():
         pytest.skip("FUSE passthrough needs root and a kernel built with CONFIG_FUSE_PASSTHROUGH")
     content = _fill(emulator, prefix)
-    cache, port = tmp_path / "read-cache", _free_port()
+    cache, port = tmp_path / "read-cache", free_port()
     mnt = _kernel_mount(mounts, emulator, prefix, cache, tmp_path / "first.log", port)
     for n, data in content.items():
         assert _read(f"{mnt}/d/{n}") == data
@@ -200,7 +196,7 @@ def test_the_kernel_reads_a_complete_checked_cache_file_itself(emulator, prefix,
     assert _metric(port, "bucketfs_read_cache_read_bytes_total") == 0
     mounts.unmount(mnt)
     # Off: the same opens come through bucketfs, which reads the cache's files itself.
-    port = _free_port()
+    port = free_port()
     mnt = _kernel_mount(mounts, emulator, prefix, cache, tmp_path / "second.log", port, "--no-kernel-reads")
     for n, data in content.items():
         assert _read(f"{mnt}/d/{n}") == data
@@ -215,18 +211,14 @@ def test_a_cache_file_changed_between_opens_is_checked_again_and_not_handed_to_t
     if os.geteuid() != 0 or not _passthrough_kernel():
         pytest.skip("FUSE passthrough needs root and a kernel built with CONFIG_FUSE_PASSTHROUGH")
     content = _fill(emulator, prefix)
-    cache, port, log = tmp_path / "read-cache", _free_port(), tmp_path / "first.log"
+    cache, port, log = tmp_path / "read-cache", free_port(), tmp_path / "first.log"
     mnt = _kernel_mount(mounts, emulator, prefix, cache, log, port)
     assert _read(f"{mnt}/d/b.bin") == content["b.bin"]
     assert _read(f"{mnt}/d/b.bin") == content["b.bin"]  # checked whole, then read by the kernel
     assert _metric(port, "bucketfs_read_cache_kernel_opens_total") == 1
     [data_file] = [f for f in os.listdir(cache) if f.endswith(".data")]
     # Changed in place, while the mount runs and has it marked as checked: its change time moves.
-    with open(cache / data_file, "r+b") as f:
-        f.seek(1 << 20)
-        b = f.read(1)
-        f.seek(1 << 20)
-        f.write(bytes([b[0] ^ 0x55]))
+    _flip(cache / data_file, 1 << 20)
     gets = len(_reads(log))
     assert _read(f"{mnt}/d/b.bin") == content["b.bin"]
     assert _metric(port, "bucketfs_read_cache_kernel_opens_total") == 1
@@ -246,7 +238,7 @@ def test_a_writer_beside_an_open_the_kernel_reads_is_refused_and_a_newer_generat
         pytest.skip("FUSE passthrough needs root and a kernel built with CONFIG_FUSE_PASSTHROUGH")
     import errno
     content = _fill(emulator, prefix)
-    cache, port = tmp_path / "read-cache", _free_port()
+    cache, port = tmp_path / "read-cache", free_port()
     mnt = _kernel_mount(mounts, emulator, prefix, cache, tmp_path / "first.log", port)
     path = f"{mnt}/d/a.bin"
     old = content["a.bin"]

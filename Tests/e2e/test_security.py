@@ -20,7 +20,7 @@ import uuid
 
 import pytest
 
-from conftest import BIN, eventually, run, server
+from conftest import BIN, eventually, free_port, run, server
 from daemons import daemon_pid
 
 NOBODY = 65534
@@ -81,14 +81,6 @@ def assert_private(paths):
     for p in paths:
         want = 0o700 if os.path.isdir(p) and not os.path.islink(p) else 0o600
         assert mode(p) == want, f"{p} is {oct(mode(p))}, not {oct(want)}"
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def listening_addresses(port):
