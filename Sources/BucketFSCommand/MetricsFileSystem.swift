@@ -96,7 +96,7 @@ final class MetricsFileSystem: FuseFileSystemBase {
     }
     func keepsCache(ino: UInt64, fh: UInt64) -> Bool { inner.keepsCache(ino: ino, fh: fh) }
     func directIO(ino: UInt64, fh: UInt64) -> Bool { inner.directIO(ino: ino, fh: fh) }
-    func passthroughFile(ino: UInt64, fh: UInt64) -> Int32? { inner.passthroughFile(ino: ino, fh: fh) }
+    func passthroughFile(ino: UInt64, fh: UInt64) async -> Int32? { await inner.passthroughFile(ino: ino, fh: fh) }
     func directoryCaching(ino: UInt64, fh: UInt64) -> DirectoryCaching { inner.directoryCaching(ino: ino, fh: fh) }
     // Answers from cache on the libfuse thread count as operations too; nil (go async) does not.
     func cachedLookup(parent: UInt64, name: String) -> Result<FuseEntry, Errno>? {

@@ -49,7 +49,7 @@ static __thread int pending_direct;
 static ssize_t hook_read(int fd, void *buf, size_t len, void *userdata) {
     (void)userdata;
     ssize_t n = read(fd, buf, len);
-    if (n >= IN_HEADER + 20) {
+    if (n >= IN_HEADER + 16) {
         uint32_t opcode;
         memcpy(&opcode, (char *)buf + 4, 4);
         if (opcode == OP_INIT) {

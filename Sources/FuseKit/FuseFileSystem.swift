@@ -171,11 +171,11 @@ public protocol FuseFileSystemBase: AnyObject, Sendable {
     /// this handle (FOPEN_DIRECT_IO: every read and write reaches the filesystem, and no shared
     /// mmap). Default: false.
     func directIO(ino: UInt64, fh: UInt64) -> Bool
-    /// Asked as `open` is answered on a session with passthrough: a descriptor of a local file
-    /// holding exactly this handle's bytes, which the kernel may then read itself (no `read`
-    /// reaches the filesystem for this handle), or nil. Only borrowed: FuseKit registers it
-    /// with the kernel before this open is answered. Default: nil.
-    func passthroughFile(ino: UInt64, fh: UInt64) -> Int32?
+    /// Asked after `open` on a session with passthrough, before the open is answered: a
+    /// descriptor of a local file holding exactly this handle's bytes, which the kernel may then
+    /// read itself (no `read` reaches the filesystem for this handle), or nil. Only borrowed:
+    /// FuseKit registers it with the kernel before this open is answered. Default: nil.
+    func passthroughFile(ino: UInt64, fh: UInt64) async -> Int32?
     /// Asked as `opendir` is answered: whether the kernel caches the directory's entries for
     /// this handle, or keeps what it cached before (`DirectoryCaching`). Default: `.none`.
     func directoryCaching(ino: UInt64, fh: UInt64) -> DirectoryCaching
@@ -250,7 +250,7 @@ public protocol FuseFileSystem: FuseFileSystemBase {}
 public extension FuseFileSystem {
     func keepsCache(ino: UInt64, fh: UInt64) -> Bool { false }
     func directIO(ino: UInt64, fh: UInt64) -> Bool { false }
-    func passthroughFile(ino: UInt64, fh: UInt64) -> Int32? { nil }
+    func passthroughFile(ino: UInt64, fh: UInt64) async -> Int32? { nil }
     func directoryCaching(ino: UInt64, fh: UInt64) -> DirectoryCaching { .none }
     func cachedLookup(parent: UInt64, name: String) -> Result<FuseEntry, Errno>? { nil }
     func cachedGetattr(ino: UInt64) -> (FileAttributes, Double)? { nil }

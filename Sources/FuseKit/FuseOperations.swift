@@ -264,14 +264,20 @@ enum FuseOperations {
             context.check(fuse_reply_err(req, ETXTBSY), "fuse_reply_err")
             return
         }
-        context.serve(req, { () async throws(Errno) in try await fs.open(ino: ino, flags: flags) }) { req, fh in
+        let opens = context.passthrough
+        context.serve(req, { () async throws(Errno) in
+            let fh = try await fs.open(ino: ino, flags: flags)
+            // Asked in the request's Task: the filesystem may read a file whole to check it first.
+            return (fh, opens == nil ? nil : await fs.passthroughFile(ino: ino, fh: fh))
+        }) { req, opened in
+            let (fh, file) = opened
             var fi = fuse_file_info()
             fi.fh = fh
             if fs.keepsCache(ino: ino, fh: fh) { fi.keep_cache = 1 }
             let direct = fs.directIO(ino: ino, fh: fh)
             let rc: Int32
-            if let opens = context.passthrough {
-                switch opens.answer(ino: ino, fh: fh, file: fs.passthroughFile(ino: ino, fh: fh), direct: direct) {
+            if let opens {
+                switch opens.answer(ino: ino, fh: fh, file: file, direct: direct) {
                 case .plain:
                     if direct { fi.direct_io = 1 }
                     rc = fuse_reply_open(req, &fi)

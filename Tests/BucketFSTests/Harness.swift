@@ -232,7 +232,11 @@ final class CheckedCore: FuseFileSystemBase, @unchecked Sendable {
     }
     func keepsCache(ino: UInt64, fh: UInt64) -> Bool { checked("keepsCache(\(ino), \(fh))") { core.keepsCache(ino: ino, fh: fh) } }
     func directIO(ino: UInt64, fh: UInt64) -> Bool { checked("directIO(\(ino), \(fh))") { core.directIO(ino: ino, fh: fh) } }
-    func passthroughFile(ino: UInt64, fh: UInt64) -> Int32? { checked("passthroughFile(\(ino), \(fh))") { core.passthroughFile(ino: ino, fh: fh) } }
+    func passthroughFile(ino: UInt64, fh: UInt64) async -> Int32? {
+        let fd = await core.passthroughFile(ino: ino, fh: fh)
+        check("passthroughFile(\(ino), \(fh))")
+        return fd
+    }
     func directoryCaching(ino: UInt64, fh: UInt64) -> DirectoryCaching {
         checked("directoryCaching(\(ino), \(fh))") { core.directoryCaching(ino: ino, fh: fh) }
     }

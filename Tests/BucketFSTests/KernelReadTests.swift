@@ -55,14 +55,14 @@ import TestSupport
         store.put("a.bin", content)
         let (h, ino, fh) = try await filledThenOpened(store, "a.bin")
         let cache = try #require(h.core.readPath.readCache)
-        let fd = try #require(h.fs.passthroughFile(ino: ino, fh: fh))
+        let fd = try #require(await h.fs.passthroughFile(ino: ino, fh: fh))
         #expect(bytes(fd, content.count) == content)
         #expect(cache.snapshot.kernelOpens == 1 && cache.snapshot.readBytes == 0)
         let stamp = try #require(KernelReadStamps.stamp(fd))
         #expect(cache.kernelStamps.isChecked(stamp))
         // The same file again: handed over on its stamp.
         let fh2 = try await h.fs.open(ino: ino, flags: OpenFlags(O_RDONLY))
-        #expect(h.fs.passthroughFile(ino: ino, fh: fh2) != nil)
+        #expect(await h.fs.passthroughFile(ino: ino, fh: fh2) != nil)
         #expect(cache.snapshot.kernelOpens == 2)
         try await h.fs.release(ino: ino, fh: fh2)
         try await h.fs.release(ino: ino, fh: fh)
@@ -77,7 +77,7 @@ import TestSupport
         close(w)
         let fh3 = try await h.fs.open(ino: ino, flags: OpenFlags(O_RDONLY))
         store.resetCounts()
-        #expect(h.fs.passthroughFile(ino: ino, fh: fh3) == nil)
+        #expect(await h.fs.passthroughFile(ino: ino, fh: fh3) == nil)
         #expect(cache.snapshot.dropped == 1 && cache.snapshot.kernelOpens == 2)
         var read = Data()
         while true {
@@ -99,13 +99,13 @@ import TestSupport
         let (h, ino, fh) = try await filledThenOpened(store, "a.bin")
         // A writer's open (its content is its stage, not the cache's).
         let w = try await h.fs.open(ino: ino, flags: OpenFlags(O_RDWR))
-        #expect(h.fs.passthroughFile(ino: ino, fh: w) == nil)
+        #expect(await h.fs.passthroughFile(ino: ino, fh: w) == nil)
         try await h.fs.release(ino: ino, fh: w)
         try await h.fs.release(ino: ino, fh: fh)
         // A generation not complete in the cache (its first open starts the fill).
         let other = try await h.ino("b.bin")
         let ofh = try await h.fs.open(ino: other, flags: OpenFlags(O_RDONLY))
-        #expect(h.fs.passthroughFile(ino: other, fh: ofh) == nil)
+        #expect(await h.fs.passthroughFile(ino: other, fh: ofh) == nil)
         try await h.fs.release(ino: other, fh: ofh)
         // Over the bound: checked whole at every change, so not handed over.
         let cache = try #require(h.core.readPath.readCache)

@@ -71,10 +71,14 @@ extension BucketFileSystem {
 
     /// A reader's open of a generation complete in the read cache: the cache's file, checked
     /// whole, for the kernel to read itself (docs/SEMANTICS.md §3.6, "The kernel reads the cache").
-    public func passthroughFile(ino: UInt64, fh: UInt64) -> Int32? {
+    public func passthroughFile(ino: UInt64, fh: UInt64) async -> Int32? {
         guard let cache = readPath.readCache, let h = superblock.handle(fh), !h.writable, h.stage == nil,
               let stream = h.stream, let file = stream.cachedFile else { return nil }
-        switch cache.forKernel(file) {
+        // A check reads the whole file (up to 2 GiB): on a thread of its own, not the pool's.
+        let check = await withCheckedContinuation { (done: CheckedContinuation<CachedFile.KernelCheck, Never>) in
+            DispatchQueue.global().async { done.resume(returning: cache.forKernel(file)) }
+        }
+        switch check {
         case let .file(fd): return fd
         case .notNow: return nil
         case .changed:
