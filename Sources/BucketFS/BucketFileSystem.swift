@@ -112,6 +112,8 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     let repeatedFailures: RepeatedLines
     /// Directories emptied here lately, kept for the metadata TTL (`resolve`, `loadListing`).
     let emptied: EmptiedDirectories
+    /// Lookups' relists of a directory, one at a time per directory (`resolve`).
+    let relists = SharedRelists()
     /// Write-back's background uploads, in the order files were closed (UploadQueue.swift).
     let uploads: UploadQueue
     /// The unmount's bound, set by `shutdown(within:)`: no operation's deadline passes it.

@@ -139,8 +139,9 @@ extension BucketFileSystem {
         }
         cacheCounters.count(.listing, hit: false)
         if superblock.shouldRelist(parent) {
-            // Listed before and expired: one listing answers this name and all its siblings.
-            let l = try await loadListing(parent)
+            // Listed before and expired: one listing answers this name and all its siblings,
+            // and the lookups of its siblings that come meanwhile (`SharedRelists`).
+            let l = try await relists.listing(of: parent) { () async throws(Errno) -> Listing in try await self.loadListing(parent) }
             guard let n = superblock.child(l, name) else { throw .ENOENT }
             return n
         }
