@@ -37,8 +37,9 @@ int cfuse_wake_loop(void);
 /// session that adds FUSE_PARALLEL_DIROPS to the INIT reply when the kernel offers it, and, when
 /// `passthrough`, FUSE passthrough (FUSE_PASSTHROUGH, max_stack_depth), and amends the open replies
 /// sent through `cfuse_reply_open_passthrough`. Call after mounting, before the loop. 0 or -errno.
-/// Its state is the process's: one passthrough session per process (bucketfs mounts one); a
-/// second session at once may go without the amendments, never with another's backing files.
+/// Its state is the process's: one session per process (bucketfs mounts one). A second session
+/// at once may miss the INIT amendments, and with passthrough its backing files would be
+/// registered on the last installed session's device (its kernel-read opens would fail).
 int cfuse_io_install(struct fuse_session *se, int passthrough);
 /// The INIT reply's flags as sent (0 before INIT).
 unsigned cfuse_init_reply_flags(void);
