@@ -226,7 +226,7 @@ enum SourceCheck {
         case .tls(let m):
             return SourceProblem(m)
         case .timeout(let m) where m.contains("gave no access token"):
-            return SourceProblem("\(m) (\(identity)): is its token endpoint reachable? See docs/CREDENTIALS.md")
+            return noToken(m, identity)
         case .timeout:
             return SourceProblem("\(endpoint) did not answer within \(probeTimeout) (a list of gs://\(bucket)): "
                 + "is it the Cloud Storage JSON API? Check --endpoint / STORAGE_EMULATOR_HOST and the network")
@@ -234,9 +234,7 @@ enum SourceCheck {
             // "list gs://b: gave up after N attempts within 60 s: CAUSE" → CAUSE (the probe has its own deadline).
             if let r = m.range(of: #"gave up after \d+ attempts within [^:]*: "#, options: .regularExpression) { m = String(m[r.upperBound...]) }
             if let token = tokenEndpointFailure(m, bucket: bucket, endpoint: endpoint) { return token }
-            if m.contains("gave no access token") {
-                return SourceProblem("\(m) (\(identity)): is its token endpoint reachable? See docs/CREDENTIALS.md")
-            }
+            if m.contains("gave no access token") { return noToken(m, identity) }
             return SourceProblem("cannot reach \(endpoint): \(m). Is the server running and the address right? "
                 + "(--endpoint / STORAGE_EMULATOR_HOST)")
         case .invalidArgument(let m):
@@ -246,6 +244,11 @@ enum SourceCheck {
         default:
             return SourceProblem("checking gs://\(bucket) at \(endpoint) failed: \(e)")
         }
+    }
+
+    /// A credential that gave no token in time, every attempt of the probe having waited for it.
+    static func noToken(_ m: String, _ identity: String) -> SourceProblem {
+        SourceProblem("\(m) (\(identity)): is its token endpoint reachable? See docs/CREDENTIALS.md")
     }
 
     /// A token endpoint that did not answer (docs/CREDENTIALS.md, "When a token endpoint fails"): the

@@ -66,7 +66,7 @@ public final class FuseSession: @unchecked Sendable {
         self.options = options
         self.maxThreads = max(1, maxThreads)
         context = RequestContext(filesystem: filesystem, maxInFlight: max(1, maxInFlight),
-                                 readdirplus: readdirplus, logger: logger)
+                                 readdirplus: readdirplus, passthrough: passthrough, logger: logger)
     }
 
     deinit {
@@ -126,12 +126,7 @@ public final class FuseSession: @unchecked Sendable {
         }
         // The INIT reply amended (`cfuse_io_install`): parallel lookups always, passthrough if asked.
         let rc = cfuse_io_install(se, passthrough ? 1 : 0)
-        if rc == 0 {
-            if passthrough {
-                let log = context.log
-                context.passthrough = PassthroughOpens(log: { log($0) })
-            }
-        } else {
+        if rc != 0 {
             context.log("libfuse took no custom io (\(Errno(-rc))): lookups of one directory wait for each other\(passthrough ? ", and every read comes through the filesystem" : "")")
         }
         session = se

@@ -21,12 +21,15 @@ final class RequestContext: @unchecked Sendable {
     private let logger: @Sendable (String) -> Void
     private let lock = NSLock()
     private var _onReady: (@Sendable () -> Void)?
-    /// The passthrough opens of a session that asked for them, once the kernel's INIT took them.
-    private var _passthrough: PassthroughOpens?
     private var _isReady = false
 
+    /// The passthrough opens of a session that asked for them (each answer is plain until the
+    /// kernel's INIT took passthrough). Set once: read with no lock at every open and release.
+    let passthrough: PassthroughOpens?
+
     init(filesystem: any FuseFileSystemBase, maxInFlight: Int, readdirplus: FuseSession.ReaddirPlus,
-         logger: @escaping @Sendable (String) -> Void) {
+         passthrough: Bool = false, logger: @escaping @Sendable (String) -> Void) {
+        self.passthrough = passthrough ? PassthroughOpens(log: { logger($0) }) : nil
         self.filesystem = filesystem
         self.readdirplus = readdirplus
         self.logger = logger
@@ -40,10 +43,6 @@ final class RequestContext: @unchecked Sendable {
 
     var isReady: Bool { lock.withLock { _isReady } }
 
-    var passthrough: PassthroughOpens? {
-        get { lock.withLock { _passthrough } }
-        set { lock.withLock { _passthrough = newValue } }
-    }
 
     func markReady() {
         let callback = lock.withLock { () -> (@Sendable () -> Void)? in

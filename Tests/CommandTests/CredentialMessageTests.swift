@@ -39,6 +39,14 @@ import Testing
         }
     }
 
+    @Test func attemptsThatAllWaitedForATokenAreTheCredentialsFailure() {
+        let e = StorageError.retryLimitExceeded(message: "list gs://b: gave up after 3 attempts within the deadline: timed out: "
+            + "the credential gave no access token within 1.5 seconds")
+        let m = SourceCheck.explain(e, bucket: "b", endpoint: "http://storage", identity: "someone").description
+        #expect(m.hasPrefix("timed out: the credential gave no access token within 1.5 seconds (someone)"), "\(m)")
+        #expect(!m.contains("cannot reach"), "\(m)")
+    }
+
     @Test func aKeyFileOthersCanReadIsWarnedOf() throws {
         let (dir, path) = try Self.userCredentialFile("keymode")
         defer { try? FileManager.default.removeItem(atPath: dir) }

@@ -75,8 +75,9 @@ extension BucketFileSystem {
         guard let cache = readPath.readCache, let h = superblock.handle(fh), !h.writable, h.stage == nil,
               let stream = h.stream, let file = stream.cachedFile else { return nil }
         // A check reads the whole file (up to 2 GiB): on a thread of its own, not the pool's.
+        let pool = readPath.pool
         let check = await withCheckedContinuation { (done: CheckedContinuation<CachedFile.KernelCheck, Never>) in
-            DispatchQueue.global().async { done.resume(returning: cache.forKernel(file)) }
+            DispatchQueue.global().async { done.resume(returning: cache.forKernel(file, pool: pool)) }
         }
         switch check {
         case let .file(fd): return fd

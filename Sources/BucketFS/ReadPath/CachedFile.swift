@@ -109,7 +109,7 @@ final class CachedFile: @unchecked Sendable {
     /// This file's descriptor for the kernel to read itself (docs/SEMANTICS.md §3.6, "The kernel
     /// reads the cache"), once every block is checked (or was, and the file has not changed since,
     /// `stamps`).
-    func forKernel(stamps: KernelReadStamps, max: Int64 = kernelReadMax) -> KernelCheck {
+    func forKernel(stamps: KernelReadStamps, max: Int64 = kernelReadMax, pool: BufferPool? = nil) -> KernelCheck {
         guard record.size <= max, let before = KernelReadStamps.stamp(fd) else { return .notNow }
         if stamps.isChecked(before) { return .file(fd) }
         stamps.noteCheck()
@@ -118,7 +118,7 @@ final class CachedFile: @unchecked Sendable {
         var at: Int64 = 0
         var block = 0
         while at < record.size {
-            let r = LocalRead(fd, at..<min(record.size, at + chunk), pool: nil)
+            let r = LocalRead(fd, at..<min(record.size, at + chunk), pool: pool)  // one pooled 8 MiB buffer, reused
             defer { r.giveBack() }
             let count = Int(min(chunk, record.size - at))
             var off = 0

@@ -249,8 +249,8 @@ public final class ReadCache: @unchecked Sendable {
     // MARK: - fills and reads
 
     /// An open the kernel reads from `file` itself: checked whole (or unchanged since), counted.
-    func forKernel(_ file: CachedFile, max: Int64 = CachedFile.kernelReadMax) -> CachedFile.KernelCheck {
-        let check = file.forKernel(stamps: kernelStamps, max: max)
+    func forKernel(_ file: CachedFile, max: Int64 = CachedFile.kernelReadMax, pool: BufferPool? = nil) -> CachedFile.KernelCheck {
+        let check = file.forKernel(stamps: kernelStamps, max: max, pool: pool)
         if case .file = check { lock.withLock { counts.kernelOpens += 1 } }
         return check
     }
