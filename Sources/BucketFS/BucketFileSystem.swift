@@ -100,6 +100,7 @@ public final class BucketFileSystem: FuseFileSystem, @unchecked Sendable {
     /// it never calls the core.
     let readPath: ReadPath
     var readBudget: ReadBudget { readPath.budget }
+    var readBuffers: BufferPool { readPath.pool }
     var walkAhead: WalkAhead { readPath.walkAhead }
     /// Lists a directory's pages by name ranges at once (Listing/), and remembers when the
     /// store cannot.

@@ -49,6 +49,25 @@ import TestSupport
         #expect(pool.heldBytes == 3 << 20)
     }
 
+    /// A reader that keeps the budget full reserves its next part before the last one is given
+    /// back: within the slack that buffer waits all the same, and the next part takes it.
+    @Test func theSlackKeepsABufferWhenTheBudgetIsFull() {
+        for slack in [0, 2 << 20] {
+            let budget = ReadBudget(capacity: 4 << 20)
+            let pool = BufferPool(limit: 8 << 20, slack: slack, room: { budget.capacity - budget.inUse })
+            let owner = NSObject()
+            #expect(budget.reserve(4 << 20, for: owner))
+            let a = pool.take(1 << 20)
+            pool.give(a)
+            #expect(pool.heldBytes == (slack == 0 ? 0 : 1 << 20))
+            pool.give(pool.take(2 << 20))
+            pool.give(pool.take(1 << 20))
+            // Never more than the slack beyond a full budget.
+            #expect(pool.heldBytes <= slack)
+            #expect(pool.invariantViolations().isEmpty)
+        }
+    }
+
     @Test func smallBuffersAreNotKept() {
         let pool = BufferPool(limit: 8 << 20)
         pool.give(pool.take(4096))

@@ -44,6 +44,36 @@ import TestSupport
         #expect(h.fs.readBudget.inUse == 0)
     }
 
+    /// A long read that keeps the budget full reuses the memory of the parts it finished (a
+    /// fresh buffer costs a page fault per page on first touch): fresh buffers for about the
+    /// parts the budget holds at once, not one per part.
+    @Test func aLongReadWithTheBudgetFullReusesItsBuffers() async throws {
+        let h = Harness {
+            $0.readPartFirst = 1 << 20; $0.readPartMax = 1 << 20; $0.readStreams = 8; $0.readStreamsMax = 8
+            $0.readAheadBudget = 8 << 20
+        }
+        h.store.setStreamRate(200e6)
+        let (content, ino, fh) = try await openedBig(h, size: 48 << 20, seed: 29)
+        var out = Data()
+        // The replies of the last 3 MiB read stay alive, as replies on their way to the kernel
+        // do: a finished part's buffer is given back only after the next part has started.
+        var replies: [Data] = []
+        while true {
+            let d = try await h.fs.read(ino: ino, fh: fh, offset: UInt64(out.count), size: 128 << 10)
+            if d.isEmpty { break }
+            out.append(d)
+            replies.append(d)
+            if replies.count > 24 { replies.removeFirst() }
+        }
+        replies = []
+        try await h.fs.release(ino: ino, fh: fh)
+        #expect(out == content)
+        #expect(h.store.count("read") >= 48)
+        let fresh = h.fs.readBuffers.freshTakes
+        #expect(fresh <= 8 + 4, "\(fresh) fresh buffers for 48 parts")
+        #expect(h.fs.readBuffers.invariantViolations().isEmpty)
+    }
+
     /// A link whose every stream carries only so much (8 MB/s here): a reader faster than its
     /// streams waits for parts on their way, and gets one more in flight at a time, up to the
     /// most allowed (`readStreamsMax`, the mount's connections), never past it; the bytes are

@@ -9,8 +9,11 @@ import StorageModel
 /// Buffers of `minPooled` bytes and more are handed out in power-of-two sizes, so that parts of
 /// any length reuse each other's memory (pages past the bytes asked for are never touched, so
 /// never resident). At most `limit` bytes wait for reuse, and no more than `room()` says (the
-/// read budget not in use: buffers in use and buffers waiting stay within the budget together);
-/// what waited `idle` seconds is freed. Smaller buffers come straight from malloc.
+/// read budget not in use: buffers in use and buffers waiting stay within the budget together)
+/// plus `slack`: a reader that keeps the budget full reserves its next part before the part it
+/// finished is given back (a reply may still point into it), so without the slack every part of
+/// a long read was fresh memory (docs/OPERATING.md "Read buffers"). What waited `idle` seconds
+/// is freed. Smaller buffers come straight from malloc.
 final class BufferPool: @unchecked Sendable {
     static let minPooled = 256 << 10
 
@@ -21,6 +24,8 @@ final class BufferPool: @unchecked Sendable {
     }
 
     let limit: Int
+    /// Bytes that may wait beyond the budget's room.
+    let slack: Int
     private let room: @Sendable () -> Int
     private let idle: Duration
     /// The mount's one clock: when a buffer was given back, and the sweep's wait.
@@ -31,8 +36,10 @@ final class BufferPool: @unchecked Sendable {
     private var held = 0
     private var sweeping = false
 
-    init(limit: Int, idle: Duration = .seconds(10), clock: BucketClock = .real, room: @escaping @Sendable () -> Int = { .max }) {
+    init(limit: Int, slack: Int = 0, idle: Duration = .seconds(10), clock: BucketClock = .real,
+         room: @escaping @Sendable () -> Int = { .max }) {
         self.limit = max(0, limit)
+        self.slack = max(0, slack)
         self.idle = idle
         self.clock = clock
         self.room = room
@@ -44,6 +51,9 @@ final class BufferPool: @unchecked Sendable {
 
     /// Bytes waiting for reuse (tests, statistics).
     var heldBytes: Int { lock.withLock { held } }
+    /// Buffers of a pooled size that had to be fresh memory (tests, statistics).
+    var freshTakes: Int { lock.withLock { fresh } }
+    private var fresh = 0
 
     /// A buffer of at least `count` bytes; its contents are undefined.
     func take(_ count: Int) -> Buffer {
@@ -55,6 +65,7 @@ final class BufferPool: @unchecked Sendable {
         }) {
             return Buffer(base: b, capacity: size)
         }
+        if size >= Self.minPooled { lock.withLock { fresh += 1 } }
         return Buffer(base: Self.allocate(size), capacity: size)
     }
 
@@ -71,7 +82,7 @@ final class BufferPool: @unchecked Sendable {
 
     /// Gives a buffer from `take` back; nothing may use it after.
     func give(_ b: Buffer) {
-        let bound = min(limit, room())
+        let bound = min(limit, max(0, room()) + slack)
         let kept: Bool = lock.withLock {
             guard b.capacity >= Self.minPooled, held + b.capacity <= bound else { return false }
             free[b.capacity, default: []].append((b.base, clock.now))

@@ -35,7 +35,7 @@ final class ReadPath: @unchecked Sendable {
         self.logger = logger
         budget = ReadBudget(capacity: config.readAheadBudget)
         let budget = self.budget
-        pool = BufferPool(limit: (config.readStreams + 2) * config.readPartMax, clock: config.clock,
+        pool = BufferPool(limit: (config.readStreams + 2) * config.readPartMax, slack: 2 * config.readPartMax, clock: config.clock,
                           room: { budget.capacity - budget.inUse })
         walkAhead = WalkAhead(budget: budget, pool: pool, ttl: config.walkAheadTTL, limit: config.walkAheadFiles, clock: config.clock)
         walkOrder = WalkOrder(capacity: config.maxCachedEntries)
