@@ -51,7 +51,8 @@ extension GCSTestServer {
               let cr = headers.first(name: "Content-Range"), let start = Self.rangeStart(cr), start == Int64(s.data.count)
         else { return false }
         let keep = received.count / (256 << 10) * (256 << 10)
-        s.data.append(received.prefix(keep))
+        sessions[id] = nil
+        s.append(Data(received.prefix(keep)))
         sessions[id] = s
         return true
     }

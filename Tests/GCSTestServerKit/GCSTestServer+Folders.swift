@@ -229,7 +229,7 @@ extension GCSTestServer {
         guard preconditionsHold(q, objects[dst]) else { return .error(412, "Precondition Failed") }
         let now = Date()
         let o = Object(name: dst, data: s.data, generation: newGeneration(), metageneration: 1, timeCreated: now, updated: now,
-                       props: s.props, metadata: s.metadata)
+                       props: s.props, metadata: s.metadata, hashes: (s.md5, s.crc32c))
         retire(dst)
         makeFolders(of: dst, at: now)
         objects[dst] = o

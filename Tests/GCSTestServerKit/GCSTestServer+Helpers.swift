@@ -41,8 +41,8 @@ extension GCSTestServer {
             "kind": "storage#object", "id": "\(bucket)/\(o.name)/\(o.generation)", "bucket": bucket, "name": o.name,
             "generation": String(o.generation), "metageneration": String(o.metageneration),
             "size": String(o.data.count), "timeCreated": RFC3339.format(o.timeCreated), "updated": RFC3339.format(o.updated),
-            "md5Hash": Data(Insecure.MD5.hash(data: o.data)).base64EncodedString(),
-            "crc32c": CRC32C.base64(CRC32C.checksum(o.data)),
+            "md5Hash": o.md5,
+            "crc32c": o.crc32c,
         ]
         for (k, v) in o.props { r[k] = v }
         if !o.metadata.isEmpty { r["metadata"] = o.metadata }
@@ -74,15 +74,19 @@ extension GCSTestServer {
         return true
     }
 
-    func store(name: String, data: Data, props: [String: String], metadata: [String: String]) -> Object {
+    /// `hashes`: those of `data` taken as it came (a resumable session's).
+    func store(name: String, data: Data, props: [String: String], metadata: [String: String],
+               hashes: (md5: String, crc32c: String)? = nil) -> Object {
         var data = data
+        var hashes = hashes
         if corruptNextUploads > 0, !data.isEmpty {
             corruptNextUploads -= 1
             data[data.startIndex] ^= 0xFF
+            hashes = nil  // the server's hashes are of what it keeps
         }
         let now = Date()
         let o = Object(name: name, data: data, generation: newGeneration(), metageneration: 1, timeCreated: now,
-                       updated: now, props: props, metadata: metadata)
+                       updated: now, props: props, metadata: metadata, hashes: hashes)
         retire(name)
         makeFolders(of: name, at: now)
         objects[name] = o

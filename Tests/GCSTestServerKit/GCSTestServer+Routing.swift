@@ -222,7 +222,7 @@ extension GCSTestServer {
                        ("x-goog-generation", String(o.generation)),
                        // As Cloud Storage does: the whole object's size and checksums.
                        ("x-goog-stored-content-length", String(o.data.count)),
-                       ("x-goog-hash", "crc32c=\(CRC32C.base64(CRC32C.checksum(o.data)))"),
+                       ("x-goog-hash", "crc32c=\(o.crc32c)"),
                        ("x-goog-hash", "md5=\(Data(Insecure.MD5.hash(data: o.data)).base64EncodedString())")]
         guard let range = hd["range"] else { return Response(status: 200, headers: headers, body: o.data) }
         // bytes=a-b | bytes=a-

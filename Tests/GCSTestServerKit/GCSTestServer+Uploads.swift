@@ -63,16 +63,23 @@ extension GCSTestServer {
             }
             guard a <= s.data.count else { return .error(400, "chunk starts at \(a), but only \(s.data.count) bytes are persisted") }
             let skip = s.data.count - a
-            // A session's first bytes are the body itself, shared, not copied (uploads of GiBs).
-            if skip == 0 && s.data.isEmpty { s.data = body } else if skip < body.count { s.data.append(body.dropFirst(skip)) }
+            if skip < body.count {
+                // Out of the table while it grows: a copy left in it would make every append
+                // copy the whole session (quadratic in the object's size).
+                sessions[id] = nil
+                s.append(skip == 0 ? body : Data(body.dropFirst(skip)))
+            }
         }
         if let total, s.data.count == total || (spec[0] == "*" && finishWhenAsked) {
-            if let refused = refuseDuringRename(s.name) { return refused }
+            if let refused = refuseDuringRename(s.name) {
+                sessions[id] = s
+                return refused
+            }
             guard preconditionsHold(s.query, objects[s.name]) else {
                 sessions[id] = nil
                 return .error(412, "Precondition Failed")
             }
-            let o = store(name: s.name, data: s.data, props: s.props, metadata: s.metadata)
+            let o = store(name: s.name, data: s.data, props: s.props, metadata: s.metadata, hashes: s.hashes)
             s.finished = resource(o)
             sessions[id] = s
             return .json(200, resource(o))

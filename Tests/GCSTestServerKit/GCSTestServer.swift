@@ -1,8 +1,10 @@
+import Crypto
 import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
+import StorageModel
 
 /// A Cloud Storage JSON API server on 127.0.0.1 for tests, in the test process (ObjectStoresTests)
 /// or as a process of its own (`gcs-test-server`, the real-mount tier): one bucket of
@@ -22,7 +24,9 @@ import NIOSSL
 public final class GCSTestServer: @unchecked Sendable {
     public struct Object: Sendable {
         public var name: String
-        public var data: Data
+        /// The bytes never change once stored (a new generation is a new Object), so their
+        /// hashes are taken once, when it is made, not at every answer that shows them.
+        public let data: Data
         public var generation: Int64
         public var metageneration: Int64
         public var timeCreated: Date
@@ -30,6 +34,25 @@ public final class GCSTestServer: @unchecked Sendable {
         /// cacheControl, contentDisposition, contentEncoding, contentLanguage, contentType.
         public var props: [String: String]
         public var metadata: [String: String]
+        /// md5Hash and crc32c, base64.
+        public let md5: String
+        public let crc32c: String
+
+        /// `hashes`: those of `data` already taken (a resumable session's, as its chunks came).
+        init(name: String, data: Data, generation: Int64, metageneration: Int64, timeCreated: Date, updated: Date,
+             props: [String: String], metadata: [String: String], hashes: (md5: String, crc32c: String)? = nil) {
+            self.name = name
+            self.data = data
+            self.generation = generation
+            self.metageneration = metageneration
+            self.timeCreated = timeCreated
+            self.updated = updated
+            self.props = props
+            self.metadata = metadata
+            let h = hashes ?? (Data(Insecure.MD5.hash(data: data)).base64EncodedString(), CRC32C.base64(CRC32C.checksum(data)))
+            md5 = h.md5
+            crc32c = h.crc32c
+        }
     }
 
     struct Session {
@@ -37,8 +60,31 @@ public final class GCSTestServer: @unchecked Sendable {
         var props: [String: String]
         var metadata: [String: String]
         var query: [String: String]
-        var data = Data()
+        private(set) var data = Data()
+        /// The hashes of `data`, taken as its bytes come (Cloud Storage answers a session's last
+        /// request without reading the object again).
+        private var md5 = Insecure.MD5()
+        private var crc = CRC32C()
         var finished: [String: Any]?
+
+        init(name: String, props: [String: String], metadata: [String: String], query: [String: String]) {
+            self.name = name
+            self.props = props
+            self.metadata = metadata
+            self.query = query
+        }
+
+        mutating func append(_ bytes: Data) {
+            guard !bytes.isEmpty else { return }
+            md5.update(data: bytes)
+            crc.update(bytes)
+            // A session's first bytes are the body itself, shared, not copied (uploads of GiBs).
+            if data.isEmpty { data = bytes } else { data.append(bytes) }
+        }
+
+        var hashes: (md5: String, crc32c: String) {
+            (Data(md5.finalize()).base64EncodedString(), CRC32C.base64(crc.value))
+        }
     }
 
     public struct Recorded: Sendable {
