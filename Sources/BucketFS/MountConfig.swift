@@ -112,9 +112,8 @@ public struct MountConfig: Sendable {
     /// Streamed uploads (docs/SEMANTICS.md §3.3): a new file written in order from its start
     /// begins its one resumable upload once `streamUploadStart` bytes are written, and sends each
     /// `streamUploadChunk` bytes the writer adds; close sends the rest. Off with write-back, and on
-    /// a store that cannot stream (the file is then uploaded whole at close). Off by default:
-    /// measured on the test servers, it gained nothing and cost a fast writer up to half its
-    /// pace (docs/BENCHMARKS.md, `Scripts/bench-fio.sh`).
+    /// a store that cannot stream (the file is then uploaded whole at close). Off by default
+    /// (docs/SEMANTICS.md §3.3, "Why off by default").
     public var streamUploads = false
     public var streamUploadStart: Int64 = 8 << 20
     public var streamUploadChunk: Int64 = 8 << 20

@@ -111,6 +111,18 @@ import Testing
         }
     }
 
+    @Test("gcsfuse's streaming writes are bucketfs's streamed uploads, its write block size their request size")
+    func streamingWrites() throws {
+        let off = Self.pairs(Array(try Self.translate(["--enable-streaming-writes=false", "b", "/m"]).mountArguments.dropFirst(2)))
+        #expect(off["--stream-uploads"] == "off")
+        let on = Self.pairs(Array(try Self.translate(["--enable-streaming-writes", "--write-block-size-mb=32", "b", "/m"]).mountArguments.dropFirst(2)))
+        #expect(on["--stream-uploads"] == "on" && on["--stream-upload-mb"] == "32")
+        let big = try Self.translate(["--write-block-size-mb=4096", "b", "/m"])
+        #expect(Self.pairs(Array(big.mountArguments.dropFirst(2)))["--stream-upload-mb"] == "1024")
+        _ = try Mount.parse(big.mountArguments)
+        #expect(throws: GCSFuseTranslation.Refusal.self) { try Self.translate(["--write-block-size-mb=0", "b", "/m"]) }
+    }
+
     @Test("the same through the config file: every key with a place in it")
     func everyConfigKey() throws {
         for param in GCSFuseParam.all where !param.configPath.isEmpty {

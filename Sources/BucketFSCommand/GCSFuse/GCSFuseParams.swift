@@ -16,7 +16,7 @@ struct GCSFuseParam: Sendable {
         case fileCache = "bucketfs's read cache (on with cache-dir, bounded by file-cache:max-size-mb) has no such setting: it fills by the read-ahead's parallel ranged reads and checks every file"
         case metadataCache = "bucketfs bounds its metadata cache by --max-cached-entries and ages it by --metadata-ttl"
         case telemetry = "bucketfs exports Prometheus metrics only (--prometheus-port)"
-        case writes = "bucketfs stages a written file and uploads it whole at close"
+        case writes = "bucketfs stages a written file and uploads it at close (a large new one as it is written with --stream-uploads on)"
         case reads = "bucketfs sizes its read-ahead by --read-ahead-mb and --read-streams"
         case retries = "bucketfs retries each operation within --op-timeout"
         case logging = "bucketfs writes its log where the log file says; rotate it with logrotate"
@@ -201,11 +201,11 @@ struct GCSFuseParam: Sendable {
         .init("workload-insight-forward-merge-threshold-mb", "workload-insight.forward-merge-threshold-mb", .value, .noEffect(.telemetry)),
         .init("workload-insight-output-file", "workload-insight.output-file", .value, .noEffect(.telemetry)),
         .init("visualize-workload-insight", "workload-insight.visualize", .bool, .noEffect(.telemetry)),
-        .init("write-block-size-mb", "write.block-size-mb", .value, .noEffect(.writes)),
+        .init("write-block-size-mb", "write.block-size-mb", .value, .mapped),
         .init("create-empty-file", "write.create-empty-file", .bool, .noEffect(.writes)),
         .init("enable-rapid-appends", "write.enable-rapid-appends", .bool, .noEffect(.writes)),
         .init("enable-rapid-writes", "write.enable-rapid-writes", .bool, .noEffect(.writes)),
-        .init("enable-streaming-writes", "write.enable-streaming-writes", .bool, .noEffect(.writes)),
+        .init("enable-streaming-writes", "write.enable-streaming-writes", .bool, .mapped),
         .init("finalize-file-for-rapid", "write.finalize-file-for-rapid", .bool, .noEffect(.writes)),
         .init("write-global-max-blocks", "write.global-max-blocks", .value, .noEffect(.writes)),
         .init("write-max-blocks-per-file", "write.max-blocks-per-file", .value, .noEffect(.writes)),

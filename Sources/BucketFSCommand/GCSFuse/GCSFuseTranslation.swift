@@ -101,6 +101,11 @@ struct GCSFuseTranslation: Equatable {
                     }
                 }
             case "anonymous-access": if on { options.append("--anonymous") }
+            // gcsfuse 3 streams large writes by default; so does bucketfs (--stream-uploads).
+            case "enable-streaming-writes": options += ["--stream-uploads", on ? "on" : "off"]
+            case "write-block-size-mb":
+                guard let n = Int(value), n > 0 else { throw Refusal(description: "invalid argument \"\(value)\" for \(origin): give MiB") }
+                options += ["--stream-upload-mb", String(min(n, 1024))]
             case "key-file": if !value.isEmpty { options += ["--key-file", value] }
             case "token-url": if !value.isEmpty { options += ["--token-url", value] }
             case "billing-project": if !value.isEmpty { options += ["--billing-project", value] }
