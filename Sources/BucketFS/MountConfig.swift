@@ -112,9 +112,9 @@ public struct MountConfig: Sendable {
     /// Streamed uploads (docs/SEMANTICS.md §3.3): a new file written in order from its start
     /// begins its one resumable upload once `streamUploadStart` bytes are written, and sends each
     /// `streamUploadChunk` bytes the writer adds; close sends the rest. Off with write-back, and on
-    /// a store that cannot stream (the file is then uploaded whole at close). Off by default
-    /// (docs/SEMANTICS.md §3.3, "Why off by default").
-    public var streamUploads = false
+    /// a store that cannot stream (the file is then uploaded whole at close). On by default, as
+    /// measured (docs/SEMANTICS.md §3.3, "Why on by default").
+    public var streamUploads = true
     public var streamUploadStart: Int64 = 8 << 20
     public var streamUploadChunk: Int64 = 8 << 20
     /// The type an object created here gets when nobody gives one, at its upload and again at a

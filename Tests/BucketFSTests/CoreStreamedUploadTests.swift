@@ -197,6 +197,28 @@ import TestSupport
         #expect(!h.store.streamEvents.contains { $0.kind == .finish })
     }
 
+    /// A stream request the server refuses for good (400 at its start, 401 or 403 on a chunk):
+    /// that refusal is the close's result, as it would have been the whole upload's; the file is
+    /// not sent again (a second insert after a non-retryable answer), the data is in lost+found.
+    @Test(arguments: [("start upload", StorageError.invalidArgument(message: "400")),
+                      ("start upload", .unauthenticated(message: "401")),
+                      ("chunk", .unauthorized(path: "f.bin", message: "403"))])
+    func aRefusedStreamRequestIsTheClosesResult(_ op: String, _ error: StorageError) async throws {
+        let h = harness()
+        h.store.failNext(op, with: error)
+        let data = bytes(4 * Self.mib + 77)
+        let (e, fh) = try await h.fs.create(parent: Harness.root, name: "f.bin", mode: 0o644, flags: OpenFlags(O_WRONLY | O_CREAT))
+        try await write(h, e.attributes.ino, fh, data)
+        try await eventually("the refused request") { h.store.count(op) >= 1 }
+        let refused = errno(for: error)
+        #expect(BucketFileSystem.isRefusal(refused))
+        await #expect(throws: refused) { try await h.fs.release(ino: e.attributes.ino, fh: fh) }
+        #expect(h.store.count("write") == 0)
+        #expect(h.store.object("f.bin") == nil)
+        let lost = try FileManager.default.contentsOfDirectory(atPath: h.config.lostAndFound).filter { !$0.hasSuffix(".json") }
+        #expect(lost.count == 1)
+    }
+
     /// The last request fails: close reports EIO, the data stays staged, and the background
     /// attempt uploads the whole file: the bucket gets exactly its bytes, never a wrong object.
     @Test func aFailedFinishIsRetriedWhole() async throws {

@@ -243,7 +243,9 @@ def _slow_upload(srv, mounts, tmp_path, prefix, size, rate, op_timeout, extra=()
     digest = _random_file(src, size)
     proxy = FaultProxy(srv.hostport, rate=rate).start()
     try:
-        options = ["--endpoint", proxy.endpoint, "--anonymous", "--log-level", "debug", *extra]  # debug: the log says what cut a request
+        # debug: the log says what cut a request. Staged: these are the uploads of a whole file at
+        # close (a streamed upload's chunks are test_streamed_uploads.py's).
+        options = ["--endpoint", proxy.endpoint, "--anonymous", "--log-level", "debug", "--stream-uploads", "off", *extra]
         if op_timeout:
             options += ["--op-timeout", op_timeout]
         mnt = mounts.mount(f"gs://{srv.bucket_name}/{prefix}", *options)

@@ -212,7 +212,8 @@ extension BucketFileSystem {
             let preconditions = Preconditions(ifGenerationMatch: origin.ifGenerationMatch)
             // A stream under way sends only the rest; one given up (or none) leaves the whole file
             // to this upload (docs/SEMANTICS.md §3.3, "Streamed uploads").
-            let streamed = try await s.stream.finish(size: size, inputs: UploadStream.Inputs(path: path, metadata: meta, preconditions: preconditions))
+            let streamed = try await s.stream.finish(size: size, inputs: UploadStream.Inputs(path: path, metadata: meta, preconditions: preconditions),
+                                                     refusal: { [self] in Self.isRefusal(errno(for: $0)) })
             let info: ObjectInfo
             if let streamed { info = streamed } else {
                 info = try await store.write(path, from: .file(path: s.path), metadata: meta, preconditions: preconditions)

@@ -16,7 +16,10 @@ import StorageModel
 /// written in order (a seek back, a hole), a write by another handle, a truncate, a rename or
 /// changed metadata (found at `finish`: the session's name, metadata and precondition are fixed at
 /// its start), an unlink, or any failure of its own requests. The upload attempt then sends the
-/// whole file, as without a stream. A stream that cannot start (a store that cannot stream: the
+/// whole file, as without a stream, except after a request of the stream's that the server
+/// refused for good (the attempt's `refusal` says which: 400, 401, 403, 404, a lost race): that
+/// refusal is the attempt's result, as it would have been the whole upload's, and nothing is
+/// sent again. A stream that cannot start (a store that cannot stream: the
 /// embedded bucket, Firebase; write-back; a file that stays under `start`) changes nothing.
 ///
 /// Its own lock (`lock`) is a leaf: taken with no other held, or under the superblock's, and
@@ -59,6 +62,8 @@ final class UploadStream: @unchecked Sendable {
     private var givenUp = false
     /// Why, for the log. GUARDED_BY(lock)
     private var why: String?
+    /// The error of the stream's own request that gave it up, if that was why. GUARDED_BY(lock)
+    private var failure: (any Error)?
     /// The stream's task and the wake-up it waits on. GUARDED_BY(lock)
     private var task: Task<Void, Never>?
     private var wake: CheckedContinuation<Void, Never>?
@@ -115,8 +120,10 @@ final class UploadStream: @unchecked Sendable {
     /// would be made with `inputs`: stops the task and, when the stream still holds, sends the
     /// rest and returns the object. nil: there is no stream to finish (none started, or it was
     /// given up, its session cancelled); the caller uploads the whole file. An error: the
-    /// session's last requests failed (the session is cancelled); the attempt failed.
-    func finish(size: Int64, inputs: Inputs) async throws -> ObjectInfo? {
+    /// session's last requests failed (the session is cancelled); the attempt failed. An error
+    /// also when one of the stream's earlier requests failed with what `refusal` calls a
+    /// refusal for good: sending the whole file would only be refused again.
+    func finish(size: Int64, inputs: Inputs, refusal: (any Error) -> Bool = { _ in false }) async throws -> ObjectInfo? {
         let (t, wasSending) = lock.withLock { () -> (Task<Void, Never>?, Bool) in
             let was = phase == .sending
             if phase != .off { phase = .stopped }
@@ -125,6 +132,11 @@ final class UploadStream: @unchecked Sendable {
         }
         guard wasSending || t != nil else { return nil }
         await t?.value
+        if let f = lock.withLock({ failure }), refusal(f) {
+            logger.info("streamed upload of '\(inputs.path)' was refused (\(f)): the attempt fails with it, nothing is sent again")
+            await cancelSession()
+            throw f
+        }
         let (s, reason, written, holds) = lock.withLock { () -> ((any GrowingUpload)?, String?, Int64, Bool) in
             let s = session
             session = nil
@@ -174,7 +186,10 @@ final class UploadStream: @unchecked Sendable {
                 lock.withLock { sent = next }
             }
         } catch {
-            lock.withLock { giveUpLocked("its request failed: \(error)") }
+            lock.withLock {
+                if !givenUp, !(error is CancellationError), (error as? StorageError) != .cancelled { failure = error }
+                giveUpLocked("its request failed: \(error)")
+            }
         }
         if lock.withLock({ givenUp }) { await cancelSession() }
     }

@@ -16,7 +16,7 @@ struct GCSFuseParam: Sendable {
         case fileCache = "bucketfs's read cache (on with cache-dir, bounded by file-cache:max-size-mb) has no such setting: it fills by the read-ahead's parallel ranged reads and checks every file"
         case metadataCache = "bucketfs bounds its metadata cache by --max-cached-entries and ages it by --metadata-ttl"
         case telemetry = "bucketfs exports Prometheus metrics only (--prometheus-port)"
-        case writes = "bucketfs stages a written file and uploads it at close (a large new one as it is written with --stream-uploads on)"
+        case writes = "bucketfs stages a written file, sends a large new one as it is written (--stream-uploads) and the rest at close"
         case reads = "bucketfs sizes its read-ahead by --read-ahead-mb and --read-streams"
         case retries = "bucketfs retries each operation within --op-timeout"
         case logging = "bucketfs writes its log where the log file says; rotate it with logrotate"
