@@ -197,13 +197,13 @@ import TestSupport
         #expect(!h.store.streamEvents.contains { $0.kind == .finish })
     }
 
-    /// A stream request the server refuses for good (400 at its start, 401 or 403 on a chunk):
-    /// that refusal is the close's result, as it would have been the whole upload's; the file is
-    /// not sent again (a second insert after a non-retryable answer), the data is in lost+found.
+    /// A session start the server refuses for good (400, 401, 403): the start is the insert the
+    /// whole upload would send, so that refusal is the close's result; the file is not sent again
+    /// (a second insert after a non-retryable answer), the data is in lost+found.
     @Test(arguments: [("start upload", StorageError.invalidArgument(message: "400")),
                       ("start upload", .unauthenticated(message: "401")),
-                      ("chunk", .unauthorized(path: "f.bin", message: "403"))])
-    func aRefusedStreamRequestIsTheClosesResult(_ op: String, _ error: StorageError) async throws {
+                      ("start upload", .unauthorized(path: "f.bin", message: "403"))])
+    func aRefusedStreamStartIsTheClosesResult(_ op: String, _ error: StorageError) async throws {
         let h = harness()
         h.store.failNext(op, with: error)
         let data = bytes(4 * Self.mib + 77)
@@ -217,6 +217,20 @@ import TestSupport
         #expect(h.store.object("f.bin") == nil)
         let lost = try FileManager.default.contentsOfDirectory(atPath: h.config.lostAndFound).filter { !$0.hasSuffix(".json") }
         #expect(lost.count == 1)
+    }
+
+    /// A chunk refused (a server or proxy that does not take chunks of unknown total answers
+    /// 400): the stream falls back, and the file is uploaded whole at close.
+    @Test func aRefusedChunkFallsBackToTheWholeUpload() async throws {
+        let h = harness()
+        h.store.failNext("chunk", with: .invalidArgument(message: "Content-Range bytes 0-1048575/* is not accepted"))
+        let data = bytes(4 * Self.mib + 77)
+        let (e, fh) = try await h.fs.create(parent: Harness.root, name: "f.bin", mode: 0o644, flags: OpenFlags(O_WRONLY | O_CREAT))
+        try await write(h, e.attributes.ino, fh, data)
+        try await eventually("the refused chunk") { h.store.count("chunk") >= 1 }
+        try await h.fs.release(ino: e.attributes.ino, fh: fh)
+        #expect(h.store.data("f.bin") == data)
+        #expect(h.store.count("write") == 1)
     }
 
     /// The last request fails: close reports EIO, the data stays staged, and the background

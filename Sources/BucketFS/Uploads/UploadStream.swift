@@ -16,10 +16,11 @@ import StorageModel
 /// written in order (a seek back, a hole), a write by another handle, a truncate, a rename or
 /// changed metadata (found at `finish`: the session's name, metadata and precondition are fixed at
 /// its start), an unlink, or any failure of its own requests. The upload attempt then sends the
-/// whole file, as without a stream, except after a request of the stream's that the server
-/// refused for good (the attempt's `refusal` says which: 400, 401, 403, 404, a lost race): that
-/// refusal is the attempt's result, as it would have been the whole upload's, and nothing is
-/// sent again. A stream that cannot start (a store that cannot stream: the
+/// whole file, as without a stream, except when the session's start was refused for good (the
+/// attempt's `refusal` says which: 400, 401, 403, 404, a lost race): the start is the insert the
+/// whole upload would send, with the same name, metadata and precondition, so that refusal is the
+/// attempt's result and nothing is sent again. A chunk refused falls back like any other failure
+/// (a server or proxy may refuse chunks of unknown total and still take the whole file). A stream that cannot start (a store that cannot stream: the
 /// embedded bucket, Firebase; write-back; a file that stays under `start`) changes nothing.
 ///
 /// Its own lock (`lock`) is a leaf: taken with no other held, or under the superblock's, and
@@ -62,8 +63,8 @@ final class UploadStream: @unchecked Sendable {
     private var givenUp = false
     /// Why, for the log. GUARDED_BY(lock)
     private var why: String?
-    /// The error of the stream's own request that gave it up, if that was why. GUARDED_BY(lock)
-    private var failure: (any Error)?
+    /// The error of the session's start, when that is what gave the stream up. GUARDED_BY(lock)
+    private var startFailure: (any Error)?
     /// The stream's task and the wake-up it waits on. GUARDED_BY(lock)
     private var task: Task<Void, Never>?
     private var wake: CheckedContinuation<Void, Never>?
@@ -121,8 +122,8 @@ final class UploadStream: @unchecked Sendable {
     /// rest and returns the object. nil: there is no stream to finish (none started, or it was
     /// given up, its session cancelled); the caller uploads the whole file. An error: the
     /// session's last requests failed (the session is cancelled); the attempt failed. An error
-    /// also when one of the stream's earlier requests failed with what `refusal` calls a
-    /// refusal for good: sending the whole file would only be refused again.
+    /// also when the session's start failed with what `refusal` calls a refusal for good: the
+    /// whole file's upload would only be refused again.
     func finish(size: Int64, inputs: Inputs, refusal: (any Error) -> Bool = { _ in false }) async throws -> ObjectInfo? {
         let (t, wasSending) = lock.withLock { () -> (Task<Void, Never>?, Bool) in
             let was = phase == .sending
@@ -132,7 +133,7 @@ final class UploadStream: @unchecked Sendable {
         }
         guard wasSending || t != nil else { return nil }
         await t?.value
-        if let f = lock.withLock({ failure }), refusal(f) {
+        if let f = lock.withLock({ startFailure }), refusal(f) {
             logger.info("streamed upload of '\(inputs.path)' was refused (\(f)): the attempt fails with it, nothing is sent again")
             await cancelSession()
             throw f
@@ -167,8 +168,18 @@ final class UploadStream: @unchecked Sendable {
     // MARK: - the task
 
     private func run() async {
+        let begun: (Inputs, any GrowingUpload)?
         do {
-            guard let begin = lock.withLock({ begin }), let (inputs, s) = try await begin() else {
+            begun = try await lock.withLock({ begin })?()
+        } catch {
+            lock.withLock {
+                if !givenUp, !(error is CancellationError), (error as? StorageError) != .cancelled { startFailure = error }
+                giveUpLocked("its start failed: \(error)")
+            }
+            return
+        }
+        do {
+            guard let (inputs, s) = begun else {
                 lock.withLock { giveUpLocked("the store cannot stream an upload") }
                 return
             }
@@ -186,10 +197,7 @@ final class UploadStream: @unchecked Sendable {
                 lock.withLock { sent = next }
             }
         } catch {
-            lock.withLock {
-                if !givenUp, !(error is CancellationError), (error as? StorageError) != .cancelled { failure = error }
-                giveUpLocked("its request failed: \(error)")
-            }
+            lock.withLock { giveUpLocked("its request failed: \(error)") }
         }
         if lock.withLock({ givenUp }) { await cancelSession() }
     }
