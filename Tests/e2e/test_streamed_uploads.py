@@ -19,6 +19,7 @@ import time
 
 import pytest
 
+from conftest import ROOT
 from daemons import daemon_pid
 from test_faults import MOUNT_OPTS, OP, SLACK, Fx, lost_and_found, mount_options, _zombie
 
@@ -258,23 +259,9 @@ def test_a_crash_mid_stream_leaves_no_object_and_the_data_cut_off(sx, mounts):
     assert blob(sx, "crash.bin") is None
 
 
-# A writer of SIZE bytes at RATE bytes a second from a 1 MiB buffer (never the whole file in
-# memory), 1 MiB a write; prints when its last write ended and when close ended.
-PACED_WRITER = r"""
-import json, os, sys, time
-dst, size, rate = os.environ["DST"], int(os.environ["SIZE"]), float(os.environ["RATE"])
-buf = os.urandom(1 << 20)
-fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-t0, at = time.time(), 0
-while at < size:
-    n = os.write(fd, buf[:min(len(buf), size - at)])
-    at += n
-    time.sleep(max(0.0, t0 + at / rate - time.time()))
-last = time.time()
-os.close(fd)
-end = time.time()
-print(json.dumps({"last_write": last, "close_end": end, "seconds": end - t0}), flush=True)
-"""
+# The paced writer of Scripts/bench-checkpoint.sh: SIZE bytes at RATE bytes a second, 1 MiB a
+# write; prints the seconds it wrote, the seconds from its last write to the end of close, the md5.
+PACED_WRITER = os.path.join(ROOT, "Scripts", "bench", "paced_write.py")
 
 
 def vm_hwm_kib(pid):
@@ -293,13 +280,13 @@ def test_a_2_gib_writer_at_50_mb_s_closes_within_a_second(emulator, prefix, moun
     size = int(os.environ.get("BUCKETFS_STREAM_SIZE", str(2 << 30)))
     mnt = mounts.mount(emulator.src(prefix), *STREAM)
     pid = daemon_pid(mnt)
-    env = {**os.environ, "DST": f"{mnt}/big.bin", "SIZE": str(size), "RATE": str(50_000_000)}
-    p = subprocess.run([sys.executable, "-c", PACED_WRITER], env=env, capture_output=True, timeout=size / 50e6 + 300)
+    p = subprocess.run([sys.executable, PACED_WRITER, f"{mnt}/big.bin", str(size), "50e6"],
+                       capture_output=True, timeout=size / 50e6 + 300)
     assert p.returncode == 0, p.stderr
-    t = json.loads(p.stdout.decode().splitlines()[-1])
+    writing, close, _ = p.stdout.decode().split()
+    writing, close = float(writing), float(close)
     hwm = vm_hwm_kib(pid)
-    close = t["close_end"] - t["last_write"]
-    print(f"\n{emulator.name}: {size} bytes at 50 MB/s in {t['seconds']:.1f} s; close took {close:.3f} s; daemon peak RSS {hwm / 1024:.0f} MiB")
+    print(f"\n{emulator.name}: {size} bytes at 50 MB/s in {writing:.1f} s; close took {close:.3f} s; daemon peak RSS {hwm / 1024:.0f} MiB")
     b = emulator.bucket().get_blob(f"{prefix}/big.bin")
     assert b is not None and b.size == size
     assert close <= 1.0, f"close took {close:.3f} s after the last write"

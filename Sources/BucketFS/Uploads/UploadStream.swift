@@ -134,8 +134,8 @@ final class UploadStream: @unchecked Sendable {
         guard wasSending || t != nil else { return nil }
         await t?.value
         if let f = lock.withLock({ startFailure }), refusal(f) {
+            // No session was made: nothing to cancel.
             logger.info("streamed upload of '\(inputs.path)' was refused (\(f)): the attempt fails with it, nothing is sent again")
-            await cancelSession()
             throw f
         }
         let (s, reason, written, holds) = lock.withLock { () -> ((any GrowingUpload)?, String?, Int64, Bool) in
