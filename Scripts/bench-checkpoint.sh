@@ -20,8 +20,11 @@
 # no client's close can be within a second of the end of a 2 GiB upload: BENCH_CK_SERVER=fake-gcs
 # runs the same rows there, to show that cost.
 #
-# Not part of the test suite: about 2 minutes at the defaults (two 43 s writes). Environment:
-# BUCKETFS_BIN (default: build release), GCS_TEST_SERVER, BENCH_SIZE_MIB, BENCH_WRITER_MBPS,
+# Beside it, a writer faster than the link: `cp` of FAST_MIB MiB (default 1024) from local disk into
+# a fresh mount, write and close together, each setting (streaming must not slow it).
+#
+# Not part of the test suite: about 3 minutes at the defaults (two 43 s writes). Environment:
+# BUCKETFS_BIN (default: build release), GCS_TEST_SERVER, BENCH_SIZE_MIB, BENCH_FAST_MIB (0: no cp rows), BENCH_WRITER_MBPS,
 # BENCH_DELAY_MS, BENCH_CONN_MBPS, BENCH_CK_SERVER (own, fake-gcs), BENCH_CK_PORT (the server, 9595;
 # the proxy the next port), BENCH_CK_MODES ("on off": which --stream-uploads settings), BENCH_DIR,
 # BENCH_KEEP.
@@ -35,6 +38,7 @@ SERVER_KIND="${BENCH_CK_SERVER:-own}"
 PORT="${BENCH_CK_PORT:-9595}"
 PROXY_PORT=$((PORT + 1))
 MODES="${BENCH_CK_MODES:-on off}"
+FAST_MIB="${BENCH_FAST_MIB:-1024}"
 . Scripts/bench/lib.sh bucketfs-checkpoint
 
 case "$SERVER_KIND" in
@@ -82,6 +86,21 @@ for mode in $MODES; do
   echo "bench: --stream-uploads $mode: writing ${WRITE[$mode]} s, close ${CLOSE[$mode]} s after the last write, peak RSS ${RSS[$mode]} MiB, ${REQS[$mode]} requests, object md5 matches: ${OK[$mode]}" >&2
 done
 
+declare -A CP
+if [ "$FAST_MIB" -gt 0 ]; then
+  head -c "$((FAST_MIB * 1048576))" /dev/urandom >"$WORK/fast.bin"
+  for mode in $MODES; do
+    mnt=$(mount_bucketfs "gs://$BUCKET/fast-$mode" --endpoint "$PROXY" --anonymous --stream-uploads "$mode")
+    pid=$(mount_pid "$mnt")
+    t0=$(now)
+    cp "$WORK/fast.bin" "$mnt/fast.bin"
+    CP[$mode]=$(elapsed "$t0" "$(now)")
+    unmount "$mnt"
+    for _ in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    echo "bench: --stream-uploads $mode: cp of $FAST_MIB MiB ${CP[$mode]} s" >&2
+  done
+fi
+
 row() { printf '  %-50s %10s   %-36s %s\n' "$@"; }
 echo
 echo "== bucketfs checkpoint: $SIZE_MIB MiB written at $WRITER_MBPS MB/s, +$DELAY_MS ms a request and $CONN_MBPS MB/s a connection, $SERVER_KIND server ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), binary: $BIN_LABEL)"
@@ -98,4 +117,7 @@ for mode in $MODES; do
   row "$label" "${CLOSE[$mode]}" "${WRITE[$mode]} / ${RSS[$mode]} MiB / ${REQS[$mode]}" "$target"
   [ "${OK[$mode]}" = yes ] || { echo "  the object's md5 is not the bytes written: ${OK[$mode]}"; status=1; }
 done
+if [ "$FAST_MIB" -gt 0 ]; then
+  for mode in $MODES; do row "cp of $FAST_MIB MiB from local disk, --stream-uploads $mode" "${CP[$mode]}" "(write and close together)" "-"; done
+fi
 exit "$status"
