@@ -411,6 +411,26 @@ import TestSupport
         #expect(h.store.count("read") == 40)
     }
 
+    /// A data loader's workers (`xargs -P4 -n8`): four readers each take a run of eight files
+    /// in listing order and read them in turn, so their reads land eight places apart. They are
+    /// one walk: files are fetched ahead of them (guesses read, none wasted), each file once.
+    @Test func readersTakingRunsOfFilesAreOneWalk() async throws {
+        let (h, contents) = try await walkHarness(files: 64) { $0.walkAheadFiles = 8 }
+        for round in 0..<2 {
+            for step in 0..<8 {
+                for reader in 0..<4 {
+                    let k = 32 * round + 8 * reader + step
+                    #expect(try await h.readAll(String(format: "d/f%02d", k)) == contents[k])
+                }
+            }
+        }
+        let (hits, misses) = h.fs.walkAhead.outcomes(in: "d")
+        #expect(hits >= 32, "\(hits) files read from what was fetched ahead")
+        #expect(misses == 0)
+        for k in 0..<64 { #expect(reads(h, String(format: "d/f%02d", k)) == 1, "f\(k) read \(reads(h, String(format: "d/f%02d", k))) times") }
+        #expect(h.store.count("read") == 64)
+    }
+
     @Test func aFileOpenedTwiceForTheSameGenerationCostsOneRead() async throws {
         let (h, contents) = try await walkHarness()
         // Read on demand (the walk is not evident yet), then fetched ahead: both kept for a

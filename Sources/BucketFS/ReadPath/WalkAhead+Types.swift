@@ -79,6 +79,18 @@ extension WalkAhead {
         /// How far behind the furthest the readers behind it have read (0: one reader), since
         /// the reader last started over in that order.
         var spread: [Order: Int] = [:]
+        /// Where the readers stand in each order, the most recently moved last (at most
+        /// `readers`): the index each read whole last, and the count of `reads` then. A read
+        /// just past one (behind the furthest: the very next file) is that reader's next file;
+        /// any other read is another reader's. Readers that take the files in runs (a data
+        /// loader's workers, `xargs -n8`) read that far apart.
+        var cursors: [Order: [(at: Int, moved: Int)]] = [:]
+        /// Files read whole in the directory.
+        var reads = 0
+        /// The readers that moved within the last `2 × readers` files read, in `order`.
+        func recentReaders(_ order: Order) -> Int {
+            (cursors[order] ?? []).filter { reads - $0.moved <= 2 * WalkAhead.readers }.count
+        }
         /// The order a walk was seen in (guessing for it), and how many guesses were read since.
         var walking: Order?
         var streak = 0

@@ -22,6 +22,9 @@ import StorageModel
 /// landed together. Two to eight readers taking the files in turn are one walk: a file read
 /// behind the furthest that was opened before it is another reader's (`Track.lastSeq`), however
 /// far behind (one waiting for a file read on demand while the other reads ten fetched ahead).
+/// Readers that each take a run of files (a data loader's workers) read far apart: the place of
+/// each of up to `readers` is kept (`Track.cursors`), and a read of the very next file after one
+/// is that reader's step, never a start over.
 /// As soon as a guess goes unread (an open passes it, it is closed unread, or it waits out
 /// `ttl`), the walk stops being guessed for: the directory needs twice the evidence (up to a
 /// window) before the next.
@@ -117,17 +120,28 @@ final class WalkAhead: @unchecked Sendable {
             }
             opens += 1
             opened[path] = (generation, t, opens)
-            let spread = tracks[position.directory]?.spread ?? [:]
+            let track = tracks[position.directory]
+            let spread = track?.spread ?? [:]
+            // What an open passes: the files between the reader nearest behind it and it. With
+            // several readers walking apart, an open ahead of them all is one starting a run of
+            // its own (a data loader's worker), and the files behind it are theirs: none passed.
+            func passed(_ at: Int, _ o: Order) -> Bool {
+                let behind = Self.passing(spread: spread[o] ?? 0)
+                guard at < position[o] - behind else { return false }
+                guard let track, let cursors = track.cursors[o],
+                      let from = cursors.map(\.at).filter({ $0 < position[o] }).max() else { return true }
+                if track.recentReaders(o) >= 2, position[o] - from > 1 { return false }
+                return at > from - behind
+            }
             let gone = entries.filter { k, e in
                 guard !e.taken, e.directory == position.directory, let o = e.order else { return false }
-                return k != path && e.position < position[o] - Self.passing(spread: spread[o] ?? 0)
+                return k != path && passed(e.position, o)
             }
             for k in gone.keys { entries[k] = nil }
             if !gone.isEmpty { missedLocked(position.directory, gone.count) }
             if var q = queues[position.directory] {
                 // Files waiting that the reader went past are not started.
-                let behind = Self.passing(spread: spread[q.order] ?? 0)
-                q.waiting = q.waiting.drop { $0.position < position[q.order] - behind }
+                q.waiting = q.waiting.filter { !passed($0.position, q.order) }
                 queues[position.directory] = q
             }
             return Array(gone.values)
@@ -162,14 +176,28 @@ final class WalkAhead: @unchecked Sendable {
                     continue
                 }
                 let spread = track.spread[order] ?? 0
+                let step = Self.walkStep(spread: spread)
+                var cursors = track.cursors[order] ?? [(last, track.reads)]
+                // The reader this read moves on, when it is the next file of one (behind the
+                // furthest, exactly the next: random reads land near earlier ones by chance).
+                let reach = p > last ? step : 1
+                let continued = cursors.lastIndex { $0.at < p && p - $0.at <= reach }
                 if p > last {
-                    track.run[order] = p - last <= Self.walkStep(spread: spread) ? (track.run[order] ?? 0) + 1 : 0
+                    if p - last <= step {
+                        track.run[order] = (track.run[order] ?? 0) + 1
+                    } else if !(track.recentReaders(order) >= 2 && track.walking == order) {
+                        // A jump; with several readers walking, one starting a run ahead of them.
+                        track.run[order] = 0
+                    }
                     track.last[order] = p
                     track.lastSeq[order] = seq
                 } else if p < last, seq < track.lastSeq[order] ?? 0 {
                     // Opened before the furthest was: a reader behind it (restic's second file
                     // reader, waiting for a file the first passed long ago), not a new walk.
                     track.spread[order] = max(spread, last - p)
+                } else if continued != nil {
+                    // Another reader's next file, behind the furthest (readers that take runs of
+                    // files): not a start over. The evidence stays the furthest reader's steps.
                 } else if p < last - Self.reorderSlack {
                     track.run[order] = 0
                     track.last[order] = p
@@ -178,7 +206,12 @@ final class WalkAhead: @unchecked Sendable {
                     // A start over (`tar` run again): what the walk before opened is fair game.
                     if order == walked { track.since = opens }
                 }
+                if let i = continued { cursors.remove(at: i) }
+                cursors.append((p, track.reads + 1))
+                if cursors.count > Self.readers { cursors.removeFirst(cursors.count - Self.readers) }
+                track.cursors[order] = cursors
             }
+            track.reads += 1
             if let w = track.walking, (track.run[w] ?? 0) == 0 {
                 // The reader left the order it walked in (a jump, or a start over).
                 track.walking = nil
