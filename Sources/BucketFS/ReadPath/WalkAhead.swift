@@ -122,17 +122,22 @@ final class WalkAhead: @unchecked Sendable {
             opened[path] = (generation, t, opens)
             let track = tracks[position.directory]
             let spread = track?.spread ?? [:]
-            // What an open passes: the files between the reader nearest behind it and it. With
-            // several readers walking apart, an open ahead of them all is one starting a run of
-            // its own (a data loader's worker), and the files behind it are theirs: none passed.
-            func passed(_ at: Int, _ o: Order) -> Bool {
+            // What an open passes, in each order (worked out once per open): the files between
+            // the reader nearest behind it and it. With several readers walking apart, an open
+            // more than one place past the nearest is one starting a run of its own (a data
+            // loader's worker), and the files behind it are theirs: none passed.
+            var passes: [Order: Range<Int>] = [:]
+            for o in Order.allCases {
                 let behind = Self.passing(spread: spread[o] ?? 0)
-                guard at < position[o] - behind else { return false }
-                guard let track, let cursors = track.cursors[o],
-                      let from = cursors.map(\.at).filter({ $0 < position[o] }).max() else { return true }
-                if track.recentReaders(o) >= 2, position[o] - from > 1 { return false }
-                return at > from - behind
+                let upTo = position[o] - behind
+                guard let track, let from = track.cursors[o]?.map(\.at).filter({ $0 < position[o] }).max() else {
+                    passes[o] = Int.min..<max(Int.min, upTo)
+                    continue
+                }
+                let starting = track.recentReaders(o) >= 2 && position[o] - from > 1
+                passes[o] = starting ? 0..<0 : (from - behind + 1)..<max(from - behind + 1, upTo)
             }
+            func passed(_ at: Int, _ o: Order) -> Bool { passes[o]?.contains(at) ?? false }
             let gone = entries.filter { k, e in
                 guard !e.taken, e.directory == position.directory, let o = e.order else { return false }
                 return k != path && passed(e.position, o)
