@@ -53,6 +53,9 @@ public struct MountConfig: Sendable {
     /// The most a sequential reader that keeps waiting for bytes on their way grows to (the mount
     /// sets it to its connections; docs/SEMANTICS.md §3.6).
     public var readStreamsMax = 16
+    /// Reads of the bucket's files bypass the kernel's page cache (`--direct-io`; docs/SEMANTICS.md
+    /// §3.6): every read comes to the read path, and no page cache is filled.
+    public var directReads = false
     /// The kernel's read-ahead for the mount (bytes): it sends a sequential reader's requests
     /// for this much at once, and they may arrive in any order within it.
     public var kernelReadAhead = 1 << 20

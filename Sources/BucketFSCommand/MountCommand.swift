@@ -238,6 +238,7 @@ struct Mount: AsyncParsableCommand {
         config.listPageSize = listPageSize
         config.listConcurrency = listConcurrency
         config.readAheadBudget = max(0, readAheadMB) << 20
+        config.directReads = directIO
         config.readStreams = max(0, readStreams)
         // A reader waiting on the link grows to as many streams as the connections allow (docs/SEMANTICS.md §3.6).
         config.readStreamsMax = max(config.readStreams, maxConnections)

@@ -54,6 +54,8 @@ struct CachingOptions: ParsableArguments {
     var readCacheMB: Int?
     @Flag(name: .customLong("no-kernel-reads"), help: "Serve every read of the read cache's files through bucketfs, checked block by block, instead of letting the kernel read a complete, checked file itself (FUSE passthrough; Linux 6.9 or later, as root).")
     var noKernelReads = false
+    @Flag(name: .customLong("direct-io"), help: "Reads of the bucket's files bypass the kernel's page cache (FOPEN_DIRECT_IO): one copy fewer and no page cache filled (large files read once: data sets, checkpoints); a re-read comes to bucketfs again. Files complete in the read cache stay the kernel's to read.")
+    var directIO = false
     @Option(name: .customLong("read-ahead-mb"), help: "Memory for everything fetched ahead of readers, all open files together, MiB (0: read on demand only).")
     var readAheadMB: Int = MountConfig.defaults.readAheadBudget >> 20
     @Option(name: .customLong("read-streams"), help: "Ranged requests in flight ahead of one sequential reader at first (0: no read-ahead); a reader that keeps waiting for them gets twice as many, up to --max-connections.")
@@ -136,6 +138,7 @@ extension Mount {
     var readCacheDir: String? { caching.readCacheDir }
     var readCacheMB: Int? { caching.readCacheMB }
     var noKernelReads: Bool { caching.noKernelReads }
+    var directIO: Bool { caching.directIO }
     var readStreams: Int { caching.readStreams }
     var walkAheadFiles: Int { caching.walkAheadFiles }
     var walkHedge: Double { caching.walkHedge }

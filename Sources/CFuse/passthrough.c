@@ -10,8 +10,8 @@
 
 // What libfuse (3.14) does not say to the kernel, said for it: its INIT reply and its open replies
 // are amended on their way to the kernel, through libfuse's custom-io hooks. FUSE passthrough
-// (which 3.14 does not know) and FUSE_PARALLEL_DIROPS (which 3.14 leaves out of its reply though
-// FuseKit wants it). The wire layout is the kernel's (include/uapi/linux/fuse.h, protocol 7.40);
+// (which 3.14 does not know), FUSE_DIRECT_IO_ALLOW_MMAP (nor that) and FUSE_PARALLEL_DIROPS
+// (which 3.14 leaves out of its reply though FuseKit wants it). The wire layout is the kernel's (include/uapi/linux/fuse.h, protocol 7.40);
 // libfuse's own header stops at 7.38.
 
 enum {
@@ -22,6 +22,7 @@ enum {
     WRITEBACK_CACHE = 1u << 16,
     PARALLEL_DIROPS = 1u << 18,
     PASSTHROUGH2 = 1u << 5,  // FUSE_PASSTHROUGH (1ULL << 37) in flags2
+    DIRECT_IO_ALLOW_MMAP2 = 1u << 4,  // FUSE_DIRECT_IO_ALLOW_MMAP (1ULL << 36) in flags2
     OPEN_PASSTHROUGH = 1u << 7,  // FOPEN_PASSTHROUGH
     OPEN_DIRECT_IO = 1u << 0,    // FOPEN_DIRECT_IO
     // What the kernel allows beside FOPEN_PASSTHROUGH (FOPEN_PASSTHROUGH_MASK): FOPEN_DIRECT_IO,
@@ -35,6 +36,7 @@ struct backing_map { int32_t fd; uint32_t flags; uint64_t padding; };
 
 static atomic_int wanted;           // passthrough asked for by the filesystem
 static atomic_uint kernel_flags;    // the kernel's INIT flags
+static atomic_uint kernel_flags2;   // and its flags2 (0 without FUSE_INIT_EXT)
 static atomic_int offered;          // the kernel's INIT offered it
 static atomic_int negotiated;       // our INIT reply took it
 static _Atomic uint64_t init_unique;
@@ -61,6 +63,7 @@ static ssize_t hook_read(int fd, void *buf, size_t len, void *userdata) {
             if (minor >= 36 && (flags & INIT_EXT) && n >= IN_HEADER + 20) memcpy(&flags2, (char *)buf + IN_HEADER + 16, 4);
             atomic_store(&offered, (flags & INIT_EXT) && (flags2 & PASSTHROUGH2) ? 1 : 0);
             atomic_store(&kernel_flags, flags);
+            atomic_store(&kernel_flags2, (flags & INIT_EXT) ? flags2 : 0);
             atomic_store(&init_unique, unique);
         }
     }
@@ -102,9 +105,17 @@ static ssize_t hook_writev(int fd, struct iovec *iov, int count, void *userdata)
                     flags |= INIT_EXT;
                     flags2 |= PASSTHROUGH2;
                     uint32_t depth = 1;  // the backing files' filesystem stacks nothing itself
-                    memcpy(reply + OUT_HEADER + 32, &flags2, 4);
                     memcpy(reply + OUT_HEADER + 36, &depth, 4);
                 }
+                // A shared mmap of a file open with FOPEN_DIRECT_IO (--direct-io; a reader beside
+                // a direct writer) is served through the page cache, which the kernel keeps
+                // coherent with the direct reads and writes (Linux 6.6); without it such an mmap
+                // fails with ENODEV.
+                if (atomic_load(&kernel_flags2) & DIRECT_IO_ALLOW_MMAP2) {
+                    flags |= INIT_EXT;
+                    flags2 |= DIRECT_IO_ALLOW_MMAP2;
+                }
+                memcpy(reply + OUT_HEADER + 32, &flags2, 4);
                 memcpy(reply + OUT_HEADER + 12, &flags, 4);
                 ssize_t w = write(fd, reply, (size_t)len);
                 if (w == len && passthrough) atomic_store(&negotiated, 1);

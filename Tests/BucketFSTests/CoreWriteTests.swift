@@ -67,6 +67,30 @@ import Testing
         #expect(h.store.data("d.bin") == Data("abc".utf8))
     }
 
+    /// With `--direct-io`, a handle reading the bucket's bytes bypasses the page cache; a
+    /// writer's handle and a reader of a file written here keep today's rules. Without it, no
+    /// reader does.
+    @Test func directIOReadsBypassThePageCacheOnlyWhenAsked() async throws {
+        for on in [false, true] {
+            let h = Harness { $0.directReads = on }
+            h.store.put("data/big.bin", Data(repeating: 7, count: 4096))
+            let ino = try await h.ino("data/big.bin")
+            let r = try await h.fs.open(ino: ino, flags: OpenFlags(O_RDONLY))
+            #expect(h.fs.directIO(ino: ino, fh: r) == on, "a reader of the bucket's bytes, --direct-io \(on)")
+            #expect(try await h.fs.read(ino: ino, fh: r, offset: 0, size: 8) == Data(repeating: 7, count: 8))
+            try await h.fs.release(ino: ino, fh: r)
+            // A writer alone (read-write) keeps the page cache either way, and a reader beside it
+            // reads the local content through the page cache too.
+            let rw = try await h.fs.open(ino: ino, flags: OpenFlags(O_RDWR))
+            #expect(!h.fs.directIO(ino: ino, fh: rw))
+            _ = try await h.fs.write(ino: ino, fh: rw, offset: 0, data: Data("x".utf8))
+            let r2 = try await h.fs.open(ino: ino, flags: OpenFlags(O_RDONLY))
+            #expect(!h.fs.directIO(ino: ino, fh: r2), "a reader of a file written here, --direct-io \(on)")
+            try await h.fs.release(ino: ino, fh: r2)
+            try await h.fs.release(ino: ino, fh: rw)
+        }
+    }
+
     @Test func fsyncIsDurable() async throws {
         let h = Harness()
         let (e, fh) = try await h.fs.create(parent: Harness.root, name: "f.txt", mode: 0o644, flags: OpenFlags(O_WRONLY | O_CREAT))

@@ -15,15 +15,18 @@ final class ReadBudget: @unchecked Sendable {
 
     var inUse: Int { lock.withLock { used } }
 
-    /// Reserves `bytes` for `holder` if they fit in the budget and in the holder's fair share
-    /// (the capacity split evenly between the holders, `floor` at least).
+    /// Reserves `bytes` for `holder` if they fit in the budget and in the holder's fair share:
+    /// the capacity split evenly between the holders (`floor` at least), or, when the others
+    /// hold less than theirs (a reader of small files next to one of a large file), what they
+    /// leave, less a newcomer's even share (room for the next holder always stays).
     func reserve(_ bytes: Int, for holder: AnyObject, floor: Int = 0) -> Bool {
         let id = ObjectIdentifier(holder)
         return lock.withLock {
             guard used + bytes <= capacity else { return false }
             let mine = holders[id] ?? 0
             let sharers = holders.count + (mine == 0 ? 1 : 0)
-            let share = max(floor, capacity / max(1, sharers))
+            let left = capacity - (used - mine) - capacity / (sharers + 1)
+            let share = max(floor, capacity / max(1, sharers), left)
             guard mine == 0 || mine + bytes <= share else { return false }
             used += bytes
             holders[id] = mine + bytes

@@ -7,8 +7,11 @@ enum PageCachePolicy {
     /// bench). Any handle opened while such a one is open does too, so that no reader keeps
     /// pages the direct writes would leave stale. A handle opened while another handle with
     /// cached pages is open keeps the page cache, which keeps the two coherent.
-    static func directIO(writeOnly: Bool, others: [Handle]) -> Bool {
-        others.contains { $0.directIO } || (writeOnly && others.isEmpty)
+    /// With `directReads` (`--direct-io`), a handle reading the bucket's bytes (`readsBucket`: not
+    /// a writer, no local content, not a file complete in the read cache, which the kernel may
+    /// read itself) bypasses it too.
+    static func directIO(writeOnly: Bool, others: [Handle], directReads: Bool = false, readsBucket: Bool = false) -> Bool {
+        others.contains { $0.directIO } || (writeOnly && others.isEmpty) || (directReads && readsBucket)
     }
 
     /// Close-to-open for the pages the kernel keeps: a handle reading generation `opening` of a

@@ -56,7 +56,9 @@ extension Superblock {
             h[n].cachedGeneration = pages.cachedAfter
             let handle = Handle(ino: n.ino, writable: writable, info: info, path: h[n].path, stream: reads, stage: stage,
                                 keepCache: pages.keep,
-                                directIO: PageCachePolicy.directIO(writeOnly: writeOnly, others: h.handles.fileHandles(on: n.ino)))
+                                directIO: PageCachePolicy.directIO(writeOnly: writeOnly, others: h.handles.fileHandles(on: n.ino),
+                                                                   directReads: config.directReads,
+                                                                   readsBucket: reads != nil && reads?.cachedFile == nil))
             return .opened(fh: h.handles.add(handle), handle: handle, listed: walks && reads != nil ? h.listedFiles(around: n) : nil)
         }
     }
