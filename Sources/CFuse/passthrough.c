@@ -11,8 +11,8 @@
 // What libfuse (3.14) does not say to the kernel, said for it: its INIT reply and its open replies
 // are amended on their way to the kernel, through libfuse's custom-io hooks. FUSE passthrough
 // (which 3.14 does not know), FUSE_DIRECT_IO_ALLOW_MMAP (nor that) and FUSE_PARALLEL_DIROPS
-// (which 3.14 leaves out of its reply though FuseKit wants it). The wire layout is the kernel's (include/uapi/linux/fuse.h, protocol 7.40);
-// libfuse's own header stops at 7.38.
+// (which 3.14 leaves out of its reply though FuseKit wants it). The wire layout is the kernel's
+// (include/uapi/linux/fuse.h, protocol 7.40); libfuse's own header stops at 7.38.
 
 enum {
     OP_INIT = 26,
