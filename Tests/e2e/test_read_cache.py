@@ -175,15 +175,17 @@ def _kernel_mount(mounts, emulator, prefix, cache, log, port, *more):
 
 
 @pytest.mark.one_server
-def test_the_kernel_reads_a_complete_checked_cache_file_itself(emulator, prefix, mounts, tmp_path):
+@pytest.mark.parametrize("direct", [[], ["--direct-io"]], ids=["page-cache", "direct-io"])
+def test_the_kernel_reads_a_complete_checked_cache_file_itself(emulator, prefix, mounts, tmp_path, direct):
     """docs/SEMANTICS.md §3.6, "The kernel reads the cache": a complete file's later opens are read by
-    the kernel from the cache's file (no read reaches bucketfs, no media GET), with the right bytes;
+    the kernel from the cache's file (no read reaches bucketfs, no media GET), with the right bytes,
+    with `--direct-io` too (its FOPEN_DIRECT_IO would send those reads to bucketfs);
     `--no-kernel-reads` serves them through bucketfs as before."""
     if os.geteuid() != 0 or not _passthrough_kernel():
         pytest.skip("FUSE passthrough needs root and a kernel built with CONFIG_FUSE_PASSTHROUGH")
     content = _fill(emulator, prefix)
     cache, port = tmp_path / "read-cache", free_port()
-    mnt = _kernel_mount(mounts, emulator, prefix, cache, tmp_path / "first.log", port)
+    mnt = _kernel_mount(mounts, emulator, prefix, cache, tmp_path / "first.log", port, *direct)
     for n, data in content.items():
         assert _read(f"{mnt}/d/{n}") == data
     first_gets = len(_reads(tmp_path / "first.log"))
