@@ -58,7 +58,8 @@ extension Superblock {
                                 keepCache: pages.keep,
                                 directIO: PageCachePolicy.directIO(writeOnly: writeOnly, others: h.handles.fileHandles(on: n.ino),
                                                                    directReads: config.directReads,
-                                                                   readsBucket: reads != nil && reads?.cachedFile == nil))
+                                                                   // (the stream's lock only when the option is on)
+                                                                   readsBucket: config.directReads && reads != nil && reads?.cachedFile == nil))
             return .opened(fh: h.handles.add(handle), handle: handle, listed: walks && reads != nil ? h.listedFiles(around: n) : nil)
         }
     }
