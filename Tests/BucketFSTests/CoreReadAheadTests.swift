@@ -152,6 +152,36 @@ import TestSupport
         #expect(h.fs.readBudget.inUse == 0)
     }
 
+    /// A first read at the start that asks for a whole first part or more (a reader taking
+    /// 1 MiB at a time: `dd bs=1M`, a data loader) is sequential at once: the rest of a file of a
+    /// few parts goes in flight with it, before any second read. A first read of less stays one
+    /// request until the reader moves on. Each byte is fetched once either way.
+    @Test func aFirstReadOfAWholePartStartsTheStreamsAtOnce() async throws {
+        for (first, atOnce) in [(1 << 20, true), (128 << 10, false)] {
+            let h = Harness { $0.readPartFirst = 1 << 20; $0.readPartMax = 4 << 20; $0.readStreams = 4 }
+            let size = 5 << 20
+            let (content, ino, fh) = try await openedBig(h, size: size, seed: 29)
+            var out = try await h.fs.read(ino: ino, fh: fh, offset: 0, size: first)
+            #expect(out.count == first)
+            func furthest() -> Int64 { h.store.reads.compactMap { $0.range?.upperBound }.max() ?? 0 }
+            if atOnce {
+                #expect(await eventually { furthest() == Int64(size) }, "the parts after the first read went with it")
+            } else {
+                try await Task.sleep(for: .milliseconds(50))
+                #expect(h.store.reads.map(\.range) == [0..<Int64(1 << 20)])
+            }
+            while true {
+                let d = try await h.fs.read(ino: ino, fh: fh, offset: UInt64(out.count), size: first)
+                if d.isEmpty { break }
+                out += d
+            }
+            try await h.fs.release(ino: ino, fh: fh)
+            #expect(out == content)
+            #expect(h.store.reads.reduce(0) { $0 + ($1.range?.count ?? 0) } == size)
+            #expect(h.fs.readBudget.inUse == 0)
+        }
+    }
+
     /// The kernel's read-ahead sends several requests at once and they may arrive in any order
     /// within its window: the reader is still sequential, no part is dropped, nothing is read twice.
     @Test func requestsOutOfOrderWithinTheKernelsReadAheadKeepTheParts() async throws {

@@ -356,6 +356,13 @@ final class ReadStream: @unchecked Sendable {
             return nil
         }
         if off < lo { return nil }  // a straggler just behind the parts
+        // A first read at the start that asks for a whole first part or more reads the file
+        // through (a reader taking half a MiB or more at once, for which the kernel asks its
+        // whole read-ahead window: `dd bs=1M`, a data loader): sequential from this request, so
+        // a file of a few parts arrives in one round trip, not two (docs/SEMANTICS.md §3.6).
+        if streak == 0, lastEnd == 0, parts.isEmpty, off == 0, end >= Int64(tuning.firstPart), end < size {
+            streak = 1
+        }
         // Parts wholly behind the reader are done with, by a margin for requests that arrive
         // out of order: the kernel may have two read-ahead windows in flight.
         let margin = max(Int64(tuning.firstPart), 2 * tuning.reorder)
