@@ -164,6 +164,60 @@ import TestSupport
         #expect(s.cachedEntries == 1, "only a.txt's metadata is left: \(s.cachedEntries)")
     }
 
+    /// A directory the kernel forgets (memory pressure, a dropped page cache) while its parent's
+    /// listing names it keeps its own fresh listing: opening its files by name right after costs
+    /// no request (it cost one name probe each when the listing went with the FORGET), and the
+    /// listing still goes with the cache's bound or its TTL.
+    @Test func aForgottenDirectoryKeepsItsFreshListing() async throws {
+        let h = Harness()
+        fill(h, "d", 20)
+        _ = try await readdirPlus(h, Harness.root)  // the root's listing names d
+        let d = try await h.ino("d")
+        let listed = try await readdirPlus(h, d)
+        #expect(listed.count == 20)
+        // The kernel forgets d and every file it was handed (each entry and d's own lookups).
+        for e in listed { h.fs.forget(ino: e.entry.attributes.ino, nlookup: 1) }
+        h.fs.forget(ino: d, nlookup: 2)
+        let lists = h.store.lists.count, total = h.store.totalRequests
+        // find's names, opened again by name: answered from d's listing.
+        let again = try await h.fs.lookup(parent: Harness.root, name: "d").attributes.ino
+        #expect(again == d)
+        for i in [0, 7, 19] {
+            let e = try await h.fs.lookup(parent: d, name: String(format: "f%03d", i))
+            #expect(e.attributes.size == UInt64(i))
+        }
+        #expect(h.store.lists.count == lists, "lookups after the FORGET listed \(h.store.lists.count - lists) times")
+        #expect(h.store.totalRequests == total, "no request at all")
+        // The kernel's copy of d's entries went with its inode: a new handle fills one again.
+        let fh = try await h.fs.opendir(ino: d)
+        #expect(h.fs.directoryCaching(ino: d, fh: fh) == .fill)
+        h.fs.releasedir(ino: d, fh: fh)
+        // Past the TTL it is listed again, as any listing.
+        h.fs.forget(ino: d, nlookup: 1)
+        h.clock.advance(6)
+        _ = try await h.fs.lookup(parent: d, name: "f001")
+        #expect(h.store.lists.count > lists)
+    }
+
+    /// The listing a forgotten directory keeps counts against the cache's bound, and goes with
+    /// it: the directory's node and its files' nodes leave the table.
+    @Test func aForgottenDirectorysListingStillGoesWithTheBound() async throws {
+        let h = Harness { $0.maxCachedEntries = 30 }
+        fill(h, "d", 20)
+        fill(h, "e", 25)
+        _ = try await readdirPlus(h, Harness.root)
+        let d = try await h.ino("d")
+        for e in try await readdirPlus(h, d) { h.fs.forget(ino: e.entry.attributes.ino, nlookup: 1) }
+        h.fs.forget(ino: d, nlookup: 2)
+        #expect(h.fs.statistics().inodes >= 22, "d and its 20 files stay while d's listing does")
+        // Another listing pushes d's out: its nodes, which nothing else holds, go with it.
+        let e = try await h.ino("e")
+        _ = try await readdirPlus(h, e)
+        let s = h.fs.statistics()
+        #expect(s.cachedEntries <= 30, "\(s.cachedEntries) cached entries, bound 30")
+        #expect(s.inodes <= 1 + 2 + 25, "root, d and e, e's files: \(s.inodes)")
+    }
+
     @Test func aDirHandleReadsOnWhileEvictionHappens() async throws {
         let h = Harness { $0.maxCachedEntries = 20 }
         fill(h, "d", 100)

@@ -23,10 +23,13 @@ extension Superblock {
             guard ino != Self.rootIno, let n = h.table[ino] else { return }
             h[n].lookups = h[n].lookups > nlookup ? h[n].lookups - nlookup : 0
             guard h[n].lookups == 0 else { return }
-            // The kernel no longer knows this number: its listing goes, and the node too unless
-            // something else holds it.
-            if h[n].staged == nil { h.dropListing(n) }
+            // The kernel no longer knows this number: the node goes, with its listing, unless
+            // something else holds it. A directory its parent's cached listing names stays, and
+            // keeps its own fresh listing, until the cache's bound or the TTL lets that go
+            // (docs/SEMANTICS.md §6, "A listing outlives the kernel's forgetting").
             h.dropIfUnused(n)
+            // Kept: the kernel's copy of its entries went with its inode (the next handle fills one).
+            if h.table.isTabled(n) { h[n].listing?.kernelCopy = nil }
         }
     }
 
