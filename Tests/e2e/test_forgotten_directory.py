@@ -7,23 +7,17 @@ training loader that lists a dataset and then opens its files expects. Run on th
 import os
 import subprocess
 
+from test_emptied_directory import drop_kernel_caches
 
 N = 40
 
 
-def drop_kernel_caches():
-    """The kernel forgets the dentries and inodes it holds (root only; the test needs it)."""
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("2\n")
-
-
 def test_files_opened_by_name_after_the_kernel_forgot_their_directory_cost_no_listing(bucket, tmp_path, mounts):
-    b = bucket
     for i in range(N):
-        b.put(f"set/f{i:03d}", f"sample {i}\n")
+        bucket.put(f"set/f{i:03d}", f"sample {i}\n")
     log = tmp_path / "requests.log"
     # A TTL no step of the test outlasts: what is measured is the FORGET, not an expiry.
-    mnt = mounts.mount(b.src(), "--request-log", str(log), "--metadata-ttl", "600")
+    mnt = mounts.mount(bucket.src(), "--request-log", str(log), "--metadata-ttl", "600")
     names = subprocess.run(["find", mnt, "-type", "f"], capture_output=True, text=True, check=True,
                            timeout=60).stdout.split()
     assert len(names) == N
