@@ -13,8 +13,9 @@
 #      the same 4 readers reading the cache directory's files straight from its disk (target
 #      >= 0.8, and 0 media GETs in epoch 2). `rclone mount --vfs-cache-mode full` beside it.
 #  (2) one sequential reader (`dd bs=1M`; `cat | wc -c` beside it) of the big file, cache off,
-#      against the plain client's 16-way read of that file. Target: >= 0.8. When the build has --direct-io, the same reader
-#      through a mount with it too (reads that bypass the page cache), in the same turns.
+#      against the plain client's 16-way read of that file. Target: >= 0.8. When the build has
+#      --direct-io, the same reader through a mount with it too (reads that bypass the page
+#      cache), in the same turns.
 #
 # Starts its own emulator (EMULATOR_PORT, default 9571) and proxy (BENCH_PROXY_PORT, default 9572),
 # unmounts everything on exit. Not part of the test suite: about 5 minutes at the defaults (2.2 GB
@@ -90,9 +91,9 @@ printf '#!/bin/sh\nfor f; do cat "$f" | wc -c; done\n' >"$WORK/read-cat"
 chmod +x "$WORK/read-dd" "$WORK/read-cat"
 read4() {  # FILE... on stdin -> seconds for 4 readers reading them whole (READER, 8 files a turn);
   # checks that the bytes read are the dataset's. The caller drops the page cache first, before
-  # the files are listed: a drop while `find` lists them would make the kernel forget the
-  # directories just listed, and the mount their listings with them (every name then asked of the
-  # bucket one by one: 201 list requests in epoch 2, seen in 7 of 12 runs before this order).
+  # the files are listed: a drop while `find` lists them makes the kernel forget the directories
+  # just listed, and builds before b11f551 dropped their listings with them (every name then asked
+  # of the bucket one by one: 201 list requests in epoch 2, in 7 of 12 runs before this order).
   local t0 t1 got
   t0=$(now)
   got=$(xargs -P4 -n8 "$WORK/read-$READER" | awk '{s += $1} END {print s}')
