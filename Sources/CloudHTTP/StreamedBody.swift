@@ -16,12 +16,12 @@ package struct StreamedBody: Sendable {
     package let stallTimeout: Duration
     /// What one read from the source takes in at most. Also the grain at which progress is seen
     /// (the stall watchdog, the operation's deadline: docs/SEMANTICS.md §5.2): a link that takes
-    /// less than one piece per `--idle-timeout` (105 KB/s at 10 s) counts as stalled, once what
+    /// less than one piece per `--idle-timeout` (26 KB/s at 10 s) counts as stalled, once what
     /// the socket buffers hold has drained (`SendQueue`, or where it is not seen `SendBacklog`).
-    /// 1 MiB, not 256 KiB: each piece is a hop between the HTTP client's event loop and the task
-    /// that reads it, and with 256 KiB pieces a 1 GiB upload to a local server took 0.3 s longer
-    /// (2.39–2.76 s against 2.33–2.47 s, the plain client's one PUT 2.15–2.46 s).
-    static let pieceSize = 1 << 20
+    /// (1 MiB pieces were tried: about a tenth faster to a local server, but a piece then takes half
+    /// of a 1 s idle timeout at 2 MiB/s, and a moving upload was taken for stalled on a busy
+    /// machine: docs/BENCHMARKS.md, "An upload's pieces".)
+    static let pieceSize = 1 << 18
 
     /// `clock`: the one the pieces' times are read on (the transport's).
     package init(source: UploadSource, offset: Int64, length: Int64, sums: UploadChecksums, stallTimeout: Duration,

@@ -276,7 +276,7 @@ def vm_hwm_kib(pid):
 def test_a_2_gib_writer_at_50_mb_s_closes_within_a_second(emulator, prefix, mounts, tmp_path):
     """What streamed uploads promise: a writer producing 2 GiB at 50 MB/s into the mount (no proxy):
     close returns within 1 s of its last write, and the daemon's memory stays bounded (its peak
-    RSS is printed; the stream reads 1 MiB at a time from the stage file). BUCKETFS_SLOW=1."""
+    RSS is printed; the stream reads 256 KiB at a time from the stage file). BUCKETFS_SLOW=1."""
     size = int(os.environ.get("BUCKETFS_STREAM_SIZE", str(2 << 30)))
     mnt = mounts.mount(emulator.src(prefix), *STREAM)
     pid = daemon_pid(mnt)
